@@ -1,0 +1,2 @@
+//! B+-trees over buffer-managed pages.
+pub mod node;

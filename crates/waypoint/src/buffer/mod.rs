@@ -1,0 +1,2 @@
+//! Buffer management: page frames, latches, the page provider, writeback.
+pub mod page;

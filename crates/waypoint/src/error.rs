@@ -1,0 +1,160 @@
+//! Typed errors for every public operation.
+//!
+//! Invariant: no input a caller can give makes the engine panic; everything
+//! that can go wrong is one of these variants. Errors that concern bytes on
+//! disk carry the file and, where it is known, the byte offset.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The I/O operation that failed, named in [`Error::Io`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IoOp {
+    Open,
+    Read,
+    Write,
+    SyncData,
+    SetLen,
+    Len,
+    Remove,
+    Rename,
+    CreateDir,
+    SyncDir,
+    ListDir,
+}
+
+impl std::fmt::Display for IoOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            IoOp::Open => "open",
+            IoOp::Read => "read",
+            IoOp::Write => "write",
+            IoOp::SyncData => "fdatasync",
+            IoOp::SetLen => "set_len",
+            IoOp::Len => "stat",
+            IoOp::Remove => "remove",
+            IoOp::Rename => "rename",
+            IoOp::CreateDir => "create_dir",
+            IoOp::SyncDir => "sync_dir",
+            IoOp::ListDir => "list_dir",
+        };
+        f.write_str(name)
+    }
+}
+
+/// Everything that can go wrong in waypoint.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The transaction conflicted with a concurrent one and was aborted.
+    /// Retrying it is safe and expected.
+    #[error("transaction conflict: aborted, retry it")]
+    Conflict,
+    #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
+    KeyTooLarge { len: usize, max: usize },
+    #[error("value of {len} bytes exceeds the maximum of {max} bytes")]
+    ValueTooLarge { len: usize, max: usize },
+    #[error("key already exists")]
+    KeyExists,
+    #[error("key not found")]
+    KeyNotFound,
+    #[error("no table or index named {name:?}")]
+    UnknownTable { name: String },
+    #[error("a table or index named {name:?} already exists")]
+    TableExists { name: String },
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName { name: String, reason: &'static str },
+    /// Index {index:?} exists in the catalog but this process has not given its
+    /// key extractor yet (`Database::open_index`), so writes to its table are refused
+    /// rather than leaving the index stale.
+    #[error("index {index:?} on table {table:?} is not bound: call open_index with its key extractor before writing to the table")]
+    IndexNotBound { table: String, index: String },
+    #[error("the table handle refers to a dropped table")]
+    TableDropped,
+    #[error("the transaction has already committed or aborted")]
+    TransactionFinished,
+    #[error("the database is closed")]
+    Closed,
+    /// An earlier I/O failure left the in-memory state possibly ahead of the
+    /// disk. Every call fails until the database is reopened and recovered.
+    #[error("database poisoned by an earlier I/O failure ({cause}); reopen it")]
+    Poisoned { cause: String },
+    #[error("{op} failed on {path}{}: {source}", fmt_offset(*.offset))]
+    Io {
+        op: IoOp,
+        path: PathBuf,
+        offset: Option<u64>,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("corruption in {path} at offset {offset}: {detail}")]
+    Corruption {
+        path: PathBuf,
+        offset: u64,
+        detail: String,
+    },
+    #[error("{path} has format version {found}, this build reads version {supported}")]
+    UnsupportedFormatVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("{path} uses {found}-byte pages but {requested} were requested")]
+    PageSizeMismatch {
+        path: PathBuf,
+        found: u32,
+        requested: u32,
+    },
+    #[error("{path} is not a waypoint database")]
+    NotADatabase { path: PathBuf },
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+    #[error(
+        "buffer pool exhausted: all {frames} frames are pinned or dirty and could not be written"
+    )]
+    BufferPoolExhausted { frames: usize },
+}
+
+fn fmt_offset(offset: Option<u64>) -> String {
+    offset
+        .map(|o| format!(" at offset {o}"))
+        .unwrap_or_default()
+}
+
+impl Error {
+    /// True for errors after which retrying the same transaction may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict)
+    }
+
+    /// True when the error came from the disk: a failed system call (EIO,
+    /// ENOSPC, ...), not a logical error of the caller.
+    pub fn is_io(&self) -> bool {
+        matches!(self, Error::Io { .. })
+    }
+
+    /// The raw OS error code of an I/O error, if any (e.g. `libc::ENOSPC`).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(
+        op: IoOp,
+        path: impl Into<PathBuf>,
+        offset: Option<u64>,
+        source: std::io::Error,
+    ) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            offset,
+            source,
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The real storage: positional `pread`/`pwrite`, `fdatasync`, directory
+//! `fsync`, and optional `O_DIRECT` for data files.
+
+use super::{OpenMode, Storage, StorageFile};
+use crate::error::{Error, IoOp, Result};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Files on the local file system.
+#[derive(Debug, Clone, Default)]
+pub struct RealStorage {
+    direct_io: bool,
+}
+
+impl RealStorage {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Open files with `O_DIRECT`, bypassing the OS page cache. Every buffer
+    /// and offset passed to the files must then be aligned to 4 KiB, which the
+    /// buffer pool guarantees for pages.
+    pub fn with_direct_io(direct_io: bool) -> Self {
+        Self { direct_io }
+    }
+}
+
+#[derive(Debug)]
+struct RealFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl Storage for RealStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true);
+        match mode {
+            OpenMode::Existing => {}
+            OpenMode::CreateIfMissing => {
+                options.create(true);
+            }
+            OpenMode::CreateNew => {
+                options.create_new(true);
+            }
+        }
+        if self.direct_io {
+            options.custom_flags(libc::O_DIRECT);
+        }
+        let file = options
+            .open(path)
+            .map_err(|e| Error::io(IoOp::Open, path, None, e))?;
+        Ok(Arc::new(RealFile {
+            path: path.to_path_buf(),
+            file,
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        let result = if path.is_dir() {
+            std::fs::remove_dir_all(path)
+        } else {
+            std::fs::remove_file(path)
+        };
+        result.map_err(|e| Error::io(IoOp::Remove, path, None, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io(IoOp::Rename, from, None, e))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::create_dir_all(path).map_err(|e| Error::io(IoOp::CreateDir, path, None, e))
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let dir = File::open(path).map_err(|e| Error::io(IoOp::SyncDir, path, None, e))?;
+        dir.sync_all()
+            .map_err(|e| Error::io(IoOp::SyncDir, path, None, e))
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>> {
+        let entries =
+            std::fs::read_dir(path).map_err(|e| Error::io(IoOp::ListDir, path, None, e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(IoOp::ListDir, path, None, e))?;
+            out.push(entry.path());
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+impl StorageFile for RealFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io(IoOp::Read, &self.path, Some(offset), e))
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| Error::io(IoOp::Write, &self.path, Some(offset), e))
+    }
+
+    fn sync_data(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(IoOp::SyncData, &self.path, None, e))
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io(IoOp::Len, &self.path, None, e))
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| Error::io(IoOp::SetLen, &self.path, None, e))
+    }
+}
