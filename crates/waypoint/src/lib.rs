@@ -8,3 +8,5 @@ pub mod error;
 pub mod io;
 
 pub use error::{Error, IoOp, Result};
+pub mod catalog;
+pub mod txn;

@@ -1,2 +1,63 @@
-//! B+-trees over buffer-managed pages.
+//! B+-trees over buffer-managed pages: tables and secondary indexes.
+//!
+//! - [`node`]: the slotted page format of one node (pure functions on bytes).
+//! - [`tree`]: the tree algorithms: optimistic descent (readers write no
+//!   shared cache line), latch-coupled splits and merges, range scans.
+//! - this file: [`PageOp`] and [`PageLog`], the one place through which
+//!   every page modification passes, so the log layer sees each of them
+//!   (seed 000 §3.1: records carry page id, GSN and before/after images).
+//!
+//! Leaf values are stored as `[8-byte TID, little endian][user value]`; the
+//! TID is Silo's per-record version word (seed 002 §2) that optimistic
+//! concurrency control validates against.
+
 pub mod node;
+pub mod tree;
+
+pub use tree::{BTree, ScanBound};
+
+use crate::buffer::{ExclusiveGuard, PageId};
+use crate::error::Result;
+
+/// One change to one page: the unit a log record describes. Tuple ops name
+/// the key rather than a slot, so redo can re-apply them to a page image
+/// whose layout differs; structure modifications (splits, merges, new
+/// roots) are logged as the page's whole new image.
+#[derive(Debug, Clone, Copy)]
+pub enum PageOp<'a> {
+    /// A leaf tuple was inserted; `value` includes the TID prefix.
+    Insert { key: &'a [u8], value: &'a [u8] },
+    /// A leaf tuple's value changed from `before` to `after`.
+    Update {
+        key: &'a [u8],
+        before: &'a [u8],
+        after: &'a [u8],
+    },
+    /// A leaf tuple was removed; `before` is its value (for undo).
+    Remove { key: &'a [u8], before: &'a [u8] },
+    /// The page was rewritten by a structure modification; the record is
+    /// the page's body after the change.
+    Image,
+}
+
+/// The seam between the trees and the write-ahead log. It is called with
+/// the page still exclusively latched, after the change was applied, so the
+/// logger can assign the record's GSN, stamp it into the page header and
+/// remember the page's last writer before any other thread sees the page.
+pub trait PageLog {
+    fn logged(&self, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()>;
+}
+
+/// Logging switched off: pages change, nothing is recorded. Used until a
+/// log scheme is attached and by `--logging none` benchmarks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLog;
+
+impl PageLog for NoLog {
+    fn logged(&self, _page: &mut ExclusiveGuard<'_>, _op: PageOp<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Page id of a tree root; roots never move, so catalogs store them.
+pub type RootId = PageId;

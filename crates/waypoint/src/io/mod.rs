@@ -16,7 +16,7 @@ mod real;
 mod sim;
 
 pub use real::RealStorage;
-// pub use sim::{CrashPolicy, Fault, FaultKind, SimStorage};
+pub use sim::{CrashPolicy, Fault, FaultKind, SimStats, SimStorage};
 
 use crate::error::Result;
 use std::path::{Path, PathBuf};
@@ -65,4 +65,70 @@ pub trait StorageFile: Send + Sync + std::fmt::Debug {
         Ok(self.len()? == 0)
     }
     fn set_len(&self, len: u64) -> Result<()>;
+}
+
+/// A heap buffer aligned to 4 KiB, as `O_DIRECT` requires for buffers,
+/// offsets and lengths. Page frames and writeback buffers use it.
+pub struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like a Box<[u8]>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out raw pointers; callers synchronise.
+unsafe impl Sync for AlignedBuf {}
+
+pub const IO_ALIGN: usize = 4096;
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes (`len` > 0, a multiple of 4 KiB).
+    pub fn zeroed(len: usize) -> Self {
+        assert!(
+            len > 0 && len % IO_ALIGN == 0,
+            "aligned buffers are whole 4 KiB blocks"
+        );
+        let layout = std::alloc::Layout::from_size_align(len, IO_ALIGN).expect("valid layout");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr =
+            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len bytes for the lifetime of self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: unique borrow of self gives unique access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len, IO_ALIGN).expect("valid layout");
+        // SAFETY: allocated in `zeroed` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.len)
+    }
 }

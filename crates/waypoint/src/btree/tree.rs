@@ -1,0 +1,1034 @@
+//! B+-tree algorithms over the buffer pool.
+//!
+//! Readers descend with optimistic lock coupling: no latch is written on
+//! the way down, every node read is validated before its child pointer is
+//! trusted, and a failed validation restarts from the root. Writers descend
+//! the same way and upgrade only the leaf. Structure modifications (split,
+//! merge, root growth and collapse) take exclusive latches top-down with
+//! lock coupling, releasing ancestors that are safe, and never hold a latch
+//! while waiting for a lower one held by a reader (readers hold none) or
+//! for one above (order is always root to leaf, left to right).
+//!
+//! Invariants: the root page id never changes; every key in a node lies in
+//! (lower fence, upper fence]; all leaves are at the same depth.
+
+use super::node::{self, Fence, Node, NodeMut};
+use super::{PageLog, PageOp, RootId};
+use crate::buffer::page::{self, PageKind, PAGE_HEADER_SIZE};
+use crate::buffer::{BufferPool, ExclusiveGuard, OptimisticGuard, PageId};
+use crate::error::{Error, Result};
+use std::ops::Bound;
+
+/// Width of the TID stored in front of every leaf value.
+pub const TID_SIZE: usize = 8;
+
+/// A bound of a range scan.
+pub type ScanBound<'a> = Bound<&'a [u8]>;
+
+/// A handle to one B+-tree: its root page id. Cheap to copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BTree {
+    root: RootId,
+}
+
+enum Target<'k> {
+    Key(&'k [u8]),
+    Rightmost,
+}
+
+fn encode_value(tid: u64, value: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(TID_SIZE + value.len());
+    v.extend_from_slice(&tid.to_le_bytes());
+    v.extend_from_slice(value);
+    v
+}
+
+fn decode_value(stored: &[u8]) -> Option<(u64, &[u8])> {
+    let tid = u64::from_le_bytes(stored.get(..TID_SIZE)?.try_into().ok()?);
+    Some((tid, &stored[TID_SIZE..]))
+}
+
+fn page_kind(data: &[u8]) -> Option<PageKind> {
+    page::page_kind(data)
+}
+
+fn fence_owned(f: Fence<'_>) -> Option<Vec<u8>> {
+    match f {
+        Fence::Infinite => None,
+        Fence::Key(k) => Some(k.to_vec()),
+    }
+}
+
+/// Copy a node body (and its kind) from `src` into `dst`, keeping `dst`'s
+/// page id and GSN: how a root keeps its page id when it grows or shrinks.
+fn copy_body(dst: &mut [u8], src: &[u8]) {
+    dst[PAGE_HEADER_SIZE..].copy_from_slice(&src[PAGE_HEADER_SIZE..]);
+    if let Some(kind) = page::page_kind(src) {
+        page::set_page_kind(dst, kind);
+    }
+}
+
+impl BTree {
+    /// Create an empty tree: one leaf that is also the root.
+    pub fn create(pool: &BufferPool, log: &dyn PageLog) -> Result<BTree> {
+        let mut root = pool.allocate(PageKind::BtreeLeaf)?;
+        NodeMut::new(root.data_mut()).init_leaf(Fence::Infinite, Fence::Infinite);
+        log.logged(&mut root, PageOp::Image)?;
+        Ok(BTree {
+            root: root.page_id(),
+        })
+    }
+
+    pub fn open(root: RootId) -> BTree {
+        BTree { root }
+    }
+
+    pub fn root(&self) -> RootId {
+        self.root
+    }
+
+    pub fn max_key_len(pool: &BufferPool) -> usize {
+        node::max_key_len(pool.page_size())
+    }
+
+    /// Largest user value (the TID is stored beside it).
+    pub fn max_value_len(pool: &BufferPool) -> usize {
+        node::max_value_len(pool.page_size()) - TID_SIZE
+    }
+
+    fn corruption(pool: &BufferPool, pid: PageId, detail: impl Into<String>) -> Error {
+        Error::Corruption {
+            path: pool.file().path().to_path_buf(),
+            offset: pid * pool.page_size() as u64,
+            detail: detail.into(),
+        }
+    }
+
+    /// Descend optimistically to the leaf for `target`. The returned guard is
+    /// not yet validated: the caller reads, then validates.
+    fn find_leaf<'p>(
+        &self,
+        pool: &'p BufferPool,
+        target: &Target<'_>,
+    ) -> Result<OptimisticGuard<'p>> {
+        'restart: loop {
+            let mut guard = pool.optimistic(self.root)?;
+            loop {
+                let data = guard.data();
+                match page_kind(data) {
+                    Some(PageKind::BtreeLeaf) => return Ok(guard),
+                    Some(PageKind::BtreeInner) => {}
+                    _ => {
+                        if guard.validate() {
+                            return Err(Self::corruption(
+                                pool,
+                                guard.page_id(),
+                                "page in a tree is not a tree node",
+                            ));
+                        }
+                        continue 'restart;
+                    }
+                }
+                let n = Node::new(data);
+                let child = match target {
+                    Target::Key(k) => n.child_for(k).map(|(_, c)| c),
+                    Target::Rightmost => n.upper_child(),
+                };
+                if !guard.validate() {
+                    continue 'restart;
+                }
+                let Some(child) = child else {
+                    return Err(Self::corruption(
+                        pool,
+                        guard.page_id(),
+                        "inner node has no child for the key",
+                    ));
+                };
+                let child_guard = match pool.optimistic(child) {
+                    Ok(g) => g,
+                    // The child may have been freed after the validation
+                    // above and its stale image failed to load.
+                    Err(_) if !guard.validate() => continue 'restart,
+                    Err(e) => return Err(e),
+                };
+                if !guard.validate() {
+                    continue 'restart;
+                }
+                guard = child_guard;
+            }
+        }
+    }
+
+    /// The TID and value stored under `key`.
+    pub fn get(&self, pool: &BufferPool, key: &[u8]) -> Result<Option<(u64, Vec<u8>)>> {
+        loop {
+            let leaf = self.find_leaf(pool, &Target::Key(key))?;
+            let n = Node::new(leaf.data());
+            let result = match n.lower_bound(key) {
+                Some((idx, true)) => n
+                    .value(idx)
+                    .and_then(decode_value)
+                    .map(|(tid, v)| Some((tid, v.to_vec()))),
+                Some((_, false)) => Some(None),
+                None => None,
+            };
+            if !leaf.validate() {
+                continue;
+            }
+            return result.ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"));
+        }
+    }
+
+    /// Descend to the leaf for `key` and latch it exclusively.
+    fn leaf_for_write<'p>(&self, pool: &'p BufferPool, key: &[u8]) -> Result<ExclusiveGuard<'p>> {
+        loop {
+            let leaf = self.find_leaf(pool, &Target::Key(key))?;
+            if let Some(g) = leaf.try_upgrade() {
+                return Ok(g);
+            }
+            pool.check_healthy()?;
+        }
+    }
+
+    /// Insert a new tuple. Fails with `KeyExists` if `key` is present.
+    pub fn insert(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        key: &[u8],
+        tid: u64,
+        value: &[u8],
+    ) -> Result<()> {
+        let stored = encode_value(tid, value);
+        loop {
+            let mut leaf = self.leaf_for_write(pool, key)?;
+            let n = Node::new(leaf.data());
+            let (idx, found) = n
+                .lower_bound(key)
+                .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?;
+            if found {
+                return Err(Error::KeyExists);
+            }
+            if !n.fits(key.len(), stored.len()) {
+                drop(leaf);
+                self.split_for(pool, log, key, stored.len())?;
+                continue;
+            }
+            NodeMut::new(leaf.data_mut())
+                .insert_at(idx, key, &stored)
+                .map_err(|_| {
+                    Self::corruption(pool, leaf.page_id(), "insert into a leaf that fits failed")
+                })?;
+            return log.logged(
+                &mut leaf,
+                PageOp::Insert {
+                    key,
+                    value: &stored,
+                },
+            );
+        }
+    }
+
+    /// Replace the value of an existing tuple. Returns false if `key` is
+    /// absent (nothing changes).
+    pub fn update(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        key: &[u8],
+        tid: u64,
+        value: &[u8],
+    ) -> Result<bool> {
+        let stored = encode_value(tid, value);
+        loop {
+            let mut leaf = self.leaf_for_write(pool, key)?;
+            let n = Node::new(leaf.data());
+            let (idx, found) = n
+                .lower_bound(key)
+                .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?;
+            if !found {
+                return Ok(false);
+            }
+            let before = n
+                .value(idx)
+                .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?
+                .to_vec();
+            if stored.len() > before.len() && n.free_space() < stored.len() {
+                drop(leaf);
+                self.split_for(pool, log, key, stored.len())?;
+                continue;
+            }
+            NodeMut::new(leaf.data_mut())
+                .set_value_at(idx, &stored)
+                .map_err(|_| {
+                    Self::corruption(pool, leaf.page_id(), "update of a leaf that fits failed")
+                })?;
+            log.logged(
+                &mut leaf,
+                PageOp::Update {
+                    key,
+                    before: &before,
+                    after: &stored,
+                },
+            )?;
+            return Ok(true);
+        }
+    }
+
+    /// Remove `key`. Returns its TID and value if it was present.
+    pub fn remove(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        key: &[u8],
+    ) -> Result<Option<(u64, Vec<u8>)>> {
+        let mut leaf = self.leaf_for_write(pool, key)?;
+        let n = Node::new(leaf.data());
+        let (idx, found) = n
+            .lower_bound(key)
+            .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?;
+        if !found {
+            return Ok(None);
+        }
+        let before = n
+            .value(idx)
+            .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?
+            .to_vec();
+        NodeMut::new(leaf.data_mut()).remove_at(idx);
+        log.logged(
+            &mut leaf,
+            PageOp::Remove {
+                key,
+                before: &before,
+            },
+        )?;
+        let underfull = Node::new(leaf.data()).used_space() < pool.page_size() / 4;
+        let leaf_is_root = leaf.page_id() == self.root;
+        drop(leaf);
+        if underfull && !leaf_is_root {
+            self.merge_for(pool, log, key)?;
+        }
+        let (tid, value) = decode_value(&before).ok_or_else(|| Error::Corruption {
+            path: pool.file().path().to_path_buf(),
+            offset: 0,
+            detail: "leaf value shorter than its TID".into(),
+        })?;
+        Ok(Some((tid, value.to_vec())))
+    }
+
+    /// Exclusive latches from the root down to the leaf for `key`.
+    /// With `release_safe`, ancestors are released as soon as a node below
+    /// them can absorb one more separator (a split cannot propagate past it).
+    fn exclusive_path<'p>(
+        &self,
+        pool: &'p BufferPool,
+        key: &[u8],
+        release_safe: bool,
+    ) -> Result<Vec<ExclusiveGuard<'p>>> {
+        let max_sep = node::max_key_len(pool.page_size());
+        let mut path = vec![pool.exclusive(self.root)?];
+        loop {
+            let top = path.last().expect("path is never empty");
+            let data = top.data();
+            match page_kind(data) {
+                Some(PageKind::BtreeLeaf) => return Ok(path),
+                Some(PageKind::BtreeInner) => {}
+                _ => {
+                    return Err(Self::corruption(
+                        pool,
+                        top.page_id(),
+                        "page in a tree is not a tree node",
+                    ))
+                }
+            }
+            let (_, child) = Node::new(data).child_for(key).ok_or_else(|| {
+                Self::corruption(pool, top.page_id(), "inner node has no child for the key")
+            })?;
+            let child = pool.exclusive(child)?;
+            let child_data = child.data();
+            let safe_inner = page_kind(child_data) == Some(PageKind::BtreeInner)
+                && Node::new(child_data).fits(max_sep, 8);
+            if release_safe && safe_inner {
+                path.clear();
+            }
+            path.push(child);
+        }
+    }
+
+    /// Split the nodes on the path to `key` until its leaf can take a value
+    /// of `value_len` bytes.
+    fn split_for(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        key: &[u8],
+        value_len: usize,
+    ) -> Result<()> {
+        let mut path = self.exclusive_path(pool, key, true)?;
+        let leaf_fits = {
+            let n = Node::new(path.last().expect("path").data());
+            n.fits(key.len(), value_len)
+        };
+        if leaf_fits {
+            return Ok(()); // another writer split it meanwhile
+        }
+        // Split bottom-up; each split hands a separator to the level above.
+        let level = path.len() - 1;
+        {
+            let pid = path[level].page_id();
+            if pid == self.root {
+                return self.split_root(pool, log, &mut path[level]);
+            }
+            let (sep, right_pid) = {
+                let node = &mut path[level];
+                let kind = page_kind(node.data()).unwrap_or(PageKind::BtreeLeaf);
+                let mut right = pool.allocate(kind)?;
+                let mut nm = NodeMut::new(node.data_mut());
+                let at = nm.split_index();
+                let sep = nm.split(at, right.data_mut());
+                log.logged(&mut right, PageOp::Image)?;
+                log.logged(node, PageOp::Image)?;
+                (sep, right.page_id())
+            };
+            let parent = &mut path[level - 1];
+            let pn = Node::new(parent.data());
+            let (idx, _) = pn.child_for(&sep).ok_or_else(|| {
+                Self::corruption(
+                    pool,
+                    parent.page_id(),
+                    "inner node has no child for the separator",
+                )
+            })?;
+            if pn.fits(sep.len(), 8) {
+                let mut pm = NodeMut::new(parent.data_mut());
+                pm.set_child_at(idx, right_pid);
+                pm.insert_at(idx, &sep, &pid.to_le_bytes()).map_err(|_| {
+                    Self::corruption(pool, parent.page_id(), "separator insert that fits failed")
+                })?;
+                return log.logged(parent, PageOp::Image);
+            }
+            // The parent is full: our released-safe descent guarantees it is
+            // still latched. Split it first, then retry the whole operation.
+            // (The child split already happened and is consistent only once
+            // the separator is in place, so place it after the parent split.)
+            self.split_parent_then_insert(pool, log, &mut path, level - 1, &sep, pid, right_pid)?;
+            return Ok(());
+        }
+    }
+
+    /// The parent at `path[level]` cannot take the separator `sep` for the
+    /// child split (`left` | `right`): split the parent (recursively up),
+    /// then insert the separator into whichever half covers it.
+    #[allow(clippy::too_many_arguments)]
+    fn split_parent_then_insert(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        path: &mut [ExclusiveGuard<'_>],
+        level: usize,
+        sep: &[u8],
+        left: PageId,
+        right: PageId,
+    ) -> Result<()> {
+        let pid = path[level].page_id();
+        if pid == self.root {
+            // Grow the tree: the root's content moves into two new children.
+            let (l, r, root_sep) = self.split_root_inner(pool, log, &mut path[level])?;
+            let mut target = if sep <= root_sep.as_slice() { l } else { r };
+            Self::insert_separator(pool, log, &mut target, sep, left, right)?;
+            return Ok(());
+        }
+        let (parent_sep, new_right) = {
+            let node = &mut path[level];
+            let mut right_node = pool.allocate(PageKind::BtreeInner)?;
+            let mut nm = NodeMut::new(node.data_mut());
+            let at = nm.split_index();
+            let s = nm.split(at, right_node.data_mut());
+            log.logged(&mut right_node, PageOp::Image)?;
+            log.logged(node, PageOp::Image)?;
+            (s, right_node)
+        };
+        let new_right_pid = new_right.page_id();
+        // Place the pending separator in the half that covers it.
+        if sep <= parent_sep.as_slice() {
+            drop(new_right);
+            Self::insert_separator(pool, log, &mut path[level], sep, left, right)?;
+        } else {
+            let mut nr = new_right;
+            Self::insert_separator(pool, log, &mut nr, sep, left, right)?;
+        }
+        // Now hand the parent's separator one level up.
+        let grand = &mut path[level - 1];
+        let gn = Node::new(grand.data());
+        if gn.fits(parent_sep.len(), 8) {
+            let (idx, _) = gn.child_for(&parent_sep).ok_or_else(|| {
+                Self::corruption(
+                    pool,
+                    grand.page_id(),
+                    "inner node has no child for the separator",
+                )
+            })?;
+            let mut gm = NodeMut::new(grand.data_mut());
+            gm.set_child_at(idx, new_right_pid);
+            gm.insert_at(idx, &parent_sep, &pid.to_le_bytes())
+                .map_err(|_| {
+                    Self::corruption(pool, grand.page_id(), "separator insert that fits failed")
+                })?;
+            return log.logged(grand, PageOp::Image);
+        }
+        self.split_parent_then_insert(pool, log, path, level - 1, &parent_sep, pid, new_right_pid)
+    }
+
+    /// In inner node `parent`, the child `left` was split into `left` (keys
+    /// <= sep) and `right`: point the old entry at `right` and insert
+    /// (sep → left) before it.
+    fn insert_separator(
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        parent: &mut ExclusiveGuard<'_>,
+        sep: &[u8],
+        left: PageId,
+        right: PageId,
+    ) -> Result<()> {
+        let pn = Node::new(parent.data());
+        let (idx, child) = pn.child_for(sep).ok_or_else(|| {
+            Self::corruption(
+                pool,
+                parent.page_id(),
+                "inner node has no child for the separator",
+            )
+        })?;
+        debug_assert_eq!(child, left, "separator lands beside the split child");
+        let mut pm = NodeMut::new(parent.data_mut());
+        pm.set_child_at(idx, right);
+        pm.insert_at(idx, sep, &left.to_le_bytes()).map_err(|_| {
+            Self::corruption(
+                pool,
+                parent.page_id(),
+                "separator does not fit after a parent split",
+            )
+        })?;
+        log.logged(parent, PageOp::Image)
+    }
+
+    /// Split a full root in place: its content moves to two new children and
+    /// the root becomes an inner node with one separator.
+    fn split_root(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        root: &mut ExclusiveGuard<'_>,
+    ) -> Result<()> {
+        self.split_root_inner(pool, log, root).map(|_| ())
+    }
+
+    fn split_root_inner<'p>(
+        &self,
+        pool: &'p BufferPool,
+        log: &dyn PageLog,
+        root: &mut ExclusiveGuard<'_>,
+    ) -> Result<(ExclusiveGuard<'p>, ExclusiveGuard<'p>, Vec<u8>)> {
+        let kind = page_kind(root.data()).unwrap_or(PageKind::BtreeLeaf);
+        let mut left = pool.allocate(kind)?;
+        let mut right = pool.allocate(kind)?;
+        copy_body(left.data_mut(), root.data());
+        let mut lm = NodeMut::new(left.data_mut());
+        let at = lm.split_index();
+        let sep = lm.split(at, right.data_mut());
+        {
+            let mut rm = NodeMut::new(root.data_mut());
+            rm.init_inner(Fence::Infinite, Fence::Infinite, right.page_id());
+            rm.insert_at(0, &sep, &left.page_id().to_le_bytes())
+                .map_err(|_| {
+                    Self::corruption(pool, self.root, "separator does not fit in a new root")
+                })?;
+        }
+        log.logged(&mut left, PageOp::Image)?;
+        log.logged(&mut right, PageOp::Image)?;
+        log.logged(root, PageOp::Image)?;
+        Ok((left, right, sep))
+    }
+
+    /// Merge underfull nodes on the path to `key` with a sibling, bottom-up,
+    /// and collapse a root left with a single child.
+    fn merge_for(&self, pool: &BufferPool, log: &dyn PageLog, key: &[u8]) -> Result<()> {
+        let mut path = self.exclusive_path(pool, key, false)?;
+        let threshold = pool.page_size() / 4;
+        let mut level = path.len() - 1;
+        while level > 0 {
+            if Node::new(path[level].data()).used_space() >= threshold {
+                break;
+            }
+            let (parent_slice, child_slice) = path.split_at_mut(level);
+            let parent = &mut parent_slice[level - 1];
+            let child = &mut child_slice[0];
+            if !self.merge_child(pool, log, parent, child, key)? {
+                break;
+            }
+            level -= 1;
+        }
+        // Root with no separators left: pull its only child up.
+        let root = &mut path[0];
+        let rn = Node::new(root.data());
+        if page_kind(root.data()) == Some(PageKind::BtreeInner) && rn.count() == 0 {
+            let only = rn
+                .upper_child()
+                .ok_or_else(|| Self::corruption(pool, self.root, "root without children"))?;
+            drop(path.drain(1..));
+            let child = pool.exclusive(only)?;
+            let mut root_guard = path.pop().expect("root");
+            copy_body(root_guard.data_mut(), child.data());
+            log.logged(&mut root_guard, PageOp::Image)?;
+            pool.free_page(child);
+        }
+        Ok(())
+    }
+
+    /// Merge `child` (on the path to `key`) with its right or left sibling
+    /// under `parent`. Returns false if no merge fit.
+    fn merge_child<'p>(
+        &self,
+        pool: &'p BufferPool,
+        log: &dyn PageLog,
+        parent: &mut ExclusiveGuard<'p>,
+        child: &mut ExclusiveGuard<'p>,
+        key: &[u8],
+    ) -> Result<bool> {
+        let pn = Node::new(parent.data());
+        let (idx, _) = pn.child_for(key).ok_or_else(|| {
+            Self::corruption(
+                pool,
+                parent.page_id(),
+                "inner node has no child for the key",
+            )
+        })?;
+        let count = pn.count();
+        if count == 0 {
+            return Ok(false);
+        }
+        // (left index in parent, whether `child` is the left one)
+        let (left_idx, child_is_left) = if idx < count {
+            (idx, true)
+        } else {
+            (idx - 1, false)
+        };
+        let sep = pn
+            .key(left_idx)
+            .ok_or_else(|| Self::corruption(pool, parent.page_id(), "unreadable separator"))?
+            .to_vec();
+        let sibling_pid = pn
+            .child(if child_is_left {
+                left_idx + 1
+            } else {
+                left_idx
+            })
+            .ok_or_else(|| Self::corruption(pool, parent.page_id(), "unreadable child pointer"))?;
+        let mut sibling = pool.exclusive(sibling_pid)?;
+        let merged = {
+            let (left, right) = if child_is_left {
+                (&mut *child, &mut sibling)
+            } else {
+                (&mut sibling, &mut *child)
+            };
+            let right_node = right.data().to_vec();
+            let ok = NodeMut::new(left.data_mut())
+                .merge_from_right(&Node::new(&right_node), &sep)
+                .is_ok();
+            if ok {
+                log.logged(left, PageOp::Image)?;
+            }
+            ok
+        };
+        if !merged {
+            return Ok(false);
+        }
+        let (left_pid, freed) = if child_is_left {
+            (child.page_id(), sibling)
+        } else {
+            (sibling_pid, std::mem::replace(child, sibling))
+        };
+        let mut pm = NodeMut::new(parent.data_mut());
+        pm.remove_at(left_idx);
+        pm.set_child_at(left_idx, left_pid);
+        log.logged(parent, PageOp::Image)?;
+        pool.free_page(freed);
+        Ok(true)
+    }
+
+    /// Visit tuples with keys within the bounds, in key order (descending if
+    /// `reverse`), until `visit` returns false. Each leaf is read under a
+    /// shared latch; `visit` must not access the tree.
+    pub fn scan(
+        &self,
+        pool: &BufferPool,
+        lower: ScanBound<'_>,
+        upper: ScanBound<'_>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], u64, &[u8]) -> bool,
+    ) -> Result<()> {
+        let in_lower = |k: &[u8]| match lower {
+            Bound::Included(b) => k >= b,
+            Bound::Excluded(b) => k > b,
+            Bound::Unbounded => true,
+        };
+        let in_upper = |k: &[u8]| match upper {
+            Bound::Included(b) => k <= b,
+            Bound::Excluded(b) => k < b,
+            Bound::Unbounded => true,
+        };
+        // Position: the key whose leaf to read next (None: rightmost leaf).
+        let mut cursor: Option<Vec<u8>> = if reverse {
+            match upper {
+                Bound::Included(b) | Bound::Excluded(b) => Some(b.to_vec()),
+                Bound::Unbounded => None,
+            }
+        } else {
+            Some(match lower {
+                Bound::Included(b) | Bound::Excluded(b) => b.to_vec(),
+                Bound::Unbounded => Vec::new(),
+            })
+        };
+        loop {
+            let target = match &cursor {
+                Some(k) => Target::Key(k),
+                None => Target::Rightmost,
+            };
+            let leaf = self.shared_leaf(pool, &target)?;
+            let n = Node::new(leaf.data());
+            let bad = || Self::corruption(pool, leaf.page_id(), "unreadable leaf");
+            let count = n.count();
+            if reverse {
+                let end = match &cursor {
+                    Some(k) => match n.lower_bound(k).ok_or_else(bad)? {
+                        (i, true) => i + 1,
+                        (i, false) => i,
+                    },
+                    None => count,
+                };
+                for i in (0..end).rev() {
+                    let k = n.key(i).ok_or_else(bad)?;
+                    if !in_upper(k) {
+                        continue;
+                    }
+                    if !in_lower(k) {
+                        return Ok(());
+                    }
+                    let (tid, v) = n.value(i).and_then(decode_value).ok_or_else(bad)?;
+                    if !visit(k, tid, v) {
+                        return Ok(());
+                    }
+                }
+                match n.lower_fence().ok_or_else(bad)? {
+                    Fence::Infinite => return Ok(()),
+                    Fence::Key(l) => {
+                        if !in_lower(l) {
+                            return Ok(());
+                        }
+                        cursor = Some(l.to_vec());
+                    }
+                }
+            } else {
+                let start = match &cursor {
+                    Some(k) => n.lower_bound(k).ok_or_else(bad)?.0,
+                    None => 0,
+                };
+                for i in start..count {
+                    let k = n.key(i).ok_or_else(bad)?;
+                    if !in_lower(k) {
+                        continue;
+                    }
+                    if !in_upper(k) {
+                        return Ok(());
+                    }
+                    let (tid, v) = n.value(i).and_then(decode_value).ok_or_else(bad)?;
+                    if !visit(k, tid, v) {
+                        return Ok(());
+                    }
+                }
+                match n.upper_fence().ok_or_else(bad)? {
+                    Fence::Infinite => return Ok(()),
+                    Fence::Key(u) => {
+                        // Every key of the next leaf is greater than `u`.
+                        let past_end = match upper {
+                            Bound::Included(b) | Bound::Excluded(b) => u >= b,
+                            Bound::Unbounded => false,
+                        };
+                        if past_end {
+                            return Ok(());
+                        }
+                        // The smallest key greater than the fence.
+                        let mut next = u.to_vec();
+                        next.push(0);
+                        cursor = Some(next);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Descend optimistically and latch the target leaf in shared mode.
+    fn shared_leaf<'p>(
+        &self,
+        pool: &'p BufferPool,
+        target: &Target<'_>,
+    ) -> Result<crate::buffer::SharedGuard<'p>> {
+        loop {
+            let leaf = self.find_leaf(pool, target)?;
+            let pid = leaf.page_id();
+            if !leaf.validate() {
+                continue;
+            }
+            let shared = match pool.shared(pid) {
+                Ok(g) => g,
+                Err(e) => {
+                    // Freed and reloaded stale after validation? Only a
+                    // leaf that is still reachable makes the error real.
+                    let again = self.find_leaf(pool, target)?;
+                    if again.page_id() == pid && again.validate() {
+                        return Err(e);
+                    }
+                    continue;
+                }
+            };
+            // The leaf may have been split or merged between validation and
+            // latching: check it still covers the target.
+            let n = Node::new(shared.data());
+            let covers = page_kind(shared.data()) == Some(PageKind::BtreeLeaf)
+                && match target {
+                    Target::Rightmost => matches!(n.upper_fence(), Some(Fence::Infinite)),
+                    Target::Key(k) => {
+                        let above_lower = match n.lower_fence() {
+                            Some(Fence::Infinite) => true,
+                            Some(Fence::Key(l)) => *k > l,
+                            None => false,
+                        };
+                        let below_upper = match n.upper_fence() {
+                            Some(Fence::Infinite) => true,
+                            Some(Fence::Key(u)) => *k <= u,
+                            None => false,
+                        };
+                        above_lower && below_upper
+                    }
+                };
+            if covers {
+                return Ok(shared);
+            }
+        }
+    }
+
+    /// Free every page of the tree (used when a table is dropped; no other
+    /// thread may use the tree).
+    pub fn destroy(&self, pool: &BufferPool) -> Result<()> {
+        let mut stack = vec![self.root];
+        while let Some(pid) = stack.pop() {
+            let guard = pool.exclusive(pid)?;
+            if page_kind(guard.data()) == Some(PageKind::BtreeInner) {
+                let n = Node::new(guard.data());
+                for i in 0..=n.count() {
+                    stack.push(
+                        n.child(i).ok_or_else(|| {
+                            Self::corruption(pool, pid, "unreadable child pointer")
+                        })?,
+                    );
+                }
+            }
+            pool.free_page(guard);
+        }
+        Ok(())
+    }
+
+    /// Check every node and the fence/ordering invariants; returns the
+    /// number of tuples. For tests and `waypoint verify`.
+    pub fn check(&self, pool: &BufferPool) -> Result<usize> {
+        let mut tuples = 0;
+        let mut stack: Vec<(PageId, Option<Vec<u8>>, Option<Vec<u8>>, usize)> =
+            vec![(self.root, None, None, 0)];
+        let mut leaf_depth = None;
+        while let Some((pid, lower, upper, depth)) = stack.pop() {
+            let guard = pool.shared(pid)?;
+            let n = Node::new(guard.data());
+            n.validate().map_err(|e| Self::corruption(pool, pid, e))?;
+            let bad = |what: &str| Self::corruption(pool, pid, what.to_string());
+            if n.lower_fence().and_then(fence_owned) != lower
+                || n.upper_fence().and_then(fence_owned) != upper
+            {
+                return Err(bad("fences differ from the parent's separators"));
+            }
+            match page_kind(guard.data()) {
+                Some(PageKind::BtreeLeaf) => {
+                    if *leaf_depth.get_or_insert(depth) != depth {
+                        return Err(bad("leaves at different depths"));
+                    }
+                    tuples += n.count();
+                }
+                Some(PageKind::BtreeInner) => {
+                    let mut lo = lower.clone();
+                    for i in 0..=n.count() {
+                        let hi = if i < n.count() {
+                            Some(n.key(i).ok_or_else(|| bad("unreadable key"))?.to_vec())
+                        } else {
+                            upper.clone()
+                        };
+                        let child = n.child(i).ok_or_else(|| bad("unreadable child"))?;
+                        stack.push((child, lo.clone(), hi.clone(), depth + 1));
+                        lo = hi;
+                    }
+                }
+                _ => return Err(bad("page in a tree is not a tree node")),
+            }
+        }
+        Ok(tuples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::NoLog;
+    use crate::buffer::PoolConfig;
+    use crate::io::{OpenMode, SimStorage, Storage};
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    fn pool(frames: usize, page_size: usize) -> Arc<BufferPool> {
+        let fs = SimStorage::new(1);
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let file = fs
+            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
+            .unwrap();
+        BufferPool::start(PoolConfig { page_size, frames }, file, 1, Vec::new()).unwrap()
+    }
+
+    fn key(i: u64) -> Vec<u8> {
+        format!("key{:08}", i.wrapping_mul(2654435761) % 1_000_003).into_bytes()
+    }
+
+    #[test]
+    fn model_with_eviction_splits_merges_and_scans() {
+        let pool = pool(32, 4096);
+        let tree = BTree::create(&pool, &NoLog).unwrap();
+        let mut model = BTreeMap::new();
+        let n = 6000u64;
+        for i in 0..n {
+            let v = vec![(i % 251) as u8; (i % 90) as usize + 10];
+            tree.insert(&pool, &NoLog, &key(i), i, &v).unwrap();
+            model.insert(key(i), (i, v));
+        }
+        assert!(matches!(
+            tree.insert(&pool, &NoLog, &key(5), 0, b"x"),
+            Err(Error::KeyExists)
+        ));
+        assert_eq!(tree.check(&pool).unwrap(), model.len());
+        assert!(
+            pool.stats().evictions > 0,
+            "the test must exercise eviction"
+        );
+        for i in (0..n).step_by(3) {
+            let v = vec![7u8; 200];
+            assert!(tree.update(&pool, &NoLog, &key(i), i + 1, &v).unwrap());
+            model.insert(key(i), (i + 1, v));
+        }
+        for i in 0..n {
+            if i % 5 != 0 {
+                assert_eq!(
+                    tree.remove(&pool, &NoLog, &key(i)).unwrap(),
+                    model.remove(&key(i))
+                );
+            }
+        }
+        assert_eq!(tree.check(&pool).unwrap(), model.len());
+        for (k, (tid, v)) in &model {
+            assert_eq!(tree.get(&pool, k).unwrap(), Some((*tid, v.clone())));
+        }
+        // scans: forward and reverse, with bounds
+        let lo = key(10);
+        let hi = key(4000);
+        let (lo, hi) = if lo < hi { (lo, hi) } else { (hi, lo) };
+        let mut got = Vec::new();
+        tree.scan(
+            &pool,
+            Bound::Included(&lo),
+            Bound::Excluded(&hi),
+            false,
+            &mut |k, _, _| {
+                got.push(k.to_vec());
+                true
+            },
+        )
+        .unwrap();
+        let want: Vec<_> = model
+            .range(lo.clone()..hi.clone())
+            .map(|(k, _)| k.clone())
+            .collect();
+        assert_eq!(got, want);
+        let mut got = Vec::new();
+        tree.scan(
+            &pool,
+            Bound::Excluded(&lo),
+            Bound::Included(&hi),
+            true,
+            &mut |k, _, _| {
+                got.push(k.to_vec());
+                true
+            },
+        )
+        .unwrap();
+        let mut want: Vec<_> = model
+            .range((Bound::Excluded(lo.clone()), Bound::Included(hi.clone())))
+            .map(|(k, _)| k.clone())
+            .collect();
+        want.reverse();
+        assert_eq!(got, want);
+        // delete everything: merges down to a single root leaf
+        let keys: Vec<_> = model.keys().cloned().collect();
+        for k in keys {
+            assert!(tree.remove(&pool, &NoLog, &k).unwrap().is_some());
+        }
+        assert_eq!(tree.check(&pool).unwrap(), 0);
+        pool.stop();
+    }
+
+    #[test]
+    fn concurrent_inserts_and_readers() {
+        let pool = pool(64, 4096);
+        let tree = BTree::create(&pool, &NoLog).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let pool = &pool;
+                s.spawn(move || {
+                    for i in 0..3000u64 {
+                        let k = key(i * 3 + t);
+                        tree.insert(pool, &NoLog, &k, i, &[t as u8; 40]).unwrap();
+                        assert!(tree.get(pool, &k).unwrap().is_some());
+                        if i % 7 == 0 {
+                            tree.remove(pool, &NoLog, &k).unwrap();
+                        }
+                    }
+                });
+            }
+            s.spawn(|| {
+                for _ in 0..50 {
+                    let mut prev: Option<Vec<u8>> = None;
+                    tree.scan(
+                        &pool,
+                        Bound::Unbounded,
+                        Bound::Unbounded,
+                        false,
+                        &mut |k, _, _| {
+                            if let Some(p) = &prev {
+                                assert!(p.as_slice() < k, "scan out of order");
+                            }
+                            prev = Some(k.to_vec());
+                            true
+                        },
+                    )
+                    .unwrap();
+                }
+            });
+        });
+        let expected = (0..3000u64).filter(|i| i % 7 != 0).count() * 3;
+        assert_eq!(tree.check(&pool).unwrap(), expected);
+        pool.stop();
+    }
+}

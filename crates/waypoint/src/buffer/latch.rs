@@ -1,0 +1,176 @@
+//! Hybrid page latch: optimistic, shared and exclusive modes in one word
+//! (vmcache, Leis et al. SIGMOD 2023; LeanStore's optimistic lock coupling).
+//!
+//! Word layout: bits 8.. version, bits 0..8 state (0 unlocked, 1..=254
+//! shared holders, 255 exclusive). Readers in optimistic mode only load the
+//! word, so they never write a shared cache line; they must call
+//! [`HybridLatch::validate`] after reading and discard what they read if it
+//! fails.
+//!
+//! Invariant: the version changes exactly when an exclusive holder releases,
+//! so an optimistic read that validates saw no concurrent modification.
+
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+const STATE_MASK: u64 = 0xFF;
+const EXCLUSIVE: u64 = 0xFF;
+const MAX_SHARED: u64 = 0xFE;
+
+#[derive(Debug, Default)]
+pub struct HybridLatch {
+    word: AtomicU64,
+}
+
+/// Spin briefly, then yield: on a 2-core machine a waiter that spins
+/// steals the CPU from the latch holder.
+pub(crate) struct Backoff(u32);
+
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Backoff(0)
+    }
+    pub(crate) fn wait(&mut self) {
+        if self.0 < 6 {
+            for _ in 0..(1 << self.0) {
+                std::hint::spin_loop();
+            }
+        } else if self.0 < 20 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        self.0 = self.0.saturating_add(1);
+    }
+}
+
+impl HybridLatch {
+    /// The current version if no exclusive holder is present.
+    #[inline]
+    pub fn optimistic(&self) -> Option<u64> {
+        let w = self.word.load(Ordering::Acquire);
+        (w & STATE_MASK != EXCLUSIVE).then_some(w >> 8)
+    }
+
+    /// Spin until the latch is not exclusively held and return its version.
+    pub fn optimistic_wait(&self) -> u64 {
+        let mut backoff = Backoff::new();
+        loop {
+            if let Some(v) = self.optimistic() {
+                return v;
+            }
+            backoff.wait();
+        }
+    }
+
+    /// Did anyone modify the protected data since `optimistic()` returned
+    /// `version`? The fence orders the caller's preceding data reads before
+    /// the re-check (seqlock reader protocol).
+    #[inline]
+    pub fn validate(&self, version: u64) -> bool {
+        fence(Ordering::Acquire);
+        let w = self.word.load(Ordering::Relaxed);
+        w >> 8 == version && w & STATE_MASK != EXCLUSIVE
+    }
+
+    pub fn try_shared(&self) -> bool {
+        let w = self.word.load(Ordering::Relaxed);
+        let state = w & STATE_MASK;
+        state < MAX_SHARED
+            && self
+                .word
+                .compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    pub fn shared(&self) {
+        let mut backoff = Backoff::new();
+        while !self.try_shared() {
+            backoff.wait();
+        }
+    }
+
+    pub fn unlock_shared(&self) {
+        let prev = self.word.fetch_sub(1, Ordering::Release);
+        debug_assert!(prev & STATE_MASK > 0 && prev & STATE_MASK <= MAX_SHARED);
+    }
+
+    pub fn try_exclusive(&self) -> bool {
+        let w = self.word.load(Ordering::Relaxed);
+        w & STATE_MASK == 0
+            && self
+                .word
+                .compare_exchange(w, w | EXCLUSIVE, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    pub fn exclusive(&self) {
+        let mut backoff = Backoff::new();
+        while !self.try_exclusive() {
+            backoff.wait();
+        }
+    }
+
+    /// Upgrade an optimistic read of `version` to exclusive; fails if the
+    /// data changed or anyone holds the latch.
+    pub fn try_upgrade(&self, version: u64) -> bool {
+        self.word
+            .compare_exchange(
+                version << 8,
+                (version << 8) | EXCLUSIVE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    pub fn unlock_exclusive(&self) {
+        let w = self.word.load(Ordering::Relaxed);
+        debug_assert_eq!(
+            w & STATE_MASK,
+            EXCLUSIVE,
+            "unlock of a latch not held exclusively"
+        );
+        self.word.store(((w >> 8) + 1) << 8, Ordering::Release);
+    }
+
+    /// Release exclusive without bumping the version: for holders that did
+    /// not modify the data, so optimistic readers need not restart.
+    pub fn unlock_exclusive_unchanged(&self) {
+        let w = self.word.load(Ordering::Relaxed);
+        debug_assert_eq!(w & STATE_MASK, EXCLUSIVE);
+        self.word.store(w & !STATE_MASK, Ordering::Release);
+    }
+
+    pub fn is_exclusive(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & STATE_MASK == EXCLUSIVE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_exclude_each_other_and_versions_advance() {
+        let l = HybridLatch::default();
+        let v = l.optimistic().unwrap();
+        assert!(l.try_shared());
+        assert!(l.try_shared());
+        assert!(!l.try_exclusive());
+        assert!(l.validate(v), "shared holders do not invalidate readers");
+        l.unlock_shared();
+        l.unlock_shared();
+        assert!(l.try_upgrade(v));
+        assert!(l.optimistic().is_none());
+        assert!(!l.validate(v));
+        assert!(!l.try_shared());
+        l.unlock_exclusive();
+        assert!(!l.validate(v), "an exclusive release invalidates readers");
+        let v2 = l.optimistic().unwrap();
+        assert_eq!(v2, v + 1);
+        assert!(!l.try_upgrade(v), "stale version cannot upgrade");
+        l.exclusive();
+        l.unlock_exclusive_unchanged();
+        assert!(l.validate(v2));
+    }
+}

@@ -1,0 +1,991 @@
+//! The buffer pool: a fixed budget of page frames over one data file, a dense
+//! page table, latched page guards, and the page provider thread.
+//!
+//! Translation is arithmetic, as in vmcache: page ids are dense, so the page
+//! table is a two-level array of atomics indexed by page id (no hash table,
+//! no swizzled pointers). Each frame has a [`HybridLatch`].
+//!
+//! Page provisioning follows seed 000 §3.5: workers take frames from a free
+//! list and never evict on their hot path; the page provider thread keeps
+//! the free list filled by cooling resident pages (second chance: an access
+//! to a cool page makes it hot again), writing cool dirty pages through the
+//! writeback buffer (copied under a short shared latch, no latch held during
+//! I/O, one `fdatasync` per batch) and evicting cool clean pages.
+//!
+//! Invariants:
+//! - a frame is evicted only when clean, not in writeback and exclusively
+//!   latched; a page is never in two writeback batches at once;
+//! - WAL rule (DESIGN.md invariant 1): before a batch is written, the
+//!   [`FlushGate`] is asked to make the log durable up to the batch's
+//!   largest page GSN;
+//! - persisted-GSN rule (invariant 4): a frame's persisted GSN is raised
+//!   only after the batch's `sync_data` returned Ok.
+
+use super::latch::{Backoff, HybridLatch};
+use super::page::{self, PageId, PageKind};
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, StorageFile};
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+const NO_PAGE: u64 = u64::MAX;
+const TABLE_CHUNK_BITS: u32 = 16;
+const TABLE_CHUNKS: usize = 1 << 16;
+/// Page ids are below 2^32 (64 TiB at 16 KiB pages).
+pub const MAX_PAGES: u64 = 1 << 32;
+/// Table entry meaning "a thread is reading this page from disk".
+const LOADING: u64 = u64::MAX;
+/// Fewer frames than this cannot hold the pages one B-tree operation
+/// latches at once for a handful of sessions.
+pub const MIN_FRAMES: usize = 16;
+const WRITEBACK_BATCH_PAGES: usize = 64;
+/// How long a worker waits for a free frame before reporting exhaustion.
+const FRAME_WAIT_LIMIT: Duration = Duration::from_secs(10);
+
+/// Asked before page images are written: the WAL rule's seam. The log layer
+/// makes every record up to `gsn` durable (in every log partition) before it
+/// returns Ok.
+pub trait FlushGate: Send + Sync {
+    fn ensure_durable(&self, gsn: u64) -> Result<()>;
+}
+
+struct Frame {
+    latch: HybridLatch,
+    page_id: AtomicU64,
+    dirty: AtomicBool,
+    writeback: AtomicBool,
+    /// Second chance: set by the provider, cleared by any access.
+    cool: AtomicBool,
+    /// GSN of the newest copy of this page known to be durable in the data
+    /// file (seed 000 §3.4: the checkpointer's and provider's progress).
+    persisted_gsn: AtomicU64,
+    /// Log partition of the last writer (Remote Flush Avoidance, §3.2).
+    last_writer: AtomicU32,
+}
+
+impl Frame {
+    fn new() -> Self {
+        Frame {
+            latch: HybridLatch::default(),
+            page_id: AtomicU64::new(NO_PAGE),
+            dirty: AtomicBool::new(false),
+            writeback: AtomicBool::new(false),
+            cool: AtomicBool::new(false),
+            persisted_gsn: AtomicU64::new(0),
+            last_writer: AtomicU32::new(u32::MAX),
+        }
+    }
+
+    #[inline]
+    fn touch(&self) {
+        if self.cool.load(Ordering::Relaxed) {
+            self.cool.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// page id → frame index + 1 (0: not resident, LOADING: being read).
+struct PageTable {
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+}
+
+impl PageTable {
+    fn new() -> Self {
+        PageTable {
+            chunks: (0..TABLE_CHUNKS).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn entry(&self, pid: PageId) -> &AtomicU64 {
+        debug_assert!(pid < MAX_PAGES);
+        let chunk = self.chunks[(pid >> TABLE_CHUNK_BITS) as usize].get_or_init(|| {
+            (0..1usize << TABLE_CHUNK_BITS)
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        });
+        &chunk[(pid & ((1 << TABLE_CHUNK_BITS) - 1)) as usize]
+    }
+}
+
+/// Counters of the pool, readable at any time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    pub frames: usize,
+    pub free_frames: usize,
+    pub resident_pages: usize,
+    pub dirty_pages: usize,
+    pub pages_read: u64,
+    pub pages_written_by_provider: u64,
+    pub pages_written_by_flush: u64,
+    pub evictions: u64,
+    pub page_syncs: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    pages_read: AtomicU64,
+    written_provider: AtomicU64,
+    written_flush: AtomicU64,
+    evictions: AtomicU64,
+    syncs: AtomicU64,
+}
+
+/// Who writes a writeback batch (for the counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    Provider,
+    Flush,
+}
+
+/// Configuration of a pool.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    pub page_size: usize,
+    pub frames: usize,
+}
+
+pub struct BufferPool {
+    page_size: usize,
+    file: Arc<dyn StorageFile>,
+    memory: AlignedBuf,
+    frames: Box<[Frame]>,
+    table: PageTable,
+    free_frames: Mutex<Vec<u32>>,
+    frames_available: Condvar,
+    free_target: usize,
+    cool_target: usize,
+    next_page_id: AtomicU64,
+    free_pages: Mutex<Vec<PageId>>,
+    /// The first I/O failure of a page write; the pool refuses further
+    /// modifications once set (fjall/redb "poisoned" habit).
+    failure: Mutex<Option<String>>,
+    failed: AtomicBool,
+    gate: parking_lot::RwLock<Option<Arc<dyn FlushGate>>>,
+    counters: Counters,
+    provider_wake: Mutex<bool>,
+    provider_cv: Condvar,
+    shutdown: AtomicBool,
+    provider: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferPool")
+            .field("page_size", &self.page_size)
+            .field("frames", &self.frames.len())
+            .field("file", &self.file.path())
+            .finish()
+    }
+}
+
+impl BufferPool {
+    /// A pool over `file` whose pages `0..next_page_id` exist (some of them
+    /// listed in `free_pages`), and start its page provider thread.
+    pub fn start(
+        config: PoolConfig,
+        file: Arc<dyn StorageFile>,
+        next_page_id: PageId,
+        free_pages: Vec<PageId>,
+    ) -> Result<Arc<Self>> {
+        if !page::is_valid_page_size(config.page_size) {
+            return Err(Error::InvalidOptions(format!(
+                "page size {} is not a power of two between {} and {}",
+                config.page_size,
+                page::MIN_PAGE_SIZE,
+                page::MAX_PAGE_SIZE
+            )));
+        }
+        if config.frames < MIN_FRAMES {
+            return Err(Error::InvalidOptions(format!(
+                "the buffer budget holds {} pages; at least {MIN_FRAMES} are needed",
+                config.frames
+            )));
+        }
+        let frames = config.frames;
+        let pool = Arc::new(BufferPool {
+            page_size: config.page_size,
+            file,
+            memory: AlignedBuf::zeroed(frames * config.page_size),
+            frames: (0..frames).map(|_| Frame::new()).collect(),
+            table: PageTable::new(),
+            free_frames: Mutex::new((0..frames as u32).rev().collect()),
+            frames_available: Condvar::new(),
+            free_target: (frames / 64).clamp(4, 1024),
+            cool_target: (frames / 8).max(8),
+            next_page_id: AtomicU64::new(next_page_id),
+            free_pages: Mutex::new(free_pages),
+            failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            gate: parking_lot::RwLock::new(None),
+            counters: Counters::default(),
+            provider_wake: Mutex::new(false),
+            provider_cv: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            provider: Mutex::new(None),
+        });
+        let for_thread = Arc::clone(&pool);
+        let handle = std::thread::Builder::new()
+            .name("waypoint-page-provider".into())
+            .spawn(move || for_thread.provider_loop())
+            .map_err(|e| Error::io(crate::IoOp::Open, "page provider thread", None, e))?;
+        *pool.provider.lock() = Some(handle);
+        Ok(pool)
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    pub fn file(&self) -> &Arc<dyn StorageFile> {
+        &self.file
+    }
+
+    /// Install the WAL rule's gate (the log layer calls this at open).
+    pub fn set_flush_gate(&self, gate: Arc<dyn FlushGate>) {
+        *self.gate.write() = Some(gate);
+    }
+
+    /// The high-water mark: every page id below it has been allocated.
+    pub fn next_page_id(&self) -> PageId {
+        self.next_page_id.load(Ordering::Acquire)
+    }
+
+    pub fn free_pages(&self) -> Vec<PageId> {
+        self.free_pages.lock().clone()
+    }
+
+    /// Error if an earlier page write failed (the pool is poisoned).
+    pub fn check_healthy(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            let cause = self.failure.lock().clone().unwrap_or_default();
+            return Err(Error::Poisoned { cause });
+        }
+        Ok(())
+    }
+
+    fn poison(&self, err: &Error) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            *failure = Some(err.to_string());
+            tracing::error!(error = %err, "page write failed; buffer pool poisoned");
+        }
+        self.failed.store(true, Ordering::Release);
+        self.frames_available.notify_all();
+    }
+
+    fn frame_data(&self, idx: u32) -> *mut u8 {
+        debug_assert!((idx as usize) < self.frames.len());
+        // SAFETY: idx < frames, so the offset stays inside `memory`.
+        unsafe { self.memory.as_ptr().add(idx as usize * self.page_size) }
+    }
+
+    fn page_offset(&self, pid: PageId) -> u64 {
+        pid * self.page_size as u64
+    }
+
+    fn corruption(&self, pid: PageId, detail: String) -> Error {
+        Error::Corruption {
+            path: self.file.path().to_path_buf(),
+            offset: self.page_offset(pid),
+            detail,
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Page access
+    // ---------------------------------------------------------------
+
+    /// Frame index of `pid`, reading the page from disk if it is not resident.
+    fn resolve(&self, pid: PageId) -> Result<u32> {
+        if pid >= self.next_page_id() || pid >= MAX_PAGES {
+            return Err(self.corruption(
+                pid,
+                format!(
+                    "reference to page {pid}, beyond the {} allocated pages",
+                    self.next_page_id()
+                ),
+            ));
+        }
+        let entry = self.table.entry(pid);
+        let mut backoff = Backoff::new();
+        loop {
+            match entry.load(Ordering::Acquire) {
+                0 => {
+                    if entry
+                        .compare_exchange(0, LOADING, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        return match self.load(pid) {
+                            Ok(idx) => {
+                                entry.store(idx as u64 + 1, Ordering::Release);
+                                Ok(idx)
+                            }
+                            Err(e) => {
+                                entry.store(0, Ordering::Release);
+                                Err(e)
+                            }
+                        };
+                    }
+                }
+                LOADING => backoff.wait(),
+                e => return Ok((e - 1) as u32),
+            }
+        }
+    }
+
+    /// Read `pid` into a free frame and verify it. The caller owns the
+    /// table entry in LOADING state.
+    fn load(&self, pid: PageId) -> Result<u32> {
+        let idx = self.take_free_frame()?;
+        let frame = &self.frames[idx as usize];
+        frame.latch.exclusive();
+        // SAFETY: the frame is free and exclusively latched; stale optimistic
+        // readers validate against the version bumped below.
+        let data = unsafe { std::slice::from_raw_parts_mut(self.frame_data(idx), self.page_size) };
+        let result = self
+            .file
+            .read_at(data, self.page_offset(pid))
+            .and_then(|()| {
+                page::verify(data, pid).map_err(|e| self.corruption(pid, e.to_string()))
+            });
+        if let Err(e) = result {
+            frame.latch.unlock_exclusive();
+            self.release_frame(idx);
+            return Err(e);
+        }
+        self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
+        frame
+            .persisted_gsn
+            .store(page::page_gsn(data), Ordering::Relaxed);
+        frame.dirty.store(false, Ordering::Relaxed);
+        frame.cool.store(false, Ordering::Relaxed);
+        frame.last_writer.store(u32::MAX, Ordering::Relaxed);
+        frame.page_id.store(pid, Ordering::Release);
+        frame.latch.unlock_exclusive();
+        Ok(idx)
+    }
+
+    /// Optimistic access: no latch is taken. Every byte read through the
+    /// guard must be bounds-checked and discarded unless
+    /// [`OptimisticGuard::validate`] succeeds afterwards.
+    pub fn optimistic(&self, pid: PageId) -> Result<OptimisticGuard<'_>> {
+        loop {
+            let idx = self.resolve(pid)?;
+            let frame = &self.frames[idx as usize];
+            let version = frame.latch.optimistic_wait();
+            if frame.page_id.load(Ordering::Acquire) != pid {
+                continue; // evicted and reused between resolve and latch
+            }
+            frame.touch();
+            return Ok(OptimisticGuard {
+                pool: self,
+                idx,
+                version,
+                pid,
+            });
+        }
+    }
+
+    pub fn shared(&self, pid: PageId) -> Result<SharedGuard<'_>> {
+        loop {
+            let idx = self.resolve(pid)?;
+            let frame = &self.frames[idx as usize];
+            frame.latch.shared();
+            if frame.page_id.load(Ordering::Acquire) != pid {
+                frame.latch.unlock_shared();
+                continue;
+            }
+            frame.touch();
+            return Ok(SharedGuard {
+                pool: self,
+                idx,
+                pid,
+            });
+        }
+    }
+
+    pub fn exclusive(&self, pid: PageId) -> Result<ExclusiveGuard<'_>> {
+        self.check_healthy()?;
+        loop {
+            let idx = self.resolve(pid)?;
+            let frame = &self.frames[idx as usize];
+            frame.latch.exclusive();
+            if frame.page_id.load(Ordering::Acquire) != pid {
+                frame.latch.unlock_exclusive();
+                continue;
+            }
+            frame.touch();
+            return Ok(ExclusiveGuard {
+                pool: self,
+                idx,
+                pid,
+                modified: false,
+            });
+        }
+    }
+
+    /// A new page of `kind`, exclusively latched and dirty. Reuses a freed
+    /// page id if there is one.
+    pub fn allocate(&self, kind: PageKind) -> Result<ExclusiveGuard<'_>> {
+        self.check_healthy()?;
+        let reused = self.free_pages.lock().pop();
+        let pid = match reused {
+            Some(pid) => pid,
+            None => {
+                let pid = self.next_page_id.fetch_add(1, Ordering::AcqRel);
+                if pid >= MAX_PAGES {
+                    self.next_page_id.fetch_sub(1, Ordering::AcqRel);
+                    return Err(Error::InvalidOptions(format!(
+                        "the data file is full: {MAX_PAGES} pages"
+                    )));
+                }
+                pid
+            }
+        };
+        self.claim(pid, kind)
+            .inspect_err(|_| self.free_pages.lock().push(pid))
+    }
+
+    /// Give `pid` a fresh image of `kind`. The page table stays the single
+    /// source of truth: a freed page may still be resident, or be read back
+    /// by a reader that followed a pointer just before the page was freed
+    /// (it will fail validation), so the id is claimed through its entry.
+    fn claim(&self, pid: PageId, kind: PageKind) -> Result<ExclusiveGuard<'_>> {
+        let entry = self.table.entry(pid);
+        let mut backoff = Backoff::new();
+        loop {
+            let (idx, fresh_frame) = match entry.load(Ordering::Acquire) {
+                0 => {
+                    if entry
+                        .compare_exchange(0, LOADING, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    match self.take_free_frame() {
+                        Ok(idx) => (idx, true),
+                        Err(e) => {
+                            entry.store(0, Ordering::Release);
+                            return Err(e);
+                        }
+                    }
+                }
+                LOADING => {
+                    backoff.wait();
+                    continue;
+                }
+                e => ((e - 1) as u32, false),
+            };
+            let frame = &self.frames[idx as usize];
+            frame.latch.exclusive();
+            if !fresh_frame && frame.page_id.load(Ordering::Acquire) != pid {
+                frame.latch.unlock_exclusive();
+                continue; // evicted meanwhile
+            }
+            // SAFETY: exclusive latch on the frame.
+            let data =
+                unsafe { std::slice::from_raw_parts_mut(self.frame_data(idx), self.page_size) };
+            page::init_page(data, pid, kind);
+            if fresh_frame {
+                frame.persisted_gsn.store(0, Ordering::Relaxed);
+                frame.last_writer.store(u32::MAX, Ordering::Relaxed);
+                frame.page_id.store(pid, Ordering::Release);
+                entry.store(idx as u64 + 1, Ordering::Release);
+            }
+            frame.dirty.store(true, Ordering::Release);
+            frame.cool.store(false, Ordering::Relaxed);
+            return Ok(ExclusiveGuard {
+                pool: self,
+                idx,
+                pid,
+                modified: true,
+            });
+        }
+    }
+
+    /// Release a page that no tree refers to any more. It stays resident as
+    /// a clean `Free` page until evicted or reallocated; its id goes to the
+    /// free list. Its image on disk is stale but unreferenced.
+    pub fn free_page(&self, mut guard: ExclusiveGuard<'_>) {
+        page::set_page_kind(guard.data_mut(), PageKind::Free);
+        self.frames[guard.idx as usize]
+            .dirty
+            .store(false, Ordering::Release);
+        let pid = guard.pid;
+        drop(guard);
+        self.free_pages.lock().push(pid);
+    }
+
+    // ---------------------------------------------------------------
+    // Free frames and the page provider
+    // ---------------------------------------------------------------
+
+    fn release_frame(&self, idx: u32) {
+        self.free_frames.lock().push(idx);
+        self.frames_available.notify_one();
+    }
+
+    fn wake_provider(&self) {
+        let mut wake = self.provider_wake.lock();
+        *wake = true;
+        self.provider_cv.notify_one();
+    }
+
+    fn take_free_frame(&self) -> Result<u32> {
+        let deadline = Instant::now() + FRAME_WAIT_LIMIT;
+        let mut free = self.free_frames.lock();
+        loop {
+            if let Some(idx) = free.pop() {
+                if free.len() < self.free_target {
+                    drop(free);
+                    self.wake_provider();
+                }
+                return Ok(idx);
+            }
+            if self.failed.load(Ordering::Acquire) {
+                drop(free);
+                self.check_healthy()?;
+                unreachable!("failed flag set without a cause");
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::BufferPoolExhausted {
+                    frames: self.frames.len(),
+                });
+            }
+            drop(free);
+            self.wake_provider();
+            free = self.free_frames.lock();
+            self.frames_available
+                .wait_for(&mut free, Duration::from_millis(5));
+        }
+    }
+
+    fn provider_loop(self: Arc<Self>) {
+        let mut clock_hand = 0usize;
+        let mut cooling: std::collections::VecDeque<(u32, PageId)> = Default::default();
+        let mut batch = WritebackBatch::new(self.page_size, WRITEBACK_BATCH_PAGES);
+        loop {
+            {
+                let mut wake = self.provider_wake.lock();
+                if !*wake && !self.shutdown.load(Ordering::Acquire) {
+                    self.provider_cv
+                        .wait_for(&mut wake, Duration::from_millis(20));
+                }
+                *wake = false;
+            }
+            if self.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            let mut rounds = 0;
+            while self.free_frames.lock().len() < self.free_target
+                && !self.failed.load(Ordering::Acquire)
+                && !self.shutdown.load(Ordering::Acquire)
+                && rounds < 64
+            {
+                self.provider_round(&mut clock_hand, &mut cooling, &mut batch);
+                rounds += 1;
+            }
+        }
+    }
+
+    /// One round of seed 000 §3.5: cool pages, then walk the cooling queue
+    /// from its old end, staging dirty pages for writeback and evicting
+    /// clean ones.
+    fn provider_round(
+        &self,
+        clock_hand: &mut usize,
+        cooling: &mut std::collections::VecDeque<(u32, PageId)>,
+        batch: &mut WritebackBatch,
+    ) {
+        let n = self.frames.len();
+        let mut scanned = 0;
+        while cooling.len() < self.cool_target && scanned < n {
+            let idx = *clock_hand;
+            *clock_hand = (*clock_hand + 1) % n;
+            scanned += 1;
+            let frame = &self.frames[idx];
+            let pid = frame.page_id.load(Ordering::Acquire);
+            if pid == NO_PAGE || frame.cool.load(Ordering::Relaxed) {
+                continue;
+            }
+            frame.cool.store(true, Ordering::Relaxed);
+            cooling.push_back((idx as u32, pid));
+        }
+        let mut evicted = Vec::new();
+        for _ in 0..cooling.len() {
+            let Some((idx, pid)) = cooling.pop_front() else {
+                break;
+            };
+            let frame = &self.frames[idx as usize];
+            if frame.page_id.load(Ordering::Acquire) != pid || !frame.cool.load(Ordering::Relaxed) {
+                continue; // re-heated or gone: it will be cooled again later
+            }
+            if frame.dirty.load(Ordering::Acquire) {
+                if !batch.is_full() {
+                    self.stage(batch, idx, false);
+                }
+                cooling.push_back((idx, pid));
+                continue;
+            }
+            if frame.writeback.load(Ordering::Acquire) || !frame.latch.try_exclusive() {
+                cooling.push_back((idx, pid));
+                continue;
+            }
+            if frame.page_id.load(Ordering::Acquire) == pid
+                && !frame.dirty.load(Ordering::Acquire)
+                && !frame.writeback.load(Ordering::Acquire)
+                && frame.cool.load(Ordering::Relaxed)
+            {
+                self.table.entry(pid).store(0, Ordering::Release);
+                frame.page_id.store(NO_PAGE, Ordering::Release);
+                frame.latch.unlock_exclusive();
+                evicted.push(idx);
+                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+            } else {
+                frame.latch.unlock_exclusive_unchanged();
+                cooling.push_back((idx, pid));
+            }
+            if evicted.len() >= self.free_target * 2 {
+                break;
+            }
+        }
+        if !evicted.is_empty() {
+            self.free_frames.lock().extend(evicted);
+            self.frames_available.notify_all();
+        }
+        if !batch.is_empty() {
+            if let Err(e) = self.write_batch(batch, Writer::Provider) {
+                self.poison(&e);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Writeback: shared by the page provider and flushes (seed 000 §3.8)
+    // ---------------------------------------------------------------
+
+    /// Copy frame `idx` into the batch if it is dirty and not already being
+    /// written. `wait` blocks for the shared latch instead of skipping.
+    fn stage(&self, batch: &mut WritebackBatch, idx: u32, wait: bool) -> bool {
+        let frame = &self.frames[idx as usize];
+        if wait {
+            frame.latch.shared();
+        } else if !frame.latch.try_shared() {
+            return false;
+        }
+        let pid = frame.page_id.load(Ordering::Acquire);
+        let staged = pid != NO_PAGE
+            && frame.dirty.load(Ordering::Acquire)
+            && !frame.writeback.load(Ordering::Acquire);
+        if staged {
+            // SAFETY: the shared latch excludes writers for the copy.
+            let src = unsafe { std::slice::from_raw_parts(self.frame_data(idx), self.page_size) };
+            frame.dirty.store(false, Ordering::Release);
+            frame.writeback.store(true, Ordering::Release);
+            batch.push(idx, pid, src);
+        }
+        frame.latch.unlock_shared();
+        staged
+    }
+
+    /// Write a staged batch, `fdatasync` once, then publish the persisted
+    /// GSNs. On failure the pages are dirty again and the error returned.
+    fn write_batch(&self, batch: &mut WritebackBatch, writer: Writer) -> Result<()> {
+        let result = self.write_batch_inner(batch);
+        for item in &batch.items {
+            let frame = &self.frames[item.idx as usize];
+            if result.is_ok() {
+                if frame.page_id.load(Ordering::Acquire) == item.pid {
+                    // Invariant 4: only after sync_data returned Ok.
+                    frame.persisted_gsn.fetch_max(item.gsn, Ordering::AcqRel);
+                }
+            } else {
+                frame.dirty.store(true, Ordering::Release);
+            }
+            frame.writeback.store(false, Ordering::Release);
+        }
+        if result.is_ok() {
+            let counter = match writer {
+                Writer::Provider => &self.counters.written_provider,
+                Writer::Flush => &self.counters.written_flush,
+            };
+            counter.fetch_add(batch.items.len() as u64, Ordering::Relaxed);
+        }
+        batch.clear();
+        result
+    }
+
+    fn write_batch_inner(&self, batch: &mut WritebackBatch) -> Result<()> {
+        let max_gsn = batch.items.iter().map(|i| i.gsn).max().unwrap_or(0);
+        let gate = self.gate.read().clone();
+        if let Some(gate) = gate {
+            gate.ensure_durable(max_gsn)?;
+        }
+        let mut order: Vec<usize> = (0..batch.items.len()).collect();
+        order.sort_by_key(|&slot| batch.items[slot].pid);
+        for slot in order {
+            let pid = batch.items[slot].pid;
+            self.file
+                .write_at(batch.slot(slot), self.page_offset(pid))?;
+        }
+        self.file.sync_data()?;
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Write every dirty page and wait for in-flight writebacks: on return,
+    /// the data file holds every page as it was when the call started.
+    pub fn flush_all(&self) -> Result<()> {
+        self.check_healthy()?;
+        let mut batch = WritebackBatch::new(self.page_size, WRITEBACK_BATCH_PAGES);
+        for idx in 0..self.frames.len() as u32 {
+            if self.frames[idx as usize].dirty.load(Ordering::Acquire) {
+                self.stage(&mut batch, idx, true);
+                if batch.is_full() {
+                    self.write_batch(&mut batch, Writer::Flush)
+                        .inspect_err(|e| self.poison(e))?;
+                }
+            }
+        }
+        if !batch.is_empty() {
+            self.write_batch(&mut batch, Writer::Flush)
+                .inspect_err(|e| self.poison(e))?;
+        }
+        let mut backoff = Backoff::new();
+        while self
+            .frames
+            .iter()
+            .any(|f| f.writeback.load(Ordering::Acquire))
+        {
+            backoff.wait();
+        }
+        self.check_healthy()?;
+        // Pages dirtied by a concurrent provider failure or a racing writer
+        // are caught by the caller's quiescence; assert it for clean close.
+        Ok(())
+    }
+
+    /// Stop the page provider. Pages stay resident; call after `flush_all`.
+    pub fn stop(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.wake_provider();
+        if let Some(handle) = self.provider.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let resident = self
+            .frames
+            .iter()
+            .filter(|f| f.page_id.load(Ordering::Relaxed) != NO_PAGE)
+            .count();
+        let dirty = self
+            .frames
+            .iter()
+            .filter(|f| f.dirty.load(Ordering::Relaxed))
+            .count();
+        PoolStats {
+            frames: self.frames.len(),
+            free_frames: self.free_frames.lock().len(),
+            resident_pages: resident,
+            dirty_pages: dirty,
+            pages_read: self.counters.pages_read.load(Ordering::Relaxed),
+            pages_written_by_provider: self.counters.written_provider.load(Ordering::Relaxed),
+            pages_written_by_flush: self.counters.written_flush.load(Ordering::Relaxed),
+            evictions: self.counters.evictions.load(Ordering::Relaxed),
+            page_syncs: self.counters.syncs.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for BufferPool {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::Release);
+    }
+}
+
+struct WritebackItem {
+    idx: u32,
+    pid: PageId,
+    gsn: u64,
+}
+
+/// Page copies staged for one write + `fdatasync` (seed 000 §3.8).
+struct WritebackBatch {
+    buf: AlignedBuf,
+    page_size: usize,
+    items: Vec<WritebackItem>,
+}
+
+impl WritebackBatch {
+    fn new(page_size: usize, pages: usize) -> Self {
+        WritebackBatch {
+            buf: AlignedBuf::zeroed(page_size * pages),
+            page_size,
+            items: Vec::with_capacity(pages),
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.items.len() * self.page_size >= self.buf.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    fn push(&mut self, idx: u32, pid: PageId, src: &[u8]) {
+        debug_assert!(!self.is_full());
+        let slot = self.items.len();
+        let dst = &mut self.buf.as_mut_slice()[slot * self.page_size..(slot + 1) * self.page_size];
+        dst.copy_from_slice(src);
+        debug_assert_eq!(page::page_id(dst), pid, "frame holds another page's image");
+        page::seal(dst);
+        self.items.push(WritebackItem {
+            idx,
+            pid,
+            gsn: page::page_gsn(dst),
+        });
+    }
+
+    fn slot(&self, slot: usize) -> &[u8] {
+        &self.buf.as_slice()[slot * self.page_size..(slot + 1) * self.page_size]
+    }
+
+    fn clear(&mut self) {
+        self.items.clear();
+    }
+}
+
+// ---------------------------------------------------------------
+// Guards
+// ---------------------------------------------------------------
+
+/// A page read without a latch. See [`BufferPool::optimistic`].
+pub struct OptimisticGuard<'a> {
+    pool: &'a BufferPool,
+    idx: u32,
+    version: u64,
+    pid: PageId,
+}
+
+impl<'a> OptimisticGuard<'a> {
+    pub fn page_id(&self) -> PageId {
+        self.pid
+    }
+
+    /// The page bytes, possibly changing under the reader. As in LeanStore
+    /// and vmcache, readers parse them with bounds-checked code only and
+    /// trust nothing they read until `validate` succeeds.
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: the frame memory lives as long as the pool; concurrent
+        // writers may change the bytes, which validation detects.
+        unsafe { std::slice::from_raw_parts(self.pool.frame_data(self.idx), self.pool.page_size) }
+    }
+
+    /// True if nothing modified or evicted the page since the guard was taken.
+    pub fn validate(&self) -> bool {
+        self.pool.frames[self.idx as usize]
+            .latch
+            .validate(self.version)
+    }
+
+    /// Turn into an exclusive guard if the page is unchanged.
+    pub fn try_upgrade(self) -> Option<ExclusiveGuard<'a>> {
+        if self.pool.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let frame = &self.pool.frames[self.idx as usize];
+        frame
+            .latch
+            .try_upgrade(self.version)
+            .then(|| ExclusiveGuard {
+                pool: self.pool,
+                idx: self.idx,
+                pid: self.pid,
+                modified: false,
+            })
+    }
+}
+
+/// A page latched in shared mode: its bytes are stable while held.
+pub struct SharedGuard<'a> {
+    pool: &'a BufferPool,
+    idx: u32,
+    pid: PageId,
+}
+
+impl SharedGuard<'_> {
+    pub fn page_id(&self) -> PageId {
+        self.pid
+    }
+
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: the shared latch excludes writers.
+        unsafe { std::slice::from_raw_parts(self.pool.frame_data(self.idx), self.pool.page_size) }
+    }
+}
+
+impl Drop for SharedGuard<'_> {
+    fn drop(&mut self) {
+        self.pool.frames[self.idx as usize].latch.unlock_shared();
+    }
+}
+
+/// A page latched exclusively. Every modification goes through
+/// [`ExclusiveGuard::data_mut`], which marks the frame dirty.
+pub struct ExclusiveGuard<'a> {
+    pool: &'a BufferPool,
+    idx: u32,
+    pid: PageId,
+    modified: bool,
+}
+
+impl ExclusiveGuard<'_> {
+    pub fn page_id(&self) -> PageId {
+        self.pid
+    }
+
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: the exclusive latch gives unique access.
+        unsafe { std::slice::from_raw_parts(self.pool.frame_data(self.idx), self.pool.page_size) }
+    }
+
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        self.modified = true;
+        self.pool.frames[self.idx as usize]
+            .dirty
+            .store(true, Ordering::Release);
+        // SAFETY: the exclusive latch gives unique access.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.pool.frame_data(self.idx), self.pool.page_size)
+        }
+    }
+
+    /// Record the log partition that last wrote this page (RFA, seed 000 §3.2).
+    pub fn set_last_writer(&self, partition: u32) {
+        self.pool.frames[self.idx as usize]
+            .last_writer
+            .store(partition, Ordering::Relaxed);
+    }
+
+    pub fn last_writer(&self) -> u32 {
+        self.pool.frames[self.idx as usize]
+            .last_writer
+            .load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ExclusiveGuard<'_> {
+    fn drop(&mut self) {
+        let latch = &self.pool.frames[self.idx as usize].latch;
+        if self.modified {
+            latch.unlock_exclusive();
+        } else {
+            latch.unlock_exclusive_unchanged();
+        }
+    }
+}
