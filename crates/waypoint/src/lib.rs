@@ -1,12 +1,17 @@
-//! waypoint: an embeddable transactional storage engine.
+//! waypoint: an embeddable transactional storage engine built around
+//! fast, bounded and correct logging, checkpointing and recovery.
 //!
-//! See `ARCHITECTURE.md` for the map of modules.
+//! See `ARCHITECTURE.md` for the map of modules and the path of a write.
 
 pub mod btree;
 pub mod buffer;
+pub mod catalog;
+pub mod db;
 pub mod error;
 pub mod io;
-
-pub use error::{Error, IoOp, Result};
-pub mod catalog;
 pub mod txn;
+
+pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
+pub use db::{Database, Options, Stats};
+pub use error::{Error, IoOp, Result};
+pub use txn::{CommitInfo, IndexEntry, Session, Transaction};

@@ -21,7 +21,9 @@ pub(crate) struct LockTable {
 impl LockTable {
     pub(crate) fn new() -> Self {
         LockTable {
-            stripes: (0..1usize << STRIPE_BITS).map(|_| AtomicU64::new(0)).collect(),
+            stripes: (0..1usize << STRIPE_BITS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         }
     }
 
@@ -33,7 +35,10 @@ impl LockTable {
     /// Lock `stripes` (sorted, deduplicated) for `owner` (non-zero).
     pub(crate) fn lock_all(&self, stripes: &[u32], owner: u64) {
         debug_assert!(owner != 0);
-        debug_assert!(stripes.windows(2).all(|w| w[0] < w[1]), "stripes must be sorted and unique");
+        debug_assert!(
+            stripes.windows(2).all(|w| w[0] < w[1]),
+            "stripes must be sorted and unique"
+        );
         for &s in stripes {
             let slot = &self.stripes[s as usize];
             let mut backoff = Backoff::new();

@@ -1,1 +1,771 @@
-//! tmp
+//! Sessions and transactions: serializable optimistic concurrency control
+//! in the style of Silo (seed 002 §2), over the paged B+-trees.
+//!
+//! A transaction reads records and their TIDs into a read set, buffers its
+//! writes, and at commit:
+//! 1. locks the stripes of its write set in ascending order (deadlock-free);
+//! 2. inserts *absent placeholders* for keys it will create, in tables and
+//!    secondary indexes, so concurrent scanners see them (Silo inserts
+//!    absent records before validating for the same reason: phantoms);
+//! 3. reads the global epoch: the serialization point;
+//! 4. validates: every point read and every scan, re-executed, observes
+//!    the same TIDs, and no observed record is locked by another committer;
+//! 5. computes its TID (greater than all it saw, in the current epoch),
+//!    installs its writes and index changes through the trees' one
+//!    modification path, and releases the locks.
+//!
+//! Invariant: an aborted transaction leaves no trace. Nothing reaches a
+//! page before step 2; placeholders and any partial install are undone
+//! from the undo list before an error is returned.
+
+pub mod epoch;
+pub(crate) mod locks;
+
+use crate::btree::{BTree, PageLog};
+use crate::catalog::{self, Index, Table, TableInfo};
+use crate::db::DbShared;
+use crate::error::{Error, Result};
+use epoch::{next_tid, ABSENT_BIT};
+use locks::LockTable;
+use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// What a log scheme plugs into a session: its page logger for the
+/// session's modifications and the commit hooks. The default logs nothing.
+pub trait SessionLog: Send {
+    fn page_log(&self) -> &dyn PageLog;
+    /// After the writes are installed, before locks are released: write the
+    /// commit record.
+    fn on_commit(&mut self, _tid: u64) -> Result<()> {
+        Ok(())
+    }
+    /// After locks are released: return once the commit is durable as the
+    /// configured durability promises.
+    fn wait_durable(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+struct NoSessionLog(crate::btree::NoLog);
+
+impl SessionLog for NoSessionLog {
+    fn page_log(&self) -> &dyn PageLog {
+        &self.0
+    }
+}
+
+/// A connection used by one thread at a time. Create one per worker thread
+/// with [`crate::Database::session`]; it is `Send`, not `Sync`.
+pub struct Session {
+    pub(crate) db: Arc<DbShared>,
+    id: u32,
+    last_tid: u64,
+    attempts: u32,
+    log: Box<dyn SessionLog>,
+}
+
+impl Session {
+    pub(crate) fn new(db: Arc<DbShared>, id: u32) -> Self {
+        Session {
+            db,
+            id,
+            last_tid: 0,
+            attempts: 0,
+            log: Box::new(NoSessionLog(crate::btree::NoLog)),
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Replace the session's log hooks (used by log schemes).
+    pub fn set_log(&mut self, log: Box<dyn SessionLog>) {
+        self.log = log;
+    }
+
+    /// Start a transaction. It aborts when dropped without `commit`.
+    pub fn begin(&mut self) -> Result<Transaction<'_>> {
+        self.db.check_open()?;
+        Ok(Transaction {
+            session: self,
+            reads: Vec::new(),
+            scans: Vec::new(),
+            writes: BTreeMap::new(),
+            finished: false,
+        })
+    }
+
+    /// Run `body` in a transaction and commit, retrying on conflicts up to
+    /// `max_attempts` times. Returns the body's result.
+    pub fn run<T>(
+        &mut self,
+        max_attempts: usize,
+        mut body: impl FnMut(&mut Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut tx = self.begin()?;
+            let outcome = body(&mut tx).and_then(|v| tx.commit().map(|_| v));
+            match outcome {
+                Err(Error::Conflict) if attempt < max_attempts => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// A lock-owner id unique to this commit attempt.
+    fn next_owner(&mut self) -> u64 {
+        self.attempts = self.attempts.wrapping_add(1);
+        ((self.id as u64 + 1) << 32) | self.attempts as u64
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Session({})", self.id)
+    }
+}
+
+struct PointRead {
+    table: Arc<TableInfo>,
+    key: Vec<u8>,
+    /// TID seen, including another committer's placeholder; None: absent.
+    observed: Option<u64>,
+}
+
+/// A scan as executed, for re-execution at validation.
+struct ScanRead {
+    tree: BTree,
+    /// Table whose lock stripes cover the scanned records (for an index:
+    /// its base table; index keys end with the primary key).
+    lock_table: u32,
+    is_index: bool,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    reverse: bool,
+    /// Live (non-placeholder) records fetched before stopping.
+    fetch: usize,
+    observed: Vec<(Vec<u8>, u64)>,
+}
+
+struct PendingWrite {
+    table: Arc<TableInfo>,
+    /// New value, or None for a delete.
+    value: Option<Vec<u8>>,
+}
+
+/// One entry of a secondary index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub secondary: Vec<u8>,
+    pub primary: Vec<u8>,
+}
+
+/// A serializable transaction. Dropping it without `commit` aborts it.
+pub struct Transaction<'s> {
+    session: &'s mut Session,
+    reads: Vec<PointRead>,
+    scans: Vec<ScanRead>,
+    writes: BTreeMap<(u32, Vec<u8>), PendingWrite>,
+    finished: bool,
+}
+
+/// Result of a successful commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The transaction's TID; 0 for a read-only transaction.
+    pub tid: u64,
+}
+
+fn to_owned_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Run a scan on `tree`, stopping after `fetch` live records; placeholders
+/// of `own` (this committer) are invisible, others' are recorded but not
+/// counted.
+fn scan_tree(
+    db: &DbShared,
+    tree: &BTree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    reverse: bool,
+    fetch: usize,
+    own: Option<u64>,
+    mut live: impl FnMut(&[u8], &[u8]),
+) -> Result<Vec<(Vec<u8>, u64)>> {
+    let mut observed = Vec::new();
+    let mut count = 0;
+    if fetch == 0 {
+        return Ok(observed);
+    }
+    tree.scan(&db.pool, lower, upper, reverse, &mut |k, tid, v| {
+        if tid & ABSENT_BIT != 0 {
+            if Some(tid) != own {
+                observed.push((k.to_vec(), tid));
+            }
+            return true;
+        }
+        observed.push((k.to_vec(), tid));
+        live(k, v);
+        count += 1;
+        count < fetch
+    })?;
+    Ok(observed)
+}
+
+impl Transaction<'_> {
+    fn db(&self) -> &DbShared {
+        &self.session.db
+    }
+
+    fn check_active(&self) -> Result<()> {
+        if self.finished {
+            return Err(Error::TransactionFinished);
+        }
+        self.db().check_open()
+    }
+
+    fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let max_key = BTree::max_key_len(&self.db().pool);
+        if key.len() > max_key {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: max_key,
+            });
+        }
+        if let Some(v) = value {
+            let max_value = BTree::max_value_len(&self.db().pool);
+            if v.len() > max_value {
+                return Err(Error::ValueTooLarge {
+                    len: v.len(),
+                    max: max_value,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Read `key` from the tree (not the write set) and record the read.
+    fn read_through(&mut self, table: &Arc<TableInfo>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let current = table.tree.get(&self.db().pool, key)?;
+        table.check_live()?;
+        let (observed, value) = match current {
+            Some((tid, _)) if tid & ABSENT_BIT != 0 => (Some(tid), None),
+            Some((tid, v)) => (Some(tid), Some(v)),
+            None => (None, None),
+        };
+        self.reads.push(PointRead {
+            table: Arc::clone(table),
+            key: key.to_vec(),
+            observed,
+        });
+        Ok(value)
+    }
+
+    /// The value of `key`, seeing this transaction's own writes.
+    pub fn get(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_active()?;
+        table.info.check_live()?;
+        if let Some(w) = self.writes.get(&(table.info.id, key.to_vec())) {
+            return Ok(w.value.clone());
+        }
+        self.read_through(&table.info, key)
+    }
+
+    fn exists(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
+        Ok(self.get(table, key)?.is_some())
+    }
+
+    fn put(&mut self, table: &Table, key: &[u8], value: Option<&[u8]>) {
+        self.writes.insert(
+            (table.info.id, key.to_vec()),
+            PendingWrite {
+                table: Arc::clone(&table.info),
+                value: value.map(<[u8]>::to_vec),
+            },
+        );
+    }
+
+    /// Insert a new record; `KeyExists` if `key` is present.
+    pub fn insert(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_active()?;
+        self.check_sizes(key, Some(value))?;
+        if self.exists(table, key)? {
+            return Err(Error::KeyExists);
+        }
+        self.put(table, key, Some(value));
+        Ok(())
+    }
+
+    /// Replace an existing record; `KeyNotFound` if `key` is absent.
+    pub fn update(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_active()?;
+        self.check_sizes(key, Some(value))?;
+        if !self.exists(table, key)? {
+            return Err(Error::KeyNotFound);
+        }
+        self.put(table, key, Some(value));
+        Ok(())
+    }
+
+    /// Insert or replace, without reading the old value (a blind write).
+    pub fn upsert(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_active()?;
+        table.info.check_live()?;
+        self.check_sizes(key, Some(value))?;
+        self.put(table, key, Some(value));
+        Ok(())
+    }
+
+    /// Delete `key`; returns whether it was present.
+    pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
+        self.check_active()?;
+        self.check_sizes(key, None)?;
+        let existed = self.exists(table, key)?;
+        if existed {
+            self.put(table, key, None);
+        }
+        Ok(existed)
+    }
+
+    /// Up to `limit` records with keys in `range`, ascending.
+    pub fn scan<R: RangeBounds<[u8]>>(
+        &mut self,
+        table: &Table,
+        range: R,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_table(table, range.start_bound(), range.end_bound(), false, limit)
+    }
+
+    /// Up to `limit` records with keys in `range`, descending.
+    pub fn scan_rev<R: RangeBounds<[u8]>>(
+        &mut self,
+        table: &Table,
+        range: R,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_table(table, range.start_bound(), range.end_bound(), true, limit)
+    }
+
+    /// Up to `limit` records whose key starts with `prefix`, ascending.
+    pub fn scan_prefix(
+        &mut self,
+        table: &Table,
+        prefix: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let end = catalog::prefix_successor(prefix);
+        let upper = match &end {
+            Some(e) => Bound::Excluded(e.as_slice()),
+            None => Bound::Unbounded,
+        };
+        self.scan_table(table, Bound::Included(prefix), upper, false, limit)
+    }
+
+    fn scan_table(
+        &mut self,
+        table: &Table,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_active()?;
+        table.info.check_live()?;
+        let id = table.info.id;
+        // Own writes in range, in scan order.
+        let in_range = |k: &[u8]| (lower, upper).contains(k);
+        let mut own: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = self
+            .writes
+            .range((id, Vec::new())..)
+            .take_while(|((t, _), _)| *t == id)
+            .filter(|((_, k), _)| in_range(k))
+            .map(|((_, k), w)| (k, &w.value))
+            .collect();
+        if reverse {
+            own.reverse();
+        }
+        // Each own delete can hide one fetched record: fetch that many more.
+        let deletes = own.iter().filter(|(_, v)| v.is_none()).count();
+        let fetch = limit.saturating_add(deletes);
+        let mut fetched: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let observed = scan_tree(
+            self.db(),
+            &table.info.tree,
+            lower,
+            upper,
+            reverse,
+            fetch,
+            None,
+            |k, v| fetched.push((k.to_vec(), v.to_vec())),
+        )?;
+        self.scans.push(ScanRead {
+            tree: table.info.tree,
+            lock_table: id,
+            is_index: false,
+            lower: to_owned_bound(lower),
+            upper: to_owned_bound(upper),
+            reverse,
+            fetch,
+            observed,
+        });
+        // Merge the tree's records with own writes.
+        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = fetched.into_iter().collect();
+        for (k, v) in &own {
+            match v {
+                Some(v) => {
+                    merged.insert((*k).clone(), v.clone());
+                }
+                None => {
+                    merged.remove(*k);
+                }
+            }
+        }
+        let out: Vec<_> = if reverse {
+            merged.into_iter().rev().take(limit).collect()
+        } else {
+            merged.into_iter().take(limit).collect()
+        };
+        Ok(out)
+    }
+
+    /// Up to `limit` entries of `index` whose secondary key lies in `range`,
+    /// ordered by (secondary, primary); descending with `reverse`. Entries
+    /// reflect committed data, not this transaction's own pending writes.
+    pub fn index_scan<R: RangeBounds<[u8]>>(
+        &mut self,
+        index: &Index,
+        range: R,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<IndexEntry>> {
+        self.check_active()?;
+        index.info.check_live()?;
+        let (lower, upper) =
+            catalog::index_bounds(range.start_bound().map(|b| b), range.end_bound().map(|b| b));
+        let mut entries = Vec::new();
+        let mut corrupt = false;
+        let observed = scan_tree(
+            self.db(),
+            &index.info.tree,
+            as_ref_bound(&lower),
+            as_ref_bound(&upper),
+            reverse,
+            limit,
+            None,
+            |k, _| match catalog::split_index_key(k) {
+                Some((secondary, primary)) => entries.push(IndexEntry {
+                    secondary,
+                    primary: primary.to_vec(),
+                }),
+                None => corrupt = true,
+            },
+        )?;
+        if corrupt {
+            return Err(Error::Corruption {
+                path: self.db().pool.file().path().to_path_buf(),
+                offset: index.info.tree.root() * self.db().pool.page_size() as u64,
+                detail: format!("index {:?} holds a malformed key", index.info.name),
+            });
+        }
+        self.scans.push(ScanRead {
+            tree: index.info.tree,
+            lock_table: index.info.table.id,
+            is_index: true,
+            lower,
+            upper,
+            reverse,
+            fetch: limit,
+            observed,
+        });
+        Ok(entries)
+    }
+
+    /// Abort: discard everything. Also what dropping the transaction does.
+    pub fn abort(mut self) {
+        self.finish_abort();
+    }
+
+    fn finish_abort(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.session
+                .db
+                .counters
+                .aborts
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Validate and install. On `Conflict` nothing was changed and the
+    /// transaction may be retried from the start.
+    pub fn commit(mut self) -> Result<CommitInfo> {
+        self.check_active()?;
+        let result = self.commit_inner();
+        match &result {
+            Ok(_) => {
+                self.finished = true;
+                self.session
+                    .db
+                    .counters
+                    .commits
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => self.finish_abort(),
+        }
+        result
+    }
+
+    fn commit_inner(&mut self) -> Result<CommitInfo> {
+        let db = Arc::clone(&self.session.db);
+        let _quiesce = db.quiesce.read();
+        db.check_open()?;
+        if self.writes.is_empty() {
+            let me = self.session.next_owner();
+            self.validate(&db, me)?;
+            return Ok(CommitInfo { tid: 0 });
+        }
+        let me = self.session.next_owner();
+        let mut stripes: Vec<u32> = self
+            .writes
+            .keys()
+            .map(|(t, k)| LockTable::stripe(*t, k))
+            .collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        db.locks.lock_all(&stripes, me);
+        let mut undo = Vec::new();
+        let result = self.install(&db, me, &mut undo);
+        if result.is_err() {
+            self.rollback(&db, &mut undo);
+        }
+        db.locks.unlock_all(&stripes, me);
+        let tid = result?;
+        self.session.log.wait_durable()?;
+        Ok(CommitInfo { tid })
+    }
+
+    /// Steps 2-5 of the protocol, under the write-set locks.
+    fn install(&mut self, db: &DbShared, me: u64, undo: &mut Vec<Undo>) -> Result<u64> {
+        let placeholder = ABSENT_BIT | me;
+        let log = self.session.log.page_log();
+        let pool = &db.pool;
+        let mut max_seen = 0u64;
+        // Current images of written records (stable: we hold their locks),
+        // and the index changes they imply.
+        let mut plans = Vec::with_capacity(self.writes.len());
+        for ((_, key), w) in &self.writes {
+            w.table.check_live()?;
+            let current = w.table.tree.get(pool, key)?;
+            if let Some((tid, _)) = &current {
+                debug_assert_eq!(tid & ABSENT_BIT, 0, "placeholder under a held lock");
+                max_seen = max_seen.max(*tid);
+            }
+            let indexes = w.table.indexes.read().clone();
+            let mut index_changes = Vec::new();
+            for index in &indexes {
+                let extractor =
+                    index
+                        .extractor
+                        .read()
+                        .clone()
+                        .ok_or_else(|| Error::IndexNotBound {
+                            table: w.table.name.clone(),
+                            index: index.name.clone(),
+                        })?;
+                let old = current.as_ref().and_then(|(_, v)| extractor(key, v));
+                let new = w.value.as_ref().and_then(|v| extractor(key, v));
+                if old != new {
+                    let old_key = old.map(|s| catalog::index_key(&s, key));
+                    let new_key = new.map(|s| catalog::index_key(&s, key));
+                    if let Some(k) = &new_key {
+                        let max = BTree::max_key_len(pool);
+                        if k.len() > max {
+                            return Err(Error::KeyTooLarge { len: k.len(), max });
+                        }
+                    }
+                    index_changes.push((Arc::clone(index), old_key, new_key));
+                }
+            }
+            plans.push((key, w, current.map(|(t, v)| (t, v)), index_changes));
+        }
+        // Placeholders for records and index entries this commit creates.
+        for (key, w, current, index_changes) in &plans {
+            if w.value.is_some() && current.is_none() {
+                w.table.tree.insert(pool, log, key, placeholder, &[])?;
+                undo.push(Undo::remove(w.table.tree, key));
+            }
+            for (index, _, new_key) in index_changes {
+                if let Some(k) = new_key {
+                    index.tree.insert(pool, log, k, placeholder, &[])?;
+                    undo.push(Undo::remove(index.tree, k));
+                }
+            }
+        }
+        // Serialization point.
+        let epoch = db.epoch.current();
+        max_seen = max_seen.max(self.validate(db, me)?);
+        let tid = next_tid(epoch, max_seen, self.session.last_tid);
+        // Install.
+        for (key, w, current, index_changes) in &plans {
+            let tree = w.table.tree;
+            match (&w.value, current) {
+                (Some(v), None) => {
+                    tree.update(pool, log, key, tid, v)?;
+                }
+                (Some(v), Some((old_tid, old))) => {
+                    tree.update(pool, log, key, tid, v)?;
+                    undo.push(Undo::restore(tree, key, *old_tid, old));
+                }
+                (None, Some((old_tid, old))) => {
+                    tree.remove(pool, log, key)?;
+                    undo.push(Undo::restore(tree, key, *old_tid, old));
+                }
+                (None, None) => {}
+            }
+            for (index, old_key, new_key) in index_changes {
+                if let Some(k) = old_key {
+                    if let Some((old_tid, _)) = index.tree.remove(pool, log, k)? {
+                        undo.push(Undo::restore(index.tree, k, old_tid, &[]));
+                    }
+                }
+                if let Some(k) = new_key {
+                    index.tree.update(pool, log, k, tid, &[])?;
+                }
+            }
+        }
+        self.session.log.on_commit(tid)?;
+        self.session.last_tid = tid;
+        Ok(tid)
+    }
+
+    /// Step 4: every read still observes what it observed. Returns the
+    /// largest TID read.
+    fn validate(&self, db: &DbShared, me: u64) -> Result<u64> {
+        let own = ABSENT_BIT | me;
+        let mut max_seen = 0;
+        for r in &self.reads {
+            r.table.check_live()?;
+            let now = r
+                .table
+                .tree
+                .get(&db.pool, &r.key)?
+                .map(|(t, _)| t)
+                .filter(|t| *t != own);
+            if now != r.observed
+                || db
+                    .locks
+                    .locked_by_other(LockTable::stripe(r.table.id, &r.key), me)
+            {
+                return Err(Error::Conflict);
+            }
+            if let Some(t) = r.observed.filter(|t| t & ABSENT_BIT == 0) {
+                max_seen = max_seen.max(t);
+            }
+        }
+        for s in &self.scans {
+            let now = scan_tree(
+                db,
+                &s.tree,
+                as_ref_bound(&s.lower),
+                as_ref_bound(&s.upper),
+                s.reverse,
+                s.fetch,
+                Some(own),
+                |_, _| {},
+            )?;
+            if now != s.observed {
+                return Err(Error::Conflict);
+            }
+            for (k, tid) in &s.observed {
+                let primary: &[u8] = if s.is_index {
+                    match catalog::split_index_key(k) {
+                        Some((_, p)) => p,
+                        None => return Err(Error::Conflict),
+                    }
+                } else {
+                    k
+                };
+                if db
+                    .locks
+                    .locked_by_other(LockTable::stripe(s.lock_table, primary), me)
+                {
+                    return Err(Error::Conflict);
+                }
+                if tid & ABSENT_BIT == 0 {
+                    max_seen = max_seen.max(*tid);
+                }
+            }
+        }
+        Ok(max_seen)
+    }
+
+    /// Undo placeholders and partial installs, newest first. If undo itself
+    /// fails the in-memory state can no longer be trusted: poison.
+    fn rollback(&mut self, db: &DbShared, undo: &mut Vec<Undo>) {
+        let log = self.session.log.page_log();
+        while let Some(u) = undo.pop() {
+            let result = match &u.before {
+                None => u.tree.remove(&db.pool, log, &u.key).map(|_| ()),
+                Some((tid, v)) => match u.tree.update(&db.pool, log, &u.key, *tid, v) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => u.tree.insert(&db.pool, log, &u.key, *tid, v),
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = result {
+                db.poison(format!("undo of an aborted commit failed: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+/// How to reverse one tree change of a failed commit.
+struct Undo {
+    tree: BTree,
+    key: Vec<u8>,
+    /// None: the key did not exist; remove it.
+    before: Option<(u64, Vec<u8>)>,
+}
+
+impl Undo {
+    fn remove(tree: BTree, key: &[u8]) -> Self {
+        Undo {
+            tree,
+            key: key.to_vec(),
+            before: None,
+        }
+    }
+    fn restore(tree: BTree, key: &[u8], tid: u64, value: &[u8]) -> Self {
+        Undo {
+            tree,
+            key: key.to_vec(),
+            before: Some((tid, value.to_vec())),
+        }
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        self.finish_abort();
+    }
+}
