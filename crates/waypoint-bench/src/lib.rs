@@ -1,14 +1,9 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! Workloads and the benchmark driver behind `waypoint bench`.
+//!
+//! Today: the engine benchmark ([`engine`]), which loads a table and then
+//! measures point reads and range scans, in memory or with a buffer pool
+//! smaller than the data. TPC-C, YCSB, TPC-B and Voter arrive with the
+//! benchmark-driver issue and reuse the reporting here.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub mod engine;
+pub mod report;

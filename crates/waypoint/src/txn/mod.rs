@@ -346,23 +346,35 @@ impl Transaction<'_> {
     }
 
     /// Up to `limit` records with keys in `range`, ascending.
-    pub fn scan<R: RangeBounds<[u8]>>(
+    pub fn scan<'k, R: RangeBounds<&'k [u8]>>(
         &mut self,
         table: &Table,
         range: R,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_table(table, range.start_bound(), range.end_bound(), false, limit)
+        self.scan_table(
+            table,
+            range.start_bound().map(|b| *b),
+            range.end_bound().map(|b| *b),
+            false,
+            limit,
+        )
     }
 
     /// Up to `limit` records with keys in `range`, descending.
-    pub fn scan_rev<R: RangeBounds<[u8]>>(
+    pub fn scan_rev<'k, R: RangeBounds<&'k [u8]>>(
         &mut self,
         table: &Table,
         range: R,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_table(table, range.start_bound(), range.end_bound(), true, limit)
+        self.scan_table(
+            table,
+            range.start_bound().map(|b| *b),
+            range.end_bound().map(|b| *b),
+            true,
+            limit,
+        )
     }
 
     /// Up to `limit` records whose key starts with `prefix`, ascending.
@@ -392,7 +404,7 @@ impl Transaction<'_> {
         table.info.check_live()?;
         let id = table.info.id;
         // Own writes in range, in scan order.
-        let in_range = |k: &[u8]| (lower, upper).contains(k);
+        let in_range = |k: &[u8]| (lower, upper).contains(&k);
         let mut own: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = self
             .writes
             .range((id, Vec::new())..)
@@ -450,7 +462,7 @@ impl Transaction<'_> {
     /// Up to `limit` entries of `index` whose secondary key lies in `range`,
     /// ordered by (secondary, primary); descending with `reverse`. Entries
     /// reflect committed data, not this transaction's own pending writes.
-    pub fn index_scan<R: RangeBounds<[u8]>>(
+    pub fn index_scan<'k, R: RangeBounds<&'k [u8]>>(
         &mut self,
         index: &Index,
         range: R,
@@ -459,8 +471,10 @@ impl Transaction<'_> {
     ) -> Result<Vec<IndexEntry>> {
         self.check_active()?;
         index.info.check_live()?;
-        let (lower, upper) =
-            catalog::index_bounds(range.start_bound().map(|b| b), range.end_bound().map(|b| b));
+        let (lower, upper) = catalog::index_bounds(
+            range.start_bound().map(|b| *b),
+            range.end_bound().map(|b| *b),
+        );
         let mut entries = Vec::new();
         let mut corrupt = false;
         let observed = scan_tree(
