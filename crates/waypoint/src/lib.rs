@@ -15,3 +15,8 @@ pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
 pub use db::{Database, Options, Stats};
 pub use error::{Error, IoOp, Result};
 pub use txn::{CommitInfo, IndexEntry, Session, Transaction};
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctest;
