@@ -22,6 +22,44 @@ use std::ops::Bound;
 /// Width of the TID stored in front of every leaf value.
 pub const TID_SIZE: usize = 8;
 
+/// Pages allocated up front for one split (see `split_for`).
+struct Spares<'p> {
+    pages: Vec<ExclusiveGuard<'p>>,
+}
+
+impl<'p> Spares<'p> {
+    fn allocate(pool: &'p BufferPool, n: usize) -> Result<Self> {
+        let mut spares = Spares {
+            pages: Vec::with_capacity(n),
+        };
+        for _ in 0..n {
+            match pool.allocate(PageKind::Free) {
+                Ok(g) => spares.pages.push(g),
+                Err(e) => {
+                    spares.release(pool);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(spares)
+    }
+
+    fn take(&mut self, kind: PageKind) -> ExclusiveGuard<'p> {
+        let mut page = self
+            .pages
+            .pop()
+            .expect("a split uses at most one page per latched level plus one");
+        page::set_page_kind(page.data_mut(), kind);
+        page
+    }
+
+    fn release(&mut self, pool: &BufferPool) {
+        for page in self.pages.drain(..) {
+            pool.free_page(page);
+        }
+    }
+}
+
 /// A bound of a range scan.
 pub type ScanBound<'a> = Bound<&'a [u8]>;
 
@@ -306,7 +344,12 @@ impl BTree {
         let leaf_is_root = leaf.page_id() == self.root;
         drop(leaf);
         if underfull && !leaf_is_root {
-            self.merge_for(pool, log, key)?;
+            // The delete is done; merging is only space reclamation, so a
+            // failure here (e.g. an I/O error loading a sibling) must not
+            // make the caller believe the delete failed.
+            if let Err(e) = self.merge_for(pool, log, key) {
+                tracing::warn!(error = %e, "merging an underfull node failed; the tree stays valid");
+            }
         }
         let (tid, value) = decode_value(&before).ok_or_else(|| Error::Corruption {
             path: pool.file().path().to_path_buf(),
@@ -372,17 +415,34 @@ impl BTree {
         if leaf_fits {
             return Ok(()); // another writer split it meanwhile
         }
+        // Allocate every page the split could need before changing anything:
+        // a failed allocation half-way would leave the moved half of a node
+        // unreachable. Each latched level splits at most once and a root
+        // split takes two pages.
+        let mut spares = Spares::allocate(pool, path.len() + 1)?;
+        let result = self.split_path(pool, log, &mut path, &mut spares);
+        spares.release(pool);
+        result
+    }
+
+    fn split_path<'p>(
+        &self,
+        pool: &'p BufferPool,
+        log: &dyn PageLog,
+        path: &mut [ExclusiveGuard<'p>],
+        spares: &mut Spares<'p>,
+    ) -> Result<()> {
         // Split bottom-up; each split hands a separator to the level above.
         let level = path.len() - 1;
         {
             let pid = path[level].page_id();
             if pid == self.root {
-                return self.split_root(pool, log, &mut path[level]);
+                return self.split_root(pool, log, &mut path[level], spares);
             }
             let (sep, right_pid) = {
                 let node = &mut path[level];
                 let kind = page_kind(node.data()).unwrap_or(PageKind::BtreeLeaf);
-                let mut right = pool.allocate(kind)?;
+                let mut right = spares.take(kind);
                 let mut nm = NodeMut::new(node.data_mut());
                 let at = nm.split_index();
                 let sep = nm.split(at, right.data_mut());
@@ -411,7 +471,16 @@ impl BTree {
             // still latched. Split it first, then retry the whole operation.
             // (The child split already happened and is consistent only once
             // the separator is in place, so place it after the parent split.)
-            self.split_parent_then_insert(pool, log, &mut path, level - 1, &sep, pid, right_pid)?;
+            self.split_parent_then_insert(
+                pool,
+                log,
+                path,
+                spares,
+                level - 1,
+                &sep,
+                pid,
+                right_pid,
+            )?;
             return Ok(());
         }
     }
@@ -420,11 +489,12 @@ impl BTree {
     /// child split (`left` | `right`): split the parent (recursively up),
     /// then insert the separator into whichever half covers it.
     #[allow(clippy::too_many_arguments)]
-    fn split_parent_then_insert(
+    fn split_parent_then_insert<'p>(
         &self,
-        pool: &BufferPool,
+        pool: &'p BufferPool,
         log: &dyn PageLog,
-        path: &mut [ExclusiveGuard<'_>],
+        path: &mut [ExclusiveGuard<'p>],
+        spares: &mut Spares<'p>,
         level: usize,
         sep: &[u8],
         left: PageId,
@@ -433,14 +503,14 @@ impl BTree {
         let pid = path[level].page_id();
         if pid == self.root {
             // Grow the tree: the root's content moves into two new children.
-            let (l, r, root_sep) = self.split_root_inner(pool, log, &mut path[level])?;
+            let (l, r, root_sep) = self.split_root_inner(pool, log, &mut path[level], spares)?;
             let mut target = if sep <= root_sep.as_slice() { l } else { r };
             Self::insert_separator(pool, log, &mut target, sep, left, right)?;
             return Ok(());
         }
         let (parent_sep, new_right) = {
             let node = &mut path[level];
-            let mut right_node = pool.allocate(PageKind::BtreeInner)?;
+            let mut right_node = spares.take(PageKind::BtreeInner);
             let mut nm = NodeMut::new(node.data_mut());
             let at = nm.split_index();
             let s = nm.split(at, right_node.data_mut());
@@ -476,7 +546,16 @@ impl BTree {
                 })?;
             return log.logged(grand, PageOp::Image);
         }
-        self.split_parent_then_insert(pool, log, path, level - 1, &parent_sep, pid, new_right_pid)
+        self.split_parent_then_insert(
+            pool,
+            log,
+            path,
+            spares,
+            level - 1,
+            &parent_sep,
+            pid,
+            new_right_pid,
+        )
     }
 
     /// In inner node `parent`, the child `left` was split into `left` (keys
@@ -513,13 +592,14 @@ impl BTree {
 
     /// Split a full root in place: its content moves to two new children and
     /// the root becomes an inner node with one separator.
-    fn split_root(
+    fn split_root<'p>(
         &self,
-        pool: &BufferPool,
+        pool: &'p BufferPool,
         log: &dyn PageLog,
-        root: &mut ExclusiveGuard<'_>,
+        root: &mut ExclusiveGuard<'p>,
+        spares: &mut Spares<'p>,
     ) -> Result<()> {
-        self.split_root_inner(pool, log, root).map(|_| ())
+        self.split_root_inner(pool, log, root, spares).map(|_| ())
     }
 
     fn split_root_inner<'p>(
@@ -527,10 +607,11 @@ impl BTree {
         pool: &'p BufferPool,
         log: &dyn PageLog,
         root: &mut ExclusiveGuard<'_>,
+        spares: &mut Spares<'p>,
     ) -> Result<(ExclusiveGuard<'p>, ExclusiveGuard<'p>, Vec<u8>)> {
         let kind = page_kind(root.data()).unwrap_or(PageKind::BtreeLeaf);
-        let mut left = pool.allocate(kind)?;
-        let mut right = pool.allocate(kind)?;
+        let mut left = spares.take(kind);
+        let mut right = spares.take(kind);
         copy_body(left.data_mut(), root.data());
         let mut lm = NodeMut::new(left.data_mut());
         let at = lm.split_index();
@@ -766,7 +847,10 @@ impl BTree {
         }
     }
 
-    /// Descend optimistically and latch the target leaf in shared mode.
+    /// Descend optimistically and latch the target leaf in shared mode. The
+    /// shared latch is taken only at the version the descent validated, so
+    /// the leaf cannot have been freed and reused (even by another tree) in
+    /// between.
     fn shared_leaf<'p>(
         &self,
         pool: &'p BufferPool,
@@ -774,43 +858,7 @@ impl BTree {
     ) -> Result<crate::buffer::SharedGuard<'p>> {
         loop {
             let leaf = self.find_leaf(pool, target)?;
-            let pid = leaf.page_id();
-            if !leaf.validate() {
-                continue;
-            }
-            let shared = match pool.shared(pid) {
-                Ok(g) => g,
-                Err(e) => {
-                    // Freed and reloaded stale after validation? Only a
-                    // leaf that is still reachable makes the error real.
-                    let again = self.find_leaf(pool, target)?;
-                    if again.page_id() == pid && again.validate() {
-                        return Err(e);
-                    }
-                    continue;
-                }
-            };
-            // The leaf may have been split or merged between validation and
-            // latching: check it still covers the target.
-            let n = Node::new(shared.data());
-            let covers = page_kind(shared.data()) == Some(PageKind::BtreeLeaf)
-                && match target {
-                    Target::Rightmost => matches!(n.upper_fence(), Some(Fence::Infinite)),
-                    Target::Key(k) => {
-                        let above_lower = match n.lower_fence() {
-                            Some(Fence::Infinite) => true,
-                            Some(Fence::Key(l)) => *k > l,
-                            None => false,
-                        };
-                        let below_upper = match n.upper_fence() {
-                            Some(Fence::Infinite) => true,
-                            Some(Fence::Key(u)) => *k <= u,
-                            None => false,
-                        };
-                        above_lower && below_upper
-                    }
-                };
-            if covers {
+            if let Some(shared) = leaf.try_share() {
                 return Ok(shared);
             }
         }

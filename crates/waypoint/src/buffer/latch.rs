@@ -96,11 +96,37 @@ impl HybridLatch {
 
     pub fn try_exclusive(&self) -> bool {
         let w = self.word.load(Ordering::Relaxed);
-        w & STATE_MASK == 0
+        let ok = w & STATE_MASK == 0
             && self
                 .word
                 .compare_exchange(w, w | EXCLUSIVE, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+                .is_ok();
+        if ok {
+            // Seqlock writer: the locked state must be visible before any
+            // data store, or an optimistic reader on a weakly ordered CPU
+            // could see new bytes with the old version.
+            fence(Ordering::Release);
+        }
+        ok
+    }
+
+    /// Take a shared latch only if the version is still `version`: turns a
+    /// validated optimistic read into a shared one without a gap in which
+    /// the page could change identity.
+    pub fn try_shared_at(&self, version: u64) -> bool {
+        let mut w = self.word.load(Ordering::Relaxed);
+        loop {
+            if w >> 8 != version || w & STATE_MASK >= MAX_SHARED {
+                return false;
+            }
+            match self
+                .word
+                .compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => w = now,
+            }
+        }
     }
 
     pub fn exclusive(&self) {
@@ -113,14 +139,19 @@ impl HybridLatch {
     /// Upgrade an optimistic read of `version` to exclusive; fails if the
     /// data changed or anyone holds the latch.
     pub fn try_upgrade(&self, version: u64) -> bool {
-        self.word
+        let ok = self
+            .word
             .compare_exchange(
                 version << 8,
                 (version << 8) | EXCLUSIVE,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             )
-            .is_ok()
+            .is_ok();
+        if ok {
+            fence(Ordering::Release);
+        }
+        ok
     }
 
     pub fn unlock_exclusive(&self) {

@@ -317,16 +317,9 @@ impl BufferPool {
                         .compare_exchange(0, LOADING, Ordering::AcqRel, Ordering::Relaxed)
                         .is_ok()
                     {
-                        return match self.load(pid) {
-                            Ok(idx) => {
-                                entry.store(idx as u64 + 1, Ordering::Release);
-                                Ok(idx)
-                            }
-                            Err(e) => {
-                                entry.store(0, Ordering::Release);
-                                Err(e)
-                            }
-                        };
+                        return self.load(pid, entry).inspect_err(|_| {
+                            entry.store(0, Ordering::Release);
+                        });
                     }
                 }
                 LOADING => backoff.wait(),
@@ -335,9 +328,11 @@ impl BufferPool {
         }
     }
 
-    /// Read `pid` into a free frame and verify it. The caller owns the
-    /// table entry in LOADING state.
-    fn load(&self, pid: PageId) -> Result<u32> {
+    /// Read `pid` into a free frame, verify it and publish it in `entry`
+    /// (which the caller set to LOADING). The entry is published before the
+    /// frame's latch is released, so the provider cannot evict the frame
+    /// before the table points at it.
+    fn load(&self, pid: PageId, entry: &AtomicU64) -> Result<u32> {
         let idx = self.take_free_frame()?;
         let frame = &self.frames[idx as usize];
         frame.latch.exclusive();
@@ -363,6 +358,7 @@ impl BufferPool {
         frame.cool.store(false, Ordering::Relaxed);
         frame.last_writer.store(u32::MAX, Ordering::Relaxed);
         frame.page_id.store(pid, Ordering::Release);
+        entry.store(idx as u64 + 1, Ordering::Release);
         frame.latch.unlock_exclusive();
         Ok(idx)
     }
@@ -638,7 +634,15 @@ impl BufferPool {
                 && !frame.writeback.load(Ordering::Acquire)
                 && frame.cool.load(Ordering::Relaxed)
             {
-                self.table.entry(pid).store(0, Ordering::Release);
+                let unmapped = self
+                    .table
+                    .entry(pid)
+                    .compare_exchange(idx as u64 + 1, 0, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+                debug_assert!(
+                    unmapped,
+                    "page table entry of page {pid} does not point at its frame"
+                );
                 frame.page_id.store(NO_PAGE, Ordering::Release);
                 frame.latch.unlock_exclusive();
                 evicted.push(idx);
@@ -676,14 +680,18 @@ impl BufferPool {
             return false;
         }
         let pid = frame.page_id.load(Ordering::Acquire);
+        // The CAS makes the provider and a flush unable to stage one frame
+        // into two batches at once.
         let staged = pid != NO_PAGE
             && frame.dirty.load(Ordering::Acquire)
-            && !frame.writeback.load(Ordering::Acquire);
+            && frame
+                .writeback
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
         if staged {
             // SAFETY: the shared latch excludes writers for the copy.
             let src = unsafe { std::slice::from_raw_parts(self.frame_data(idx), self.page_size) };
             frame.dirty.store(false, Ordering::Release);
-            frame.writeback.store(true, Ordering::Release);
             batch.push(idx, pid, src);
         }
         frame.latch.unlock_shared();
@@ -736,35 +744,38 @@ impl BufferPool {
     }
 
     /// Write every dirty page and wait for in-flight writebacks: on return,
-    /// the data file holds every page as it was when the call started.
+    /// the data file holds every page as it was when the call started. A
+    /// page that is dirty while its older copy is in writeback (by the
+    /// provider) cannot be staged yet, so the pass repeats until no frame is
+    /// dirty or in writeback.
     pub fn flush_all(&self) -> Result<()> {
         self.check_healthy()?;
         let mut batch = WritebackBatch::new(self.page_size, WRITEBACK_BATCH_PAGES);
-        for idx in 0..self.frames.len() as u32 {
-            if self.frames[idx as usize].dirty.load(Ordering::Acquire) {
-                self.stage(&mut batch, idx, true);
-                if batch.is_full() {
-                    self.write_batch(&mut batch, Writer::Flush)
-                        .inspect_err(|e| self.poison(e))?;
+        let mut backoff = Backoff::new();
+        loop {
+            for idx in 0..self.frames.len() as u32 {
+                if self.frames[idx as usize].dirty.load(Ordering::Acquire) {
+                    self.stage(&mut batch, idx, true);
+                    if batch.is_full() {
+                        self.write_batch(&mut batch, Writer::Flush)
+                            .inspect_err(|e| self.poison(e))?;
+                    }
                 }
             }
-        }
-        if !batch.is_empty() {
-            self.write_batch(&mut batch, Writer::Flush)
-                .inspect_err(|e| self.poison(e))?;
-        }
-        let mut backoff = Backoff::new();
-        while self
-            .frames
-            .iter()
-            .any(|f| f.writeback.load(Ordering::Acquire))
-        {
+            if !batch.is_empty() {
+                self.write_batch(&mut batch, Writer::Flush)
+                    .inspect_err(|e| self.poison(e))?;
+            }
+            self.check_healthy()?;
+            let busy = self
+                .frames
+                .iter()
+                .any(|f| f.writeback.load(Ordering::Acquire) || f.dirty.load(Ordering::Acquire));
+            if !busy {
+                return Ok(());
+            }
             backoff.wait();
         }
-        self.check_healthy()?;
-        // Pages dirtied by a concurrent provider failure or a racing writer
-        // are caught by the caller's quiescence; assert it for clean close.
-        Ok(())
     }
 
     /// Stop the page provider. Pages stay resident; call after `flush_all`.
@@ -891,6 +902,19 @@ impl<'a> OptimisticGuard<'a> {
         self.pool.frames[self.idx as usize]
             .latch
             .validate(self.version)
+    }
+
+    /// Turn into a shared guard if the page is unchanged.
+    pub fn try_share(self) -> Option<SharedGuard<'a>> {
+        let frame = &self.pool.frames[self.idx as usize];
+        frame
+            .latch
+            .try_shared_at(self.version)
+            .then(|| SharedGuard {
+                pool: self.pool,
+                idx: self.idx,
+                pid: self.pid,
+            })
     }
 
     /// Turn into an exclusive guard if the page is unchanged.

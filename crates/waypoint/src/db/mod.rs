@@ -20,7 +20,7 @@ use crate::catalog::{self, Catalog, Index, KeyExtractor, Table, CATALOG_ROOT};
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage, StorageFile};
 use crate::txn::epoch::EpochClock;
-use crate::txn::locks::LockTable;
+use crate::txn::locks::{LockTable, SlotPool};
 use crate::txn::Session;
 use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
@@ -83,6 +83,7 @@ pub(crate) struct Counters {
 pub(crate) struct DbShared {
     pub pool: Arc<BufferPool>,
     pub locks: LockTable,
+    pub slots: SlotPool,
     pub epoch: Arc<EpochClock>,
     pub counters: Counters,
     /// Commits hold it shared; close and DDL that must see no commit in
@@ -202,6 +203,7 @@ impl Database {
                     catalog_root: CATALOG_ROOT,
                     free_list_head: 0,
                     clean: false,
+                    epoch: 0,
                 },
                 Vec::new(),
             )
@@ -254,11 +256,11 @@ impl Database {
                 return Err(e);
             }
         };
-        let initial_epoch = Self::max_epoch_hint(&superblock);
-        let (epoch, epoch_thread) = EpochClock::start(initial_epoch);
+        let (epoch, epoch_thread) = EpochClock::start(superblock.epoch + 1);
         let shared = Arc::new(DbShared {
             pool,
             locks: LockTable::new(),
+            slots: SlotPool::new(),
             epoch,
             counters: Counters::default(),
             quiesce: RwLock::new(()),
@@ -311,16 +313,6 @@ impl Database {
             .write(file)?;
         }
         Catalog::load(pool)
-    }
-
-    /// Epochs restart above the current time in 40 ms units, so TIDs stay
-    /// increasing across restarts without storing them.
-    fn max_epoch_hint(_superblock: &Superblock) -> u64 {
-        let millis = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(1);
-        (millis / crate::txn::epoch::EPOCH_INTERVAL.as_millis() as u64) & 0x7FFF_FFFF
     }
 
     /// A session for one thread.
@@ -549,6 +541,7 @@ impl DbInner {
             catalog_root: CATALOG_ROOT,
             free_list_head: head,
             clean: true,
+            epoch: shared.epoch.current(),
         }
         .write(self.file.as_ref())?;
         self.storage.sync_dir(&self.dir)

@@ -10,6 +10,7 @@
 //!  56  8  catalog root page id
 //!  64  8  first page of the free-page list chain (0: none)
 //!  72  1  1 if the database was closed cleanly
+//!  80  8  the epoch at the last clean close (TIDs restart above it)
 //! ```
 //!
 //! Free-list page (kind FreeList): body `[next u64][count u32][ids u64...]`.
@@ -30,6 +31,7 @@ pub struct Superblock {
     pub catalog_root: PageId,
     pub free_list_head: PageId,
     pub clean: bool,
+    pub epoch: u64,
 }
 
 fn corruption(file: &dyn StorageFile, offset: u64, detail: impl Into<String>) -> Error {
@@ -84,6 +86,7 @@ impl Superblock {
             catalog_root: u64_at(56),
             free_list_head: u64_at(64),
             clean: data[72] == 1,
+            epoch: u64_at(80).min(crate::txn::epoch::MAX_EPOCH),
         })
     }
 
@@ -99,6 +102,7 @@ impl Superblock {
         data[56..64].copy_from_slice(&self.catalog_root.to_le_bytes());
         data[64..72].copy_from_slice(&self.free_list_head.to_le_bytes());
         data[72] = self.clean as u8;
+        data[80..88].copy_from_slice(&self.epoch.to_le_bytes());
         page::seal(data);
         file.write_at(data, 0)?;
         file.sync_data()

@@ -64,3 +64,68 @@ impl LockTable {
         owner != 0 && owner != me
     }
 }
+
+/// Holds a set of stripes and releases them when dropped, also when a
+/// panic (for example in an application's index extractor) unwinds through
+/// the commit: a stripe left locked would block every later committer.
+pub(crate) struct StripeGuard<'a> {
+    table: &'a LockTable,
+    stripes: Vec<u32>,
+    owner: u64,
+}
+
+impl<'a> StripeGuard<'a> {
+    pub(crate) fn lock(table: &'a LockTable, mut stripes: Vec<u32>, owner: u64) -> Self {
+        stripes.sort_unstable();
+        stripes.dedup();
+        table.lock_all(&stripes, owner);
+        StripeGuard {
+            table,
+            stripes,
+            owner,
+        }
+    }
+}
+
+impl Drop for StripeGuard<'_> {
+    fn drop(&mut self) {
+        self.table.unlock_all(&self.stripes, self.owner);
+    }
+}
+
+/// Session slots: the low bits of every TID a session produces.
+pub(crate) struct SlotPool {
+    free: parking_lot::Mutex<(u32, Vec<u16>)>,
+    freed: parking_lot::Condvar,
+}
+
+impl SlotPool {
+    pub(crate) fn new() -> Self {
+        SlotPool {
+            free: parking_lot::Mutex::new((0, Vec::new())),
+            freed: parking_lot::Condvar::new(),
+        }
+    }
+
+    /// A slot no live session holds. With all 65536 in use this waits for
+    /// a session to be dropped.
+    pub(crate) fn acquire(&self) -> u16 {
+        let mut state = self.free.lock();
+        loop {
+            if let Some(slot) = state.1.pop() {
+                return slot;
+            }
+            if (state.0 as usize) < super::epoch::MAX_SESSIONS {
+                let slot = state.0 as u16;
+                state.0 += 1;
+                return slot;
+            }
+            self.freed.wait(&mut state);
+        }
+    }
+
+    pub(crate) fn release(&self, slot: u16) {
+        self.free.lock().1.push(slot);
+        self.freed.notify_one();
+    }
+}

@@ -26,7 +26,7 @@ use crate::catalog::{self, Index, Table, TableInfo};
 use crate::db::DbShared;
 use crate::error::{Error, Result};
 use epoch::{next_tid, ABSENT_BIT};
-use locks::LockTable;
+use locks::{LockTable, StripeGuard};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
@@ -61,6 +61,8 @@ impl SessionLog for NoSessionLog {
 pub struct Session {
     pub(crate) db: Arc<DbShared>,
     id: u32,
+    /// Low bits of this session's TIDs; unique among live sessions.
+    slot: u16,
     last_tid: u64,
     attempts: u32,
     log: Box<dyn SessionLog>,
@@ -68,9 +70,11 @@ pub struct Session {
 
 impl Session {
     pub(crate) fn new(db: Arc<DbShared>, id: u32) -> Self {
+        let slot = db.slots.acquire();
         Session {
             db,
             id,
+            slot,
             last_tid: 0,
             attempts: 0,
             log: Box::new(NoSessionLog(crate::btree::NoLog)),
@@ -121,6 +125,12 @@ impl Session {
     fn next_owner(&mut self) -> u64 {
         self.attempts = self.attempts.wrapping_add(1);
         ((self.id as u64 + 1) << 32) | self.attempts as u64
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.db.slots.release(self.slot);
     }
 }
 
@@ -558,20 +568,18 @@ impl Transaction<'_> {
             return Ok(CommitInfo { tid: 0 });
         }
         let me = self.session.next_owner();
-        let mut stripes: Vec<u32> = self
+        let stripes = self
             .writes
             .keys()
             .map(|(t, k)| LockTable::stripe(*t, k))
             .collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        db.locks.lock_all(&stripes, me);
+        let locks = StripeGuard::lock(&db.locks, stripes, me);
         let mut undo = Vec::new();
         let result = self.install(&db, me, &mut undo);
         if result.is_err() {
             self.rollback(&db, &mut undo);
         }
-        db.locks.unlock_all(&stripes, me);
+        drop(locks);
         let tid = result?;
         self.session.log.wait_durable()?;
         Ok(CommitInfo { tid })
@@ -623,21 +631,23 @@ impl Transaction<'_> {
         }
         // Placeholders for records and index entries this commit creates.
         for (key, w, current, index_changes) in &plans {
+            // Each undo entry is pushed before its change, and undo is
+            // idempotent, so a change that fails half-way is undone too.
             if w.value.is_some() && current.is_none() {
-                w.table.tree.insert(pool, log, key, placeholder, &[])?;
                 undo.push(Undo::remove(w.table.tree, key));
+                w.table.tree.insert(pool, log, key, placeholder, &[])?;
             }
             for (index, _, new_key) in index_changes {
                 if let Some(k) = new_key {
-                    index.tree.insert(pool, log, k, placeholder, &[])?;
                     undo.push(Undo::remove(index.tree, k));
+                    index.tree.insert(pool, log, k, placeholder, &[])?;
                 }
             }
         }
         // Serialization point.
         let epoch = db.epoch.current();
         max_seen = max_seen.max(self.validate(db, me)?);
-        let tid = next_tid(epoch, max_seen, self.session.last_tid);
+        let tid = next_tid(epoch, max_seen, self.session.last_tid, self.session.slot);
         // Install.
         for (key, w, current, index_changes) in &plans {
             let tree = w.table.tree;
@@ -646,19 +656,20 @@ impl Transaction<'_> {
                     tree.update(pool, log, key, tid, v)?;
                 }
                 (Some(v), Some((old_tid, old))) => {
-                    tree.update(pool, log, key, tid, v)?;
                     undo.push(Undo::restore(tree, key, *old_tid, old));
+                    tree.update(pool, log, key, tid, v)?;
                 }
                 (None, Some((old_tid, old))) => {
-                    tree.remove(pool, log, key)?;
                     undo.push(Undo::restore(tree, key, *old_tid, old));
+                    tree.remove(pool, log, key)?;
                 }
                 (None, None) => {}
             }
             for (index, old_key, new_key) in index_changes {
                 if let Some(k) = old_key {
-                    if let Some((old_tid, _)) = index.tree.remove(pool, log, k)? {
+                    if let Some((old_tid, _)) = index.tree.get(pool, k)? {
                         undo.push(Undo::restore(index.tree, k, old_tid, &[]));
+                        index.tree.remove(pool, log, k)?;
                     }
                 }
                 if let Some(k) = new_key {
