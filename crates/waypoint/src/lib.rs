@@ -10,6 +10,7 @@ pub mod db;
 pub mod error;
 pub mod io;
 pub mod txn;
+pub mod wal;
 
 pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
 pub use db::{Database, Options, Stats};

@@ -36,9 +36,13 @@ use std::sync::Arc;
 /// session's modifications and the commit hooks. The default logs nothing.
 pub trait SessionLog: Send {
     fn page_log(&self) -> &dyn PageLog;
-    /// After the writes are installed, before locks are released: write the
-    /// commit record.
-    fn on_commit(&mut self, _tid: u64) -> Result<()> {
+    /// A transaction starts.
+    fn on_begin(&mut self) {}
+    /// After the writes are installed, before locks are released (or, for a
+    /// read-only transaction, after validation): write the commit record.
+    /// `observed` yields the TIDs of every record the transaction read or
+    /// overwrote: the commits it depends on.
+    fn on_commit(&mut self, _tid: u64, _observed: &mut dyn Iterator<Item = u64>) -> Result<()> {
         Ok(())
     }
     /// After locks are released: return once the commit is durable as the
@@ -93,6 +97,7 @@ impl Session {
     /// Start a transaction. It aborts when dropped without `commit`.
     pub fn begin(&mut self) -> Result<Transaction<'_>> {
         self.db.check_open()?;
+        self.log.on_begin();
         Ok(Transaction {
             session: self,
             reads: Vec::new(),
@@ -565,6 +570,10 @@ impl Transaction<'_> {
         if self.writes.is_empty() {
             let me = self.session.next_owner();
             self.validate(&db, me)?;
+            let mut observed = self.observed_tids(&[]);
+            self.session.log.on_commit(0, &mut observed)?;
+            drop(_quiesce);
+            self.session.log.wait_durable()?;
             return Ok(CommitInfo { tid: 0 });
         }
         let me = self.session.next_owner();
@@ -677,9 +686,33 @@ impl Transaction<'_> {
                 }
             }
         }
-        self.session.log.on_commit(tid)?;
+        let overwritten: Vec<u64> = plans
+            .iter()
+            .filter_map(|(_, _, c, _)| c.as_ref().map(|(t, _)| *t))
+            .collect();
+        let mut observed = self.observed_tids(&overwritten);
+        self.session.log.on_commit(tid, &mut observed)?;
         self.session.last_tid = tid;
         Ok(tid)
+    }
+
+    /// TIDs of committed records this transaction read or overwrote.
+    fn observed_tids(&self, overwritten: &[u64]) -> std::vec::IntoIter<u64> {
+        let mut tids: Vec<u64> = self
+            .reads
+            .iter()
+            .filter_map(|r| r.observed)
+            .chain(
+                self.scans
+                    .iter()
+                    .flat_map(|s| s.observed.iter().map(|(_, t)| *t)),
+            )
+            .chain(overwritten.iter().copied())
+            .filter(|t| t & ABSENT_BIT == 0 && *t != 0)
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        tids.into_iter()
     }
 
     /// Step 4: every read still observes what it observed. Returns the

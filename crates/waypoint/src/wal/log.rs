@@ -1,0 +1,652 @@
+//! The log manager: one partition per session slot, the GSN protocol,
+//! Remote Flush Avoidance and the commit protocols (seed 000 §2.4, §3.1,
+//! §3.2).
+//!
+//! GSN protocol: on every page modification the transaction's GSN becomes
+//! max(txn GSN, page GSN) + 1; that is the record's GSN and the page's new
+//! GSN. Records within a partition are therefore in GSN order.
+//!
+//! Dependencies a commit must see durable before it is acknowledged:
+//! - *physical*: earlier records of other partitions on pages it modified.
+//!   RFA (§3.2): if a page's GSN is above GSN_flushed (taken at transaction
+//!   start) and its last writer is another partition, set needsRemoteFlush;
+//! - *read*: records it read or overwrote that another session installed
+//!   but whose commit record may not be durable yet (locks are released
+//!   before durability). A record's TID names its writer's slot, so the
+//!   check is exact: a TID above that partition's durable commit TID sets
+//!   needsRemoteFlush. (The paper's page GSN check alone misses this: a
+//!   page record can be durable while its transaction's commit is not.)
+//!
+//! A remote-dependent commit captures every partition's appended position
+//! after its own commit record and waits for all of them; its commit record
+//! carries that vector, so recovery can refuse it if a dependency did not
+//! survive a crash (ARCHITECTURE.md, "the gap rule").
+//!
+//! Invariant 2 (commit rule): `wait_durable` returns only when the commit
+//! record and every record it depends on are durable, per the chosen
+//! [`CommitProtocol`] (for `Async` it returns at once and says so).
+
+use super::partition::Partition;
+use super::record::{self, RecordBody, RecordHeader};
+use crate::btree::{PageLog, PageOp};
+use crate::buffer::page;
+use crate::buffer::{ExclusiveGuard, FlushGate};
+use crate::error::Result;
+use crate::io::Storage;
+use crate::txn::epoch::SLOT_BITS;
+use crate::txn::SessionLog;
+use parking_lot::RwLock;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How a commit becomes durable before it is acknowledged.
+///
+/// What survives: a *process crash* (kill -9) loses nothing the kernel
+/// accepted, a *power loss* loses everything not `fdatasync`ed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommitProtocol {
+    /// Flush every partition up to this commit before acknowledging it.
+    /// Survives process crash and power loss.
+    FlushAll,
+    /// Remote Flush Avoidance: flush only the own partition unless the
+    /// transaction depends on another partition's unflushed records.
+    /// Survives process crash and power loss.
+    Rfa,
+    /// Passive group commit: flush the own partition, then wait until every
+    /// partition is durable up to this commit (their writers flush for their
+    /// own commits). Survives process crash and power loss.
+    Group,
+    /// Group commit with RFA: wait for the own partition only when no
+    /// remote dependency exists. Survives process crash and power loss. The
+    /// default: these machines have no persistent memory.
+    #[default]
+    RfaGroup,
+    /// Acknowledge at once; the writer flushes in the background. A process
+    /// crash loses nothing the kernel accepted; a power loss loses the last
+    /// commits (never partially).
+    Async,
+}
+
+impl CommitProtocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            CommitProtocol::FlushAll => "flush-all",
+            CommitProtocol::Rfa => "rfa",
+            CommitProtocol::Group => "group",
+            CommitProtocol::RfaGroup => "rfa-group",
+            CommitProtocol::Async => "async",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            CommitProtocol::FlushAll,
+            CommitProtocol::Rfa,
+            CommitProtocol::Group,
+            CommitProtocol::RfaGroup,
+            CommitProtocol::Async,
+        ]
+        .into_iter()
+        .find(|p| p.name() == s)
+    }
+}
+
+/// Counters of the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WalStats {
+    pub partitions: usize,
+    pub appended_bytes: u64,
+    pub records: u64,
+    pub syncs: u64,
+    pub disk_bytes: u64,
+    pub commits: u64,
+    pub remote_flush_commits: u64,
+}
+
+pub struct Wal {
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    protocol: CommitProtocol,
+    /// Indexed by session slot.
+    partitions: RwLock<Vec<Option<Arc<Partition>>>>,
+    /// Where recovery found each partition's end and GSN clock.
+    recovered: RwLock<Vec<(u32, u64, u64, Vec<(u64, u64, u64)>)>>,
+    commits: AtomicU64,
+    remote_commits: AtomicU64,
+    /// Test-only: ignore remote dependencies (proves the crash tests catch
+    /// a broken RFA check).
+    broken_rfa: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Wal({})", self.dir.display())
+    }
+}
+
+impl Wal {
+    /// A log manager over `dir`. `recovered` lists, per partition found on
+    /// disk: (id, end position, GSN clock, segments as (start, len, max GSN)).
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        protocol: CommitProtocol,
+        recovered: Vec<(u32, u64, u64, Vec<(u64, u64, u64)>)>,
+    ) -> Result<Arc<Self>> {
+        if !storage.exists(dir) {
+            storage.create_dir_all(dir)?;
+            if let Some(parent) = dir.parent() {
+                storage.sync_dir(parent)?;
+            }
+        }
+        Ok(Arc::new(Wal {
+            dir: dir.to_path_buf(),
+            storage,
+            protocol,
+            partitions: RwLock::new(Vec::new()),
+            recovered: RwLock::new(recovered),
+            commits: AtomicU64::new(0),
+            remote_commits: AtomicU64::new(0),
+            broken_rfa: std::sync::atomic::AtomicBool::new(false),
+        }))
+    }
+
+    pub fn protocol(&self) -> CommitProtocol {
+        self.protocol
+    }
+
+    #[doc(hidden)]
+    pub fn set_broken_rfa_for_tests(&self, broken: bool) {
+        self.broken_rfa.store(broken, Ordering::Relaxed);
+    }
+
+    /// The partition of session slot `slot`, opened on first use.
+    pub fn partition(&self, slot: u16) -> Result<Arc<Partition>> {
+        if let Some(Some(p)) = self.partitions.read().get(slot as usize) {
+            return Ok(Arc::clone(p));
+        }
+        let mut parts = self.partitions.write();
+        if parts.len() <= slot as usize {
+            parts.resize(slot as usize + 1, None);
+        }
+        if let Some(p) = &parts[slot as usize] {
+            return Ok(Arc::clone(p));
+        }
+        let (end, clock, segments) = self
+            .recovered
+            .read()
+            .iter()
+            .find(|r| r.0 == slot as u32)
+            .map(|r| (r.1, r.2, r.3.clone()))
+            .unwrap_or((0, self.max_clock_locked(&parts), Vec::new()));
+        // A new partition's clock starts at the largest clock: its first
+        // records then order after everything already logged.
+        let clock = clock.max(self.max_clock_locked(&parts));
+        let p = Partition::open(
+            Arc::clone(&self.storage),
+            &self.dir,
+            slot as u32,
+            end,
+            clock,
+            segments,
+        )?;
+        parts[slot as usize] = Some(Arc::clone(&p));
+        Ok(p)
+    }
+
+    fn max_clock_locked(&self, parts: &[Option<Arc<Partition>>]) -> u64 {
+        let open = parts.iter().flatten().map(|p| p.clock()).max().unwrap_or(0);
+        let recovered = self.recovered.read().iter().map(|r| r.2).max().unwrap_or(0);
+        open.max(recovered)
+    }
+
+    fn all(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().iter().flatten().cloned().collect()
+    }
+
+    /// GSN_flushed of §3.2: every record of every partition with a GSN at
+    /// or below it is durable.
+    pub fn flushed_gsn(&self) -> u64 {
+        let parts = self.all();
+        let global = parts.iter().map(|p| p.clock()).max().unwrap_or(0);
+        parts
+            .iter()
+            .map(|p| p.flushed_gsn(global))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Make every partition durable up to its current end.
+    pub fn flush_all(&self) -> Result<()> {
+        let targets: Vec<_> = self.all().into_iter().map(|p| (p.appended(), p)).collect();
+        for (pos, p) in &targets {
+            p.request_flush(*pos);
+        }
+        for (pos, p) in &targets {
+            p.wait_durable(*pos)?;
+        }
+        Ok(())
+    }
+
+    pub fn shutdown(&self) -> Result<()> {
+        let mut result = Ok(());
+        for p in self.all() {
+            if let Err(e) = p.shutdown() {
+                result = Err(e);
+            }
+        }
+        result
+    }
+
+    pub fn stats(&self) -> WalStats {
+        let parts = self.all();
+        let mut s = WalStats {
+            partitions: parts.len(),
+            commits: self.commits.load(Ordering::Relaxed),
+            remote_flush_commits: self.remote_commits.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        for p in &parts {
+            let ps = p.stats();
+            s.appended_bytes += ps.appended_bytes;
+            s.records += ps.records;
+            s.syncs += ps.syncs;
+            s.disk_bytes += p.disk_bytes();
+        }
+        s
+    }
+
+    /// The session logger for slot `slot`.
+    pub fn session_log(self: &Arc<Self>, slot: u16) -> Result<WalSessionLog> {
+        let partition = self.partition(slot)?;
+        Ok(WalSessionLog {
+            wal: Arc::clone(self),
+            partition,
+            slot,
+            state: RefCell::new(TxnState::default()),
+            txn_seq: 0,
+            pending: None,
+        })
+    }
+}
+
+/// WAL rule (invariant 1): before a page copy with GSN `gsn` is written,
+/// every partition is made durable up to that GSN.
+impl FlushGate for Wal {
+    fn ensure_durable(&self, gsn: u64) -> Result<()> {
+        for p in self.all() {
+            if p.flushed_gsn(0) < gsn {
+                let end = p.appended();
+                p.wait_durable(end)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct TxnState {
+    txn: u64,
+    gsn: u64,
+    flushed_at_start: u64,
+    needs_remote: bool,
+    wrote: bool,
+    buf: Vec<u8>,
+}
+
+/// What a commit still has to wait for before it is acknowledged.
+#[derive(Debug, Clone)]
+pub struct CommitTicket {
+    targets: Vec<(Arc<Partition>, u64)>,
+    /// A remote-dependent commit's TID, published as durable after the
+    /// wait (its own partition alone does not make it durable).
+    remote_tid: Option<u64>,
+}
+
+impl CommitTicket {
+    pub fn is_durable(&self) -> bool {
+        self.targets.iter().all(|(p, pos)| p.durable() >= *pos)
+    }
+
+    pub fn wait(&self) -> Result<()> {
+        for (p, pos) in &self.targets {
+            p.wait_durable(*pos)?;
+        }
+        if let (Some(tid), Some((own, _))) = (self.remote_tid, self.targets.first()) {
+            own.mark_commit_durable(tid);
+        }
+        Ok(())
+    }
+}
+
+/// The log hooks of one session: a [`PageLog`] that appends records to the
+/// session's partition, and the commit protocol.
+pub struct WalSessionLog {
+    wal: Arc<Wal>,
+    partition: Arc<Partition>,
+    slot: u16,
+    state: RefCell<TxnState>,
+    txn_seq: u64,
+    pending: Option<CommitTicket>,
+}
+
+impl WalSessionLog {
+    fn append(
+        &self,
+        st: &mut TxnState,
+        header: &RecordHeader,
+        body: &RecordBody<'_>,
+    ) -> Result<u64> {
+        st.buf.clear();
+        record::encode(header, body, &mut st.buf);
+        self.partition.append(&st.buf, header.gsn)
+    }
+
+    /// Is the record with TID `tid` (read or overwritten by this
+    /// transaction) possibly not durably committed by another session?
+    fn remote_unflushed(&self, tid: u64) -> bool {
+        let writer = (tid & ((1 << SLOT_BITS) - 1)) as u16;
+        if writer == self.slot || tid == 0 {
+            return false;
+        }
+        match self.wal.partitions.read().get(writer as usize) {
+            Some(Some(p)) => p.durable_commit_tid() < tid,
+            // No partition: written before this process started, durable.
+            _ => false,
+        }
+    }
+
+    /// The ticket of the last commit (for pipelined commits).
+    pub fn take_ticket(&mut self) -> Option<CommitTicket> {
+        self.pending.take()
+    }
+}
+
+impl PageLog for WalSessionLog {
+    fn logged(&self, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()> {
+        let mut st = self.state.borrow_mut();
+        let prev = page::page_gsn(page.data());
+        if prev > st.flushed_at_start && page.last_writer() != self.slot as u32 {
+            st.needs_remote = true;
+        }
+        let gsn = self.partition.reserve_gsn(st.gsn.max(prev));
+        st.gsn = gsn;
+        st.wrote = true;
+        let header = RecordHeader {
+            gsn,
+            txn: st.txn,
+            page: page.page_id(),
+            prev_gsn: prev,
+            compensation: false,
+        };
+        let data = page.data();
+        let body = RecordBody::from_page_op(op, data);
+        let mut buf = std::mem::take(&mut st.buf);
+        buf.clear();
+        record::encode(&header, &body, &mut buf);
+        let appended = self.partition.append(&buf, gsn);
+        st.buf = buf;
+        appended?;
+        page::set_page_gsn(page.data_mut(), gsn);
+        page.set_last_writer(self.slot as u32);
+        Ok(())
+    }
+}
+
+impl SessionLog for WalSessionLog {
+    fn page_log(&self) -> &dyn PageLog {
+        self
+    }
+
+    fn on_begin(&mut self) {
+        self.txn_seq += 1;
+        let mut st = self.state.borrow_mut();
+        st.txn = ((self.slot as u64) << 48) | self.txn_seq;
+        st.gsn = st.gsn.max(self.partition.clock());
+        st.flushed_at_start = self.wal.flushed_gsn();
+        st.needs_remote = false;
+        st.wrote = false;
+    }
+
+    fn on_commit(&mut self, tid: u64, observed: &mut dyn Iterator<Item = u64>) -> Result<()> {
+        let mut st = self.state.borrow_mut();
+        if !self.wal.broken_rfa.load(Ordering::Relaxed) {
+            for t in observed {
+                if self.remote_unflushed(t) {
+                    st.needs_remote = true;
+                    break;
+                }
+            }
+        }
+        if self.wal.broken_rfa.load(Ordering::Relaxed) {
+            st.needs_remote = false;
+        }
+        let protocol = self.wal.protocol;
+        if !st.wrote {
+            // Read-only: no commit record. It may still have read another
+            // session's commit that is not durable yet, and must not be
+            // acknowledged before it is.
+            self.pending = st.needs_remote.then(|| CommitTicket {
+                targets: self
+                    .wal
+                    .all()
+                    .into_iter()
+                    .map(|p| (Arc::clone(&p), p.appended()))
+                    .collect(),
+                remote_tid: None,
+            });
+            if let Some(t) = &self.pending {
+                for (p, pos) in &t.targets {
+                    p.request_flush(*pos);
+                }
+            }
+            return Ok(());
+        }
+        let remote =
+            st.needs_remote || matches!(protocol, CommitProtocol::FlushAll | CommitProtocol::Group);
+        let others: Vec<Arc<Partition>> = if remote {
+            self.wal
+                .all()
+                .into_iter()
+                .filter(|p| p.id() != self.slot as u32)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let deps: Vec<(u32, u64)> = others.iter().map(|p| (p.id(), p.appended())).collect();
+        let gsn = self.partition.reserve_gsn(st.gsn);
+        st.gsn = gsn;
+        let header = RecordHeader {
+            gsn,
+            txn: st.txn,
+            page: 0,
+            prev_gsn: 0,
+            compensation: false,
+        };
+        let body = RecordBody::Commit {
+            tid,
+            deps: record::Deps::new(&deps),
+        };
+        let end = self.append(&mut st, &header, &body)?;
+        if !st.needs_remote {
+            self.partition.note_commit(tid, end);
+        }
+        self.wal.commits.fetch_add(1, Ordering::Relaxed);
+        if st.needs_remote {
+            self.wal.remote_commits.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut targets = vec![(Arc::clone(&self.partition), end)];
+        for (p, (_, pos)) in others.into_iter().zip(deps) {
+            targets.push((p, pos));
+        }
+        // Flush-all and RFA push every flush themselves; the group variants
+        // push only their own and let other partitions' writers catch up.
+        match protocol {
+            CommitProtocol::FlushAll | CommitProtocol::Rfa => {
+                for (p, pos) in &targets {
+                    p.request_flush(*pos);
+                }
+            }
+            CommitProtocol::Group | CommitProtocol::RfaGroup => {
+                self.partition.request_flush(end);
+                for (p, pos) in &targets[1..] {
+                    p.request_flush_lazily(*pos);
+                }
+            }
+            CommitProtocol::Async => self.partition.request_flush(end),
+        }
+        self.pending = Some(CommitTicket {
+            targets,
+            remote_tid: st.needs_remote.then_some(tid),
+        });
+        Ok(())
+    }
+
+    fn wait_durable(&mut self) -> Result<()> {
+        if self.wal.protocol == CommitProtocol::Async {
+            return Ok(());
+        }
+        match &self.pending {
+            Some(t) => t.wait(),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::BTree;
+    use crate::buffer::{BufferPool, PoolConfig};
+    use crate::io::{OpenMode, SimStorage};
+
+    fn setup(protocol: CommitProtocol) -> (Arc<BufferPool>, Arc<Wal>, BTree, BTree) {
+        let sim = SimStorage::new(9);
+        sim.create_dir_all(Path::new("/db")).unwrap();
+        let file = sim
+            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
+            .unwrap();
+        let pool = BufferPool::start(
+            PoolConfig {
+                page_size: 4096,
+                frames: 64,
+            },
+            file,
+            1,
+            Vec::new(),
+        )
+        .unwrap();
+        let wal = Wal::new(Arc::new(sim), Path::new("/db/wal"), protocol, Vec::new()).unwrap();
+        pool.set_flush_gate(Arc::clone(&wal) as Arc<dyn FlushGate>);
+        let mut sys = wal.session_log(100).unwrap();
+        sys.on_begin();
+        let a = BTree::create(&pool, &sys).unwrap();
+        let b = BTree::create(&pool, &sys).unwrap();
+        sys.on_commit(1, &mut std::iter::empty()).unwrap();
+        sys.wait_durable().unwrap();
+        (pool, wal, a, b)
+    }
+
+    fn commit(log: &mut WalSessionLog, tid: u64, observed: &[u64]) {
+        log.on_commit(tid, &mut observed.iter().copied()).unwrap();
+        log.wait_durable().unwrap();
+    }
+
+    #[test]
+    fn rfa_skips_remote_flushes_on_disjoint_pages_and_not_on_shared_ones() {
+        for protocol in [CommitProtocol::Rfa, CommitProtocol::RfaGroup] {
+            let (pool, wal, a, b) = setup(protocol);
+            let mut s1 = wal.session_log(1).unwrap();
+            let mut s2 = wal.session_log(2).unwrap();
+            // Disjoint pages: each session writes its own tree (own leaf).
+            for i in 0..20u64 {
+                s1.on_begin();
+                a.insert(&pool, &s1, &i.to_be_bytes(), (i << 16) | 1, b"x")
+                    .unwrap();
+                commit(&mut s1, (i << 16) | 1, &[]);
+                s2.on_begin();
+                b.insert(&pool, &s2, &i.to_be_bytes(), (i << 16) | 2, b"y")
+                    .unwrap();
+                commit(&mut s2, (i << 16) | 2, &[]);
+            }
+            let disjoint = wal.stats().remote_flush_commits;
+            assert_eq!(
+                disjoint, 0,
+                "{protocol:?}: disjoint pages need no remote flush"
+            );
+            // Shared page, unflushed: s1 writes without waiting for
+            // durability, s2 writes the same leaf at once.
+            s1.on_begin();
+            a.insert(&pool, &s1, b"shared-1", 999 << 16 | 1, b"x")
+                .unwrap();
+            s1.on_commit(999 << 16 | 1, &mut std::iter::empty())
+                .unwrap();
+            s2.on_begin();
+            a.insert(&pool, &s2, b"shared-2", 1000 << 16 | 2, b"y")
+                .unwrap();
+            commit(&mut s2, 1000 << 16 | 2, &[]);
+            s1.wait_durable().unwrap();
+            // Either s1's record was already durable when s2 started (no
+            // remote flush needed) or s2 flushed remotely; with the
+            // partition writer idle between them the latter is expected
+            // only if s1 was not yet durable. Force the case: read
+            // dependency on a commit that is not durable.
+            let before = wal.stats().remote_flush_commits;
+            s1.on_begin();
+            a.insert(&pool, &s1, b"shared-3", 1001 << 16 | 1, b"x")
+                .unwrap();
+            s1.on_commit(1001 << 16 | 1, &mut std::iter::empty())
+                .unwrap();
+            let unflushed = wal.partitions.read()[1]
+                .as_ref()
+                .unwrap()
+                .durable_commit_tid()
+                < (1001 << 16 | 1);
+            s2.on_begin();
+            a.insert(&pool, &s2, b"shared-4", 1002 << 16 | 2, b"y")
+                .unwrap();
+            commit(&mut s2, 1002 << 16 | 2, &[1001 << 16 | 1]);
+            s1.wait_durable().unwrap();
+            if unflushed {
+                assert_eq!(
+                    wal.stats().remote_flush_commits,
+                    before + 1,
+                    "{protocol:?}: a read of an unflushed commit is a remote dependency"
+                );
+            }
+            pool.stop();
+            wal.shutdown().unwrap();
+        }
+    }
+
+    #[test]
+    fn page_gsns_follow_the_gsn_protocol() {
+        let (pool, wal, a, _) = setup(CommitProtocol::FlushAll);
+        let mut s1 = wal.session_log(1).unwrap();
+        let mut s2 = wal.session_log(2).unwrap();
+        let mut last = 0;
+        for i in 0..50u64 {
+            let (s, slot) = if i % 2 == 0 {
+                (&mut s1, 1)
+            } else {
+                (&mut s2, 2)
+            };
+            s.on_begin();
+            a.insert(&pool, s, &i.to_be_bytes(), (i << 16) | slot, b"v")
+                .unwrap();
+            let gsn = page::page_gsn(pool.shared(a.root()).unwrap().data());
+            assert!(
+                gsn > last,
+                "page GSN rises with every record ({gsn} after {last})"
+            );
+            last = gsn;
+            commit(s, (i << 16) | slot, &[]);
+        }
+        assert_eq!(wal.stats().commits, 51);
+        assert!(wal.flushed_gsn() >= last);
+        pool.stop();
+        wal.shutdown().unwrap();
+    }
+}

@@ -1,0 +1,639 @@
+//! One log partition: the log of one session slot (seed 000 §3.1, Fig. 2).
+//!
+//! Stage 1 is a ring of in-memory chunks: the owning session appends
+//! records to the *current* chunk; a full chunk (or the current one, when a
+//! commit asks for durability) moves to the *full* queue; the partition's
+//! writer thread writes full chunks to stage 2 and returns their buffers to
+//! the *free* list. Stage 2 is a sequence of segment files named by the
+//! partition-stream position of their first byte; a record never spans two
+//! chunks, so it never spans two segments. Stage 3 (pruning/archiving whole
+//! segments) is [`Partition::prune_below`].
+//!
+//! Positions are byte offsets in the partition's logical stream.
+//!
+//! Invariants: `durable` only advances after `sync_data` of every segment
+//! holding bytes below it returned Ok (and, for a new segment, after its
+//! directory entry was synced); records are appended in GSN order; after a
+//! failed write or sync the partition is poisoned and never reports
+//! durability again.
+
+use crate::error::{Error, IoOp, Result};
+use crate::io::{OpenMode, Storage, StorageFile};
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Size of one stage-1 chunk; records larger than this get a chunk of
+/// their own.
+pub const CHUNK_SIZE: usize = 256 << 10;
+/// How long a partition's writer waits for more group commits before it
+/// syncs for a lazy (group) request.
+pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(500);
+/// A segment is closed and a new one started once it exceeds this size.
+pub const SEGMENT_SIZE: u64 = 16 << 20;
+
+/// File name of the segment starting at stream position `start`.
+pub fn segment_name(start: u64) -> String {
+    format!("{start:020}.wal")
+}
+
+/// Parse a segment file name back into its start position.
+pub fn parse_segment_name(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let digits = name.strip_suffix(".wal")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Directory of partition `id` below the log directory.
+pub fn partition_dir(log_dir: &Path, id: u32) -> PathBuf {
+    log_dir.join(format!("p{id:05}"))
+}
+
+struct Chunk {
+    bytes: Vec<u8>,
+    /// Stream position of `bytes[0]`.
+    start: u64,
+    /// Largest GSN of a record in the chunk.
+    max_gsn: u64,
+}
+
+struct Segment {
+    start: u64,
+    file: Arc<dyn StorageFile>,
+    len: u64,
+    max_gsn: u64,
+}
+
+struct Stage1 {
+    current: Chunk,
+    full: VecDeque<Chunk>,
+    free: Vec<Vec<u8>>,
+    /// Position the writer has been asked to make durable.
+    flush_requested: u64,
+    /// Position group committers wait for; flushed within a group window.
+    lazy_requested: u64,
+    /// Commit records appended and not yet durable: (end position, TID).
+    commits: VecDeque<(u64, u64)>,
+    /// A GSN was handed out by `reserve_gsn` and its record is not yet
+    /// appended: `flushed_gsn` must not vouch for the clock meanwhile.
+    reserved: bool,
+    shutdown: bool,
+}
+
+/// Counters of one partition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionStats {
+    pub appended_bytes: u64,
+    pub durable_bytes: u64,
+    pub records: u64,
+    pub syncs: u64,
+}
+
+pub struct Partition {
+    id: u32,
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    stage1: Mutex<Stage1>,
+    /// Wakes the writer.
+    work: Condvar,
+    /// Wakes waiters for durability.
+    durable_cv: Condvar,
+    appended: AtomicU64,
+    durable: AtomicU64,
+    /// GSN of the newest durable record.
+    durable_gsn: AtomicU64,
+    /// The session's GSN clock: no future record of this partition has a
+    /// GSN at or below it.
+    clock: AtomicU64,
+    records: AtomicU64,
+    syncs: AtomicU64,
+    /// TID of the newest commit record that is durable.
+    durable_commit_tid: AtomicU64,
+    segments: Mutex<Vec<Segment>>,
+    failure: Mutex<Option<String>>,
+    failed: AtomicBool,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Partition({} at {})", self.id, self.dir.display())
+    }
+}
+
+impl Partition {
+    /// Open partition `id` whose existing log ends at `end` (found by
+    /// recovery; the next record goes there) with GSN clock `clock`, and
+    /// start its writer thread. Existing segments are kept for pruning.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        log_dir: &Path,
+        id: u32,
+        end: u64,
+        clock: u64,
+        existing: Vec<(u64, u64, u64)>,
+    ) -> Result<Arc<Self>> {
+        let dir = partition_dir(log_dir, id);
+        if !storage.exists(&dir) {
+            storage.create_dir_all(&dir)?;
+            storage.sync_dir(log_dir)?;
+        }
+        let mut segments = Vec::new();
+        for (start, len, max_gsn) in existing {
+            let file = storage.open(&dir.join(segment_name(start)), OpenMode::Existing)?;
+            segments.push(Segment {
+                start,
+                file,
+                len,
+                max_gsn,
+            });
+        }
+        let p = Arc::new(Partition {
+            id,
+            dir,
+            storage,
+            stage1: Mutex::new(Stage1 {
+                current: Chunk {
+                    bytes: Vec::with_capacity(CHUNK_SIZE),
+                    start: end,
+                    max_gsn: 0,
+                },
+                full: VecDeque::new(),
+                free: Vec::new(),
+                flush_requested: end,
+                lazy_requested: end,
+                commits: VecDeque::new(),
+                reserved: false,
+                shutdown: false,
+            }),
+            work: Condvar::new(),
+            durable_cv: Condvar::new(),
+            appended: AtomicU64::new(end),
+            durable: AtomicU64::new(end),
+            durable_gsn: AtomicU64::new(clock),
+            clock: AtomicU64::new(clock),
+            records: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            durable_commit_tid: AtomicU64::new(0),
+            segments: Mutex::new(segments),
+            failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            writer: Mutex::new(None),
+        });
+        let writer = Arc::clone(&p);
+        let handle = std::thread::Builder::new()
+            .name(format!("waypoint-wal-{id}"))
+            .spawn(move || writer.writer_loop())
+            .map_err(|e| Error::io(IoOp::Open, "log writer thread", None, e))?;
+        *p.writer.lock() = Some(handle);
+        Ok(p)
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    pub fn appended(&self) -> u64 {
+        self.appended.load(Ordering::Acquire)
+    }
+
+    pub fn durable(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    pub fn clock(&self) -> u64 {
+        self.clock.load(Ordering::Acquire)
+    }
+
+    /// Raise the GSN clock (the session saw a larger page GSN).
+    pub fn observe_gsn(&self, gsn: u64) {
+        self.clock.fetch_max(gsn, Ordering::AcqRel);
+    }
+
+    /// The GSN for the owner's next record: above `floor` (the txn GSN and
+    /// the page GSN) and above the clock. Reserved under the stage-1 lock so
+    /// `flushed_gsn` cannot vouch for a clock value the record will undercut.
+    pub fn reserve_gsn(&self, floor: u64) -> u64 {
+        let mut s = self.stage1.lock();
+        let gsn = floor.max(self.clock()) + 1;
+        self.clock.store(gsn, Ordering::Release);
+        s.reserved = true;
+        gsn
+    }
+
+    /// Every record of this partition with a GSN at or below the result is
+    /// durable. An idle, fully durable partition has its clock raised to
+    /// `global` first (its future records then order above it), so idle
+    /// partitions do not hold GSN_flushed back.
+    pub fn flushed_gsn(&self, global: u64) -> u64 {
+        let s = self.stage1.lock();
+        if !s.reserved && self.durable() == self.appended() {
+            self.clock.fetch_max(global, Ordering::AcqRel);
+            return self.clock();
+        }
+        self.durable_gsn.load(Ordering::Acquire)
+    }
+
+    pub fn check_healthy(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::Poisoned {
+                cause: self.failure.lock().clone().unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Append one encoded record (8-byte aligned) with GSN `gsn`; returns
+    /// the stream position after it. Only the owning session appends.
+    pub fn append(&self, record: &[u8], gsn: u64) -> Result<u64> {
+        self.check_healthy()?;
+        debug_assert!(gsn > 0);
+        let mut s = self.stage1.lock();
+        if !s.current.bytes.is_empty() && s.current.bytes.len() + record.len() > CHUNK_SIZE {
+            self.seal_current(&mut s);
+        }
+        debug_assert!(
+            gsn >= s.current.max_gsn,
+            "records of a partition are in GSN order"
+        );
+        s.reserved = false;
+        s.current.bytes.extend_from_slice(record);
+        s.current.max_gsn = s.current.max_gsn.max(gsn);
+        let end = s.current.start + s.current.bytes.len() as u64;
+        self.appended.store(end, Ordering::Release);
+        self.clock.fetch_max(gsn, Ordering::AcqRel);
+        self.records.fetch_add(1, Ordering::Relaxed);
+        if s.current.bytes.len() >= CHUNK_SIZE {
+            self.seal_current(&mut s);
+            self.work.notify_one();
+        }
+        Ok(end)
+    }
+
+    /// Move the current chunk to the full queue.
+    fn seal_current(&self, s: &mut Stage1) {
+        let start = s.current.start + s.current.bytes.len() as u64;
+        let buf = s
+            .free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(CHUNK_SIZE));
+        let next = Chunk {
+            bytes: buf,
+            start,
+            max_gsn: 0,
+        };
+        let full = std::mem::replace(&mut s.current, next);
+        s.full.push_back(full);
+    }
+
+    /// Remember that the commit record of `tid` ends at `end`.
+    pub fn note_commit(&self, tid: u64, end: u64) {
+        let mut s = self.stage1.lock();
+        if self.durable() >= end {
+            self.durable_commit_tid.fetch_max(tid, Ordering::AcqRel);
+        } else {
+            s.commits.push_back((end, tid));
+        }
+    }
+
+    /// A remote-dependent commit is durable only once its dependencies are:
+    /// its session reports it after waiting for them.
+    pub fn mark_commit_durable(&self, tid: u64) {
+        self.durable_commit_tid.fetch_max(tid, Ordering::AcqRel);
+    }
+
+    /// TID of the newest durable commit of this partition: every commit of
+    /// this session with a TID at or below it is durable.
+    pub fn durable_commit_tid(&self) -> u64 {
+        self.durable_commit_tid.load(Ordering::Acquire)
+    }
+
+    /// Passive group commit: have the writer flush up to `position` within
+    /// a short group window rather than at once.
+    pub fn request_flush_lazily(&self, position: u64) {
+        let mut s = self.stage1.lock();
+        if position > s.lazy_requested {
+            s.lazy_requested = position;
+            self.work.notify_one();
+        }
+    }
+
+    /// Ask the writer to make everything up to `position` durable, without
+    /// waiting.
+    pub fn request_flush(&self, position: u64) {
+        let mut s = self.stage1.lock();
+        if position > s.flush_requested {
+            s.flush_requested = position;
+            self.work.notify_one();
+        }
+    }
+
+    /// Block until everything up to `position` is durable.
+    pub fn wait_durable(&self, position: u64) -> Result<()> {
+        if self.durable() >= position {
+            return Ok(());
+        }
+        self.request_flush(position);
+        let mut s = self.stage1.lock();
+        while self.durable() < position {
+            self.check_healthy()?;
+            if s.shutdown {
+                return Err(Error::Closed);
+            }
+            self.durable_cv.wait(&mut s);
+        }
+        Ok(())
+    }
+
+    fn writer_loop(self: Arc<Self>) {
+        loop {
+            let chunks = {
+                let mut s = self.stage1.lock();
+                loop {
+                    if s.lazy_requested > s.flush_requested && s.full.is_empty() {
+                        // Group window: let more commits join before syncing.
+                        self.work.wait_for(&mut s, GROUP_WINDOW);
+                        s.flush_requested = s.flush_requested.max(s.lazy_requested);
+                    }
+                    let wanted = s.flush_requested > self.durable() && !s.current.bytes.is_empty();
+                    if wanted {
+                        self.seal_current(&mut s);
+                    }
+                    if !s.full.is_empty() || s.shutdown {
+                        break;
+                    }
+                    self.work.wait(&mut s);
+                }
+                if s.full.is_empty() && s.shutdown {
+                    self.durable_cv.notify_all();
+                    return;
+                }
+                std::mem::take(&mut s.full)
+            };
+            if let Err(e) = self.write_chunks(&chunks) {
+                tracing::error!(partition = self.id, error = %e, "log write failed; partition poisoned");
+                *self.failure.lock() = Some(e.to_string());
+                self.failed.store(true, Ordering::Release);
+            }
+            let mut s = self.stage1.lock();
+            let durable = self.durable();
+            while let Some(&(end, tid)) = s.commits.front() {
+                if end > durable {
+                    break;
+                }
+                self.durable_commit_tid.fetch_max(tid, Ordering::AcqRel);
+                s.commits.pop_front();
+            }
+            for mut c in chunks {
+                c.bytes.clear();
+                if s.free.len() < 4 {
+                    s.free.push(c.bytes);
+                }
+            }
+            self.durable_cv.notify_all();
+            if self.failed.load(Ordering::Acquire) {
+                // Nothing more will become durable; waiters see the error.
+                s.full.clear();
+                drop(s);
+                self.durable_cv.notify_all();
+                return;
+            }
+        }
+    }
+
+    /// Write chunks to the current segment (rolling over to new segments),
+    /// sync, then publish durability.
+    fn write_chunks(&self, chunks: &VecDeque<Chunk>) -> Result<()> {
+        let mut segments = self.segments.lock();
+        let mut touched: Vec<Arc<dyn StorageFile>> = Vec::new();
+        let mut new_segment = false;
+        let mut end = self.durable();
+        let mut max_gsn = 0;
+        for chunk in chunks {
+            if chunk.bytes.is_empty() {
+                continue;
+            }
+            let roll = match segments.last() {
+                None => true,
+                Some(seg) => seg.len >= SEGMENT_SIZE || seg.start + seg.len != chunk.start,
+            };
+            if roll {
+                let path = self.dir.join(segment_name(chunk.start));
+                let file = self.storage.open(&path, OpenMode::CreateNew)?;
+                segments.push(Segment {
+                    start: chunk.start,
+                    file,
+                    len: 0,
+                    max_gsn: 0,
+                });
+                new_segment = true;
+            }
+            let seg = segments.last_mut().expect("a segment exists");
+            debug_assert_eq!(seg.start + seg.len, chunk.start, "chunks are contiguous");
+            seg.file.write_at(&chunk.bytes, seg.len)?;
+            seg.len += chunk.bytes.len() as u64;
+            seg.max_gsn = seg.max_gsn.max(chunk.max_gsn);
+            if !touched.iter().any(|f| Arc::ptr_eq(f, &seg.file)) {
+                touched.push(Arc::clone(&seg.file));
+            }
+            end = chunk.start + chunk.bytes.len() as u64;
+            max_gsn = max_gsn.max(chunk.max_gsn);
+        }
+        for f in &touched {
+            f.sync_data()?;
+        }
+        if new_segment {
+            // A new segment's directory entry must be durable too, or the
+            // file could vanish with its synced contents.
+            self.storage.sync_dir(&self.dir)?;
+        }
+        self.syncs
+            .fetch_add(touched.len() as u64, Ordering::Relaxed);
+        drop(segments);
+        if max_gsn > 0 {
+            self.durable_gsn.fetch_max(max_gsn, Ordering::AcqRel);
+        }
+        self.durable.fetch_max(end, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Delete whole segments whose records all have GSN below `gsn`, never
+    /// the newest segment (it is still being written). Returns bytes removed.
+    pub fn prune_below(&self, gsn: u64) -> Result<u64> {
+        let mut segments = self.segments.lock();
+        let mut removed = 0;
+        while segments.len() > 1 && segments[0].max_gsn < gsn {
+            let seg = segments.remove(0);
+            self.storage
+                .remove(&self.dir.join(segment_name(seg.start)))?;
+            removed += seg.len;
+        }
+        if removed > 0 {
+            self.storage.sync_dir(&self.dir)?;
+        }
+        Ok(removed)
+    }
+
+    /// Bytes of log on disk in this partition.
+    pub fn disk_bytes(&self) -> u64 {
+        self.segments.lock().iter().map(|s| s.len).sum()
+    }
+
+    pub fn stats(&self) -> PartitionStats {
+        PartitionStats {
+            appended_bytes: self.appended(),
+            durable_bytes: self.durable(),
+            records: self.records.load(Ordering::Relaxed),
+            syncs: self.syncs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Flush everything appended and stop the writer.
+    pub fn shutdown(&self) -> Result<()> {
+        let end = self.appended();
+        let flushed = self.wait_durable(end);
+        self.stage1.lock().shutdown = true;
+        self.work.notify_all();
+        if let Some(h) = self.writer.lock().take() {
+            let _ = h.join();
+        }
+        flushed
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.stage1.lock().shutdown = true;
+        self.work.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{CrashPolicy, SimStorage};
+    use crate::wal::record::{self, RecordBody, RecordHeader, ScanEnd};
+
+    fn rec(gsn: u64, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        record::encode(
+            &RecordHeader {
+                gsn,
+                txn: 1,
+                page: 7,
+                prev_gsn: gsn - 1,
+                compensation: false,
+            },
+            &RecordBody::Insert {
+                key: b"k",
+                value: payload,
+            },
+            &mut out,
+        );
+        out
+    }
+
+    fn read_log(sim: &SimStorage, dir: &Path) -> Vec<u64> {
+        let mut gsns = Vec::new();
+        for seg in sim.list_dir(dir).unwrap() {
+            let bytes = sim.read_current(&seg).unwrap();
+            let scan = record::scan_segment(&bytes);
+            assert!(matches!(
+                scan.end,
+                ScanEnd::Clean | ScanEnd::TornTail { .. }
+            ));
+            gsns.extend(scan.records.iter().map(|(_, r)| r.header.gsn));
+        }
+        gsns
+    }
+
+    #[test]
+    fn durable_records_survive_power_loss_and_unsynced_ones_may_not() {
+        let sim = SimStorage::new(3);
+        let log_dir = Path::new("/db/wal");
+        sim.create_dir_all(log_dir).unwrap();
+        // Make the directories themselves durable, as Wal::new does.
+        sim.sync_dir(Path::new("/")).unwrap();
+        sim.sync_dir(Path::new("/db")).unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+        let p = Partition::open(Arc::clone(&storage), log_dir, 0, 0, 0, Vec::new()).unwrap();
+        let mut durable_end = 0;
+        for gsn in 1..=100 {
+            let end = p.append(&rec(gsn, &[gsn as u8; 300]), gsn).unwrap();
+            if gsn % 10 == 0 {
+                p.wait_durable(end).unwrap();
+                durable_end = end;
+                assert!(p.durable() >= end);
+                assert!(p.flushed_gsn(0) >= gsn);
+            }
+        }
+        assert_eq!(p.flushed_gsn(0), 100);
+        assert_eq!(
+            p.flushed_gsn(150),
+            150,
+            "an idle partition follows the global clock"
+        );
+        let gsn = p.reserve_gsn(0);
+        assert_eq!(gsn, 151);
+        assert_eq!(p.flushed_gsn(200), 100, "a reserved GSN caps flushed_gsn");
+        p.append(&rec(gsn, b"unsynced"), gsn).unwrap();
+        assert_eq!(p.flushed_gsn(200), 100, "a pending record caps flushed_gsn");
+        drop(p);
+        sim.crash(CrashPolicy::DropAll);
+        let gsns = read_log(&sim, &partition_dir(log_dir, 0));
+        assert!(
+            gsns.len() as u64 >= 100,
+            "every synced record survives: {}",
+            gsns.len()
+        );
+        assert_eq!(gsns[..100], (1..=100).collect::<Vec<_>>()[..]);
+        assert!(durable_end > 0);
+    }
+
+    #[test]
+    fn segments_roll_over_and_prune_keeps_the_newest() {
+        let sim = SimStorage::new(4);
+        let log_dir = Path::new("/db/wal");
+        sim.create_dir_all(log_dir).unwrap();
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 3, 0, 0, Vec::new()).unwrap();
+        let big = vec![1u8; 60_000];
+        let mut end = 0;
+        for gsn in 1..=400 {
+            end = p.append(&rec(gsn, &big), gsn).unwrap();
+            if gsn % 50 == 0 {
+                p.wait_durable(end).unwrap();
+            }
+        }
+        p.wait_durable(end).unwrap();
+        let dir = partition_dir(log_dir, 3);
+        let before = sim.list_dir(&dir).unwrap().len();
+        assert!(before >= 2, "{before} segments for {end} bytes");
+        assert_eq!(read_log(&sim, &dir), (1..=400).collect::<Vec<_>>());
+        let removed = p.prune_below(u64::MAX).unwrap();
+        assert!(removed > 0);
+        let after = sim.list_dir(&dir).unwrap();
+        assert_eq!(after.len(), 1, "the newest segment is kept");
+        assert_eq!(p.disk_bytes(), end - parse_segment_name(&after[0]).unwrap());
+        p.shutdown().unwrap();
+    }
+
+    #[test]
+    fn failed_sync_poisons_and_never_reports_durability() {
+        let sim = SimStorage::new(5);
+        let log_dir = Path::new("/db/wal");
+        sim.create_dir_all(log_dir).unwrap();
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 0, 0, 0, Vec::new()).unwrap();
+        let end = p.append(&rec(1, b"a"), 1).unwrap();
+        p.wait_durable(end).unwrap();
+        sim.inject(crate::io::Fault::at(sim.op_count(), crate::io::FaultKind::Eio).on_path(".wal"));
+        let end = p.append(&rec(2, b"b"), 2).unwrap();
+        let r = p.wait_durable(end);
+        assert!(matches!(r, Err(Error::Poisoned { .. })), "{r:?}");
+        assert!(p.durable() < end);
+        assert!(p.append(&rec(3, b"c"), 3).is_err());
+    }
+}

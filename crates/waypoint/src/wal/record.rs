@@ -1,0 +1,1450 @@
+//! Log record format: encoding, decoding and segment scanning for the
+//! physiological per-session write-ahead log (seed 000 §3.1, §3.8).
+//!
+//! This module owns the bytes of one log record and the rule that decides
+//! where a log segment ends. It knows nothing about partitions, files, GSN
+//! clocks or commit protocols: it turns a [`RecordHeader`] plus a
+//! [`RecordBody`] (one [`PageOp`](crate::btree::PageOp), a commit or an end of
+//! rollback) into bytes, and bytes back into records.
+//!
+//! Invariant (DESIGN.md invariant 6): every record carries a CRC32C over all
+//! of its bytes after the checksum field. When a segment is scanned, a bad
+//! record at the tail of the log is the end of the log ([`ScanEnd::TornTail`]);
+//! a bad record that is followed by a valid record anywhere later is
+//! corruption ([`ScanEnd::Corrupt`]), which the caller reports as
+//! [`Error::Corruption`] naming file and offset. Decoding is total: on any
+//! bytes it returns, never panics, never loops forever, and allocates nothing
+//! proportional to a length field that has not been checked against the
+//! buffer it claims to describe.
+//!
+//! # Format
+//!
+//! All integers are little-endian. A record is a 48-byte header followed by
+//! a payload, padded with zero bytes to a multiple of 8:
+//!
+//! ```text
+//! offset size field
+//!      0    4 CRC32C (Castagnoli) of bytes 4..len (header rest, payload, padding)
+//!      4    4 len (u32): total record length in bytes, including header and
+//!             padding; a multiple of 8, 48 <= len <= 16 MiB
+//!      8    1 kind: 1 insert, 2 update, 3 remove, 4 page image, 5 commit, 6 end
+//!      9    1 flags: bit 0 = compensation (a CLR written while undoing: redo-only,
+//!             never undone); other bits zero
+//!     10    2 reserved, zero
+//!     12    4 reserved, zero
+//!     16    8 GSN of this record
+//!     24    8 transaction id
+//!     32    8 page id (0 for kinds without a page: commit, end)
+//!     40    8 prev GSN: the page's GSN before this record (0 for kinds without a page)
+//!     48    . payload (by kind, below)
+//!      .    . zero padding up to len (0..=7 bytes)
+//! ```
+//!
+//! Payloads (`kl` = key length and so on; byte strings follow their lengths):
+//!
+//! ```text
+//! 1 insert  [kl u16][vl u32][key][value]            no before-image: undo is a remove
+//! 2 update  [kl u16][offset u32][bl u32][al u32][key][before][after]
+//!           only the changed bytes: value[offset..offset+bl] was `before` and
+//!           became `after`; the bytes before `offset` and after the changed
+//!           range are the common prefix and suffix of old and new value
+//! 3 remove  [kl u16][vl u32][key][value before the remove]
+//! 4 image   [body_len u32][zero_run_start u32][zero_run_len u32][body without the run]
+//!           the page body (page bytes 32..page_size) after a structure
+//!           modification, with its longest run of zero bytes (the free gap
+//!           of a slotted page) left out; body_len <= 65536 - 32
+//! 5 commit  [tid u64][dep_count u32][(partition u32, position u64) * dep_count]
+//!           the dependency vector: this commit counts only once every named
+//!           log partition is durable up to the named byte position
+//! 6 end     (empty) the transaction's rollback is complete
+//! ```
+//!
+//! The payload must fill the record exactly: `len` is the payload's end
+//! rounded up to 8, and the padding is zero. A checksum-valid record that
+//! breaks one of these rules is [`DecodeError::BadKind`] or
+//! [`DecodeError::Malformed`].
+//!
+//! # Why 8-byte alignment
+//!
+//! Every record starts at a multiple of 8 from the start of the scanned
+//! buffer. Deciding whether a bad record is followed by valid ones must not
+//! trust the bad record's own length field (the field may be the damaged
+//! part), so the scan looks for a valid record at every 8-byte-aligned
+//! offset after it; alignment makes that search step 8 bytes instead of 1
+//! and lets a cheap header pre-check reject almost every candidate before a
+//! checksum is computed.
+//!
+//! # Limits of the tail rule
+//!
+//! "Valid record after a bad one" means corruption only if bytes are never
+//! persisted out of order past a gap. Whoever writes segments must keep that
+//! true (or record a durable watermark elsewhere): an un-synced write whose
+//! sectors land out of order can leave a hole followed by valid records, and
+//! a recycled segment still holding records of its previous life would have
+//! them read as valid. A record embedded verbatim inside another record's
+//! payload (a value that is itself a log record) can also pass the search.
+
+use crate::btree::PageOp;
+use crate::buffer::page::{MAX_PAGE_SIZE, PAGE_HEADER_SIZE};
+use crate::error::Error;
+use std::path::PathBuf;
+
+/// Bytes in a record header.
+pub const HEADER_SIZE: usize = 48;
+/// Every record's length, and so its start within a segment, is a multiple of this.
+pub const RECORD_ALIGN: usize = 8;
+/// Longest record a reader accepts (and a writer may produce).
+pub const MAX_RECORD_LEN: usize = 16 << 20;
+/// Longest page-image body: the body of the largest page.
+pub const MAX_IMAGE_BODY: usize = MAX_PAGE_SIZE - PAGE_HEADER_SIZE;
+
+const FLAG_COMPENSATION: u8 = 1;
+/// Bytes of one commit dependency: partition u32 + position u64.
+const DEP_SIZE: usize = 12;
+
+/// The record kinds, as stored in header byte 8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RecordKind {
+    Insert = 1,
+    Update = 2,
+    Remove = 3,
+    Image = 4,
+    Commit = 5,
+    End = 6,
+}
+
+impl RecordKind {
+    pub fn from_byte(b: u8) -> Option<Self> {
+        Some(match b {
+            1 => RecordKind::Insert,
+            2 => RecordKind::Update,
+            3 => RecordKind::Remove,
+            4 => RecordKind::Image,
+            5 => RecordKind::Commit,
+            6 => RecordKind::End,
+            _ => return None,
+        })
+    }
+
+    /// Whether records of this kind describe a page (and so carry a page id
+    /// and prev GSN); commit and end records must have both zero.
+    pub fn has_page(self) -> bool {
+        matches!(
+            self,
+            RecordKind::Insert | RecordKind::Update | RecordKind::Remove | RecordKind::Image
+        )
+    }
+}
+
+/// The fixed fields of a record header (checksum, length and kind are
+/// derived when encoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecordHeader {
+    pub gsn: u64,
+    pub txn: u64,
+    /// Page the record changes; 0 for commit and end records.
+    pub page: u64,
+    /// The page's GSN before this record; redo applies the record to a page
+    /// copy only when it is at exactly this GSN. 0 for commit and end records.
+    pub prev_gsn: u64,
+    /// A compensation log record: written while rolling back, redone but
+    /// never undone (so a rollback interrupted by a crash is not undone twice).
+    pub compensation: bool,
+}
+
+/// The changed bytes of an update: `old[offset..offset + before.len()]` was
+/// `before` and is replaced by `after`; everything else is the common prefix
+/// and suffix of the old and new value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdateDiff<'a> {
+    pub offset: u32,
+    pub before: &'a [u8],
+    pub after: &'a [u8],
+}
+
+/// The diff between an old and a new value: strip their common prefix, then
+/// the common suffix of what remains.
+///
+/// The suffix is measured on the tails after the prefix, so the two never
+/// count the same byte twice: for old `aa` and new `aaa` the prefix is 2, and
+/// measuring the suffix on the whole values would give 2 as well, which
+/// would leave "minus one" changed bytes. Comparing the remaining tails
+/// stops at the shorter one (here empty), so the diff is `before = ""`,
+/// `after = "a"` at offset 2.
+///
+/// # Panics
+/// If the common prefix is longer than `u32::MAX` (values are bounded by the
+/// page size, far below that).
+pub fn encode_update<'a>(old: &'a [u8], new: &'a [u8]) -> UpdateDiff<'a> {
+    let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let suffix = old[prefix..]
+        .iter()
+        .rev()
+        .zip(new[prefix..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    UpdateDiff {
+        offset: u32::try_from(prefix).expect("value shorter than 4 GiB"),
+        before: &old[prefix..old.len() - suffix],
+        after: &new[prefix..new.len() - suffix],
+    }
+}
+
+impl UpdateDiff<'_> {
+    /// Redo: rebuild the new value from the old one. `None` when `old` does
+    /// not hold `before` at `offset` (the record does not belong to this value).
+    pub fn apply_update(&self, old: &[u8]) -> Option<Vec<u8>> {
+        splice(old, self.offset, self.before, self.after)
+    }
+
+    /// Undo: rebuild the old value from the new one. `None` when `new` does
+    /// not hold `after` at `offset`.
+    pub fn undo_update(&self, new: &[u8]) -> Option<Vec<u8>> {
+        splice(new, self.offset, self.after, self.before)
+    }
+}
+
+/// `value` with `expect` at `offset` replaced by `with`, if it is there.
+fn splice(value: &[u8], offset: u32, expect: &[u8], with: &[u8]) -> Option<Vec<u8>> {
+    let start = usize::try_from(offset).ok()?;
+    let end = start.checked_add(expect.len())?;
+    if value.get(start..end)? != expect {
+        return None;
+    }
+    let mut out = Vec::with_capacity(value.len() - expect.len() + with.len());
+    out.extend_from_slice(&value[..start]);
+    out.extend_from_slice(with);
+    out.extend_from_slice(&value[end..]);
+    Some(out)
+}
+
+/// A page body (page bytes 32..page_size) with its longest zero run left
+/// out: the body is `head`, then `zero_run` zero bytes, then `tail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageImage<'a> {
+    pub head: &'a [u8],
+    pub zero_run: u32,
+    pub tail: &'a [u8],
+}
+
+impl<'a> PageImage<'a> {
+    /// Split `body` around its longest run of zero bytes (the first one on a
+    /// tie). On a slotted page that run is the free gap between slot array
+    /// and heap, so the image costs roughly the page's used bytes.
+    ///
+    /// # Panics
+    /// If `body` is longer than [`MAX_IMAGE_BODY`].
+    pub fn from_body(body: &'a [u8]) -> Self {
+        assert!(body.len() <= MAX_IMAGE_BODY, "page body too large");
+        let (mut best_start, mut best_len) = (0, 0);
+        let mut i = 0;
+        while i < body.len() {
+            if body[i] != 0 {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < body.len() && body[i] == 0 {
+                i += 1;
+            }
+            if i - start > best_len {
+                (best_start, best_len) = (start, i - start);
+            }
+        }
+        PageImage {
+            head: &body[..best_start],
+            zero_run: best_len as u32,
+            tail: &body[best_start + best_len..],
+        }
+    }
+
+    /// Length of the whole body: page size minus the 32-byte page header.
+    pub fn body_len(&self) -> usize {
+        self.head.len() + self.zero_run as usize + self.tail.len()
+    }
+
+    /// The full body for a page of `page_size` bytes; `None` when the image
+    /// has another length (it belongs to a database with another page size).
+    pub fn image_body(&self, page_size: usize) -> Option<Vec<u8>> {
+        if page_size.checked_sub(PAGE_HEADER_SIZE) != Some(self.body_len()) {
+            return None;
+        }
+        let mut body = vec![0; self.body_len()];
+        self.write_body(&mut body);
+        Some(body)
+    }
+
+    /// Write the body into `page[32..]` (the page header is left alone);
+    /// `false`, with the page untouched, when the sizes disagree. Redo uses
+    /// this to rebuild a page in its frame without an extra copy.
+    pub fn write_to_page(&self, page: &mut [u8]) -> bool {
+        if page.len().checked_sub(PAGE_HEADER_SIZE) != Some(self.body_len()) {
+            return false;
+        }
+        self.write_body(&mut page[PAGE_HEADER_SIZE..]);
+        true
+    }
+
+    fn write_body(&self, body: &mut [u8]) {
+        let (h, z) = (self.head.len(), self.zero_run as usize);
+        body[..h].copy_from_slice(self.head);
+        body[h..h + z].fill(0);
+        body[h + z..].copy_from_slice(self.tail);
+    }
+}
+
+/// The dependency vector of a commit record: (log partition, byte position)
+/// pairs. Borrowed either from the caller's pairs (when encoding) or from the
+/// record bytes (when decoding), so decoding allocates nothing.
+#[derive(Clone, Copy)]
+pub struct Deps<'a>(DepsRepr<'a>);
+
+#[derive(Clone, Copy)]
+enum DepsRepr<'a> {
+    Pairs(&'a [(u32, u64)]),
+    /// `len * DEP_SIZE` bytes in the on-disk layout.
+    Encoded(&'a [u8]),
+}
+
+impl<'a> Deps<'a> {
+    pub fn new(pairs: &'a [(u32, u64)]) -> Self {
+        Deps(DepsRepr::Pairs(pairs))
+    }
+
+    pub fn len(&self) -> usize {
+        match self.0 {
+            DepsRepr::Pairs(p) => p.len(),
+            DepsRepr::Encoded(b) => b.len() / DEP_SIZE,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, i: usize) -> Option<(u32, u64)> {
+        match self.0 {
+            DepsRepr::Pairs(p) => p.get(i).copied(),
+            DepsRepr::Encoded(b) => {
+                let d = b.get(i.checked_mul(DEP_SIZE)?..)?.get(..DEP_SIZE)?;
+                Some((le_u32(&d[..4]), le_u64(&d[4..])))
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + 'a {
+        let deps = *self;
+        (0..deps.len()).filter_map(move |i| deps.get(i))
+    }
+
+    pub fn to_vec(&self) -> Vec<(u32, u64)> {
+        self.iter().collect()
+    }
+}
+
+impl PartialEq for Deps<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Deps<'_> {}
+
+impl std::fmt::Debug for Deps<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// What a record says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordBody<'a> {
+    /// A tuple was inserted (undo: remove `key`).
+    Insert { key: &'a [u8], value: &'a [u8] },
+    /// A tuple's value changed; only the changed bytes are logged.
+    Update { key: &'a [u8], diff: UpdateDiff<'a> },
+    /// A tuple was removed; `before` is its value (undo: insert it back).
+    Remove { key: &'a [u8], before: &'a [u8] },
+    /// A structure modification rewrote the page; this is its new body.
+    Image(PageImage<'a>),
+    /// The transaction committed with commit TID `tid`.
+    Commit { tid: u64, deps: Deps<'a> },
+    /// The transaction's rollback is complete.
+    End,
+}
+
+impl<'a> RecordBody<'a> {
+    pub fn kind(&self) -> RecordKind {
+        match self {
+            RecordBody::Insert { .. } => RecordKind::Insert,
+            RecordBody::Update { .. } => RecordKind::Update,
+            RecordBody::Remove { .. } => RecordKind::Remove,
+            RecordBody::Image(_) => RecordKind::Image,
+            RecordBody::Commit { .. } => RecordKind::Commit,
+            RecordBody::End => RecordKind::End,
+        }
+    }
+
+    /// The record body for a page modification reported through
+    /// [`PageLog`](crate::btree::PageLog). `page` is the whole page after the
+    /// change; only [`PageOp::Image`] reads it.
+    pub fn from_page_op(op: PageOp<'a>, page: &'a [u8]) -> Self {
+        match op {
+            PageOp::Insert { key, value } => RecordBody::Insert { key, value },
+            PageOp::Update { key, before, after } => RecordBody::Update {
+                key,
+                diff: encode_update(before, after),
+            },
+            PageOp::Remove { key, before } => RecordBody::Remove { key, before },
+            PageOp::Image => RecordBody::Image(PageImage::from_body(&page[PAGE_HEADER_SIZE..])),
+        }
+    }
+}
+
+/// One decoded record, borrowing its byte strings from the decoded buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub header: RecordHeader,
+    pub body: RecordBody<'a>,
+}
+
+impl Record<'_> {
+    /// Bytes the record occupies in the log (its `len` field).
+    pub fn encoded_len(&self) -> usize {
+        encoded_len(&self.body)
+    }
+}
+
+fn payload_len(body: &RecordBody) -> usize {
+    match body {
+        RecordBody::Insert { key, value } => 2 + 4 + key.len() + value.len(),
+        RecordBody::Update { key, diff } => {
+            2 + 4 + 4 + 4 + key.len() + diff.before.len() + diff.after.len()
+        }
+        RecordBody::Remove { key, before } => 2 + 4 + key.len() + before.len(),
+        RecordBody::Image(img) => 4 + 4 + 4 + img.head.len() + img.tail.len(),
+        RecordBody::Commit { deps, .. } => 8 + 4 + DEP_SIZE * deps.len(),
+        RecordBody::End => 0,
+    }
+}
+
+fn align_up(n: usize) -> usize {
+    n.div_ceil(RECORD_ALIGN) * RECORD_ALIGN
+}
+
+/// Bytes `encode` appends for `body`: header, payload and padding.
+pub fn encoded_len(body: &RecordBody) -> usize {
+    align_up(HEADER_SIZE + payload_len(body))
+}
+
+fn len_u16(n: usize, what: &str) -> u16 {
+    u16::try_from(n).unwrap_or_else(|_| panic!("{what} of {n} bytes does not fit a log record"))
+}
+
+fn len_u32(n: usize, what: &str) -> u32 {
+    u32::try_from(n).unwrap_or_else(|_| panic!("{what} of {n} bytes does not fit a log record"))
+}
+
+/// Append one record to `out`.
+///
+/// Checked before write, so that everything written can be read back: the
+/// record is at most [`MAX_RECORD_LEN`], keys fit a u16, an image body is at
+/// most [`MAX_IMAGE_BODY`], and commit and end records have page id and prev
+/// GSN zero.
+///
+/// # Panics
+/// If one of those checks fails. The engine bounds keys and values by the
+/// page size long before they reach the log, so a failure is a bug.
+pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
+    let len = encoded_len(body);
+    assert!(
+        len <= MAX_RECORD_LEN,
+        "log record of {len} bytes is too long"
+    );
+    let kind = body.kind();
+    assert!(
+        kind.has_page() || (header.page == 0 && header.prev_gsn == 0),
+        "{kind:?} record with a page id or prev GSN"
+    );
+    let start = out.len();
+    out.reserve(len);
+    out.extend_from_slice(&[0; 4]); // checksum, filled in last
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.push(kind as u8);
+    out.push(if header.compensation {
+        FLAG_COMPENSATION
+    } else {
+        0
+    });
+    out.extend_from_slice(&[0; 6]);
+    for v in [header.gsn, header.txn, header.page, header.prev_gsn] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    match body {
+        RecordBody::Insert { key, value: bytes } | RecordBody::Remove { key, before: bytes } => {
+            out.extend_from_slice(&len_u16(key.len(), "key").to_le_bytes());
+            out.extend_from_slice(&len_u32(bytes.len(), "value").to_le_bytes());
+            out.extend_from_slice(key);
+            out.extend_from_slice(bytes);
+        }
+        RecordBody::Update { key, diff } => {
+            out.extend_from_slice(&len_u16(key.len(), "key").to_le_bytes());
+            out.extend_from_slice(&diff.offset.to_le_bytes());
+            out.extend_from_slice(&len_u32(diff.before.len(), "before-image").to_le_bytes());
+            out.extend_from_slice(&len_u32(diff.after.len(), "after-image").to_le_bytes());
+            out.extend_from_slice(key);
+            out.extend_from_slice(diff.before);
+            out.extend_from_slice(diff.after);
+        }
+        RecordBody::Image(img) => {
+            let body_len = img.body_len();
+            assert!(body_len <= MAX_IMAGE_BODY, "page image of {body_len} bytes");
+            out.extend_from_slice(&(body_len as u32).to_le_bytes());
+            out.extend_from_slice(&(img.head.len() as u32).to_le_bytes());
+            out.extend_from_slice(&img.zero_run.to_le_bytes());
+            out.extend_from_slice(img.head);
+            out.extend_from_slice(img.tail);
+        }
+        RecordBody::Commit { tid, deps } => {
+            out.extend_from_slice(&tid.to_le_bytes());
+            out.extend_from_slice(&(deps.len() as u32).to_le_bytes());
+            for (partition, position) in deps.iter() {
+                out.extend_from_slice(&partition.to_le_bytes());
+                out.extend_from_slice(&position.to_le_bytes());
+            }
+        }
+        RecordBody::End => {}
+    }
+    debug_assert_eq!(out.len() - start, HEADER_SIZE + payload_len(body));
+    out.resize(start + len, 0);
+    let crc = crc32c::crc32c(&out[start + 4..start + len]);
+    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Why the bytes at some position are not a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Fewer bytes than the header or the length field claims.
+    #[error("record truncated")]
+    Truncated,
+    /// The header is all zero: space that was never written.
+    #[error("zero bytes (never written)")]
+    Zero,
+    #[error("record checksum mismatch")]
+    BadChecksum,
+    /// The length field is below 48, above 16 MiB or not a multiple of 8.
+    #[error("invalid record length")]
+    BadLength,
+    /// The checksum matched but the kind is unknown.
+    #[error("unknown record kind {0}")]
+    BadKind(u8),
+    /// The checksum matched but the fields are inconsistent.
+    #[error("malformed record: {0}")]
+    Malformed(&'static str),
+}
+
+impl DecodeError {
+    /// Whether the bytes passed the checksum: then they were written as a
+    /// record, and cannot be the torn remains of an interrupted write.
+    pub fn checksum_matched(&self) -> bool {
+        matches!(self, DecodeError::BadKind(_) | DecodeError::Malformed(_))
+    }
+}
+
+fn le_u16(b: &[u8]) -> u16 {
+    u16::from_le_bytes([b[0], b[1]])
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    let mut a = [0; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+/// Check the framing of the record at the start of `buf` (length and
+/// checksum) and return exactly its bytes. Nothing is read beyond what the
+/// length field claims, and that claim is checked against `buf` first.
+fn frame(buf: &[u8]) -> Result<&[u8], DecodeError> {
+    let head = &buf[..buf.len().min(HEADER_SIZE)];
+    if !head.is_empty() && head.iter().all(|&b| b == 0) {
+        return Err(DecodeError::Zero);
+    }
+    if buf.len() < HEADER_SIZE {
+        return Err(DecodeError::Truncated);
+    }
+    let len = le_u32(&buf[4..8]) as usize;
+    if !(HEADER_SIZE..=MAX_RECORD_LEN).contains(&len) || align_up(len) != len {
+        return Err(DecodeError::BadLength);
+    }
+    let rec = buf.get(..len).ok_or(DecodeError::Truncated)?;
+    if le_u32(&rec[..4]) != crc32c::crc32c(&rec[4..]) {
+        return Err(DecodeError::BadChecksum);
+    }
+    Ok(rec)
+}
+
+/// Bounds-checked reads over a record's payload.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&end| end <= self.buf.len())
+            .ok_or(DecodeError::Malformed("payload longer than the record"))?;
+        let b = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(b)
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        self.bytes(2).map(le_u16)
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        self.bytes(4).map(le_u32)
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        self.bytes(8).map(le_u64)
+    }
+}
+
+/// Decode the record at the start of `buf` (bytes after it are ignored).
+/// Errors are checked in this order: `Zero`, `Truncated`/`BadLength`,
+/// `BadChecksum`, then — on checksum-valid bytes — `BadKind`, `Malformed`.
+pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
+    let rec = frame(buf)?;
+    let kind = RecordKind::from_byte(rec[8]).ok_or(DecodeError::BadKind(rec[8]))?;
+    let flags = rec[9];
+    if flags & !FLAG_COMPENSATION != 0 {
+        return Err(DecodeError::Malformed("unknown flag bits"));
+    }
+    if rec[10..16].iter().any(|&b| b != 0) {
+        return Err(DecodeError::Malformed("reserved header bytes are not zero"));
+    }
+    let header = RecordHeader {
+        gsn: le_u64(&rec[16..]),
+        txn: le_u64(&rec[24..]),
+        page: le_u64(&rec[32..]),
+        prev_gsn: le_u64(&rec[40..]),
+        compensation: flags & FLAG_COMPENSATION != 0,
+    };
+    if !kind.has_page() && (header.page != 0 || header.prev_gsn != 0) {
+        return Err(DecodeError::Malformed(
+            "page id or prev GSN on a record without a page",
+        ));
+    }
+    let mut r = Reader {
+        buf: rec,
+        pos: HEADER_SIZE,
+    };
+    let body = match kind {
+        RecordKind::Insert | RecordKind::Remove => {
+            let kl = r.u16()? as usize;
+            let vl = r.u32()? as usize;
+            let key = r.bytes(kl)?;
+            let value = r.bytes(vl)?;
+            if kind == RecordKind::Insert {
+                RecordBody::Insert { key, value }
+            } else {
+                RecordBody::Remove { key, before: value }
+            }
+        }
+        RecordKind::Update => {
+            let kl = r.u16()? as usize;
+            let offset = r.u32()?;
+            let bl = r.u32()? as usize;
+            let al = r.u32()? as usize;
+            let key = r.bytes(kl)?;
+            let before = r.bytes(bl)?;
+            let after = r.bytes(al)?;
+            RecordBody::Update {
+                key,
+                diff: UpdateDiff {
+                    offset,
+                    before,
+                    after,
+                },
+            }
+        }
+        RecordKind::Image => {
+            let body_len = r.u32()? as usize;
+            let run_start = r.u32()? as usize;
+            let run_len = r.u32()? as usize;
+            // body_len bounds what `image_body` allocates: check it here,
+            // since the zero run is not backed by record bytes.
+            if body_len > MAX_IMAGE_BODY {
+                return Err(DecodeError::Malformed("page image larger than a page"));
+            }
+            if run_start > body_len || run_len > body_len - run_start {
+                return Err(DecodeError::Malformed("zero run outside the page image"));
+            }
+            let head = r.bytes(run_start)?;
+            let tail = r.bytes(body_len - run_start - run_len)?;
+            RecordBody::Image(PageImage {
+                head,
+                zero_run: run_len as u32,
+                tail,
+            })
+        }
+        RecordKind::Commit => {
+            let tid = r.u64()?;
+            let count = r.u32()? as usize;
+            // The multiplication cannot overflow: count < 2^32, DEP_SIZE = 12.
+            let raw = r.bytes(count * DEP_SIZE)?;
+            RecordBody::Commit {
+                tid,
+                deps: Deps(DepsRepr::Encoded(raw)),
+            }
+        }
+        RecordKind::End => RecordBody::End,
+    };
+    // The payload must fill the record exactly, so one record has one
+    // encoding and `encoded_len` of the decoded body is the record's length.
+    if align_up(r.pos) != rec.len() {
+        return Err(DecodeError::Malformed("record longer than its payload"));
+    }
+    if rec[r.pos..].iter().any(|&b| b != 0) {
+        return Err(DecodeError::Malformed("padding is not zero"));
+    }
+    Ok(Record { header, body })
+}
+
+/// How a segment scan ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanEnd {
+    /// The buffer ended at a record boundary, or everything after the last
+    /// record is zero (preallocated, never written).
+    Clean,
+    /// The record at `offset` is bad and nothing valid follows it: the end
+    /// of the log (a write interrupted by a crash). Not an error.
+    TornTail { offset: u64, error: DecodeError },
+    /// The record at `offset` is bad and a valid record follows it, or it
+    /// passed its checksum yet is not a record this build can read: the log
+    /// is damaged. Report it with [`ScanEnd::to_error`].
+    Corrupt { offset: u64, detail: String },
+}
+
+impl ScanEnd {
+    /// The engine error for a corrupt segment: [`Error::Corruption`] naming
+    /// `path` and the file offset `base + offset`, where `base` is the file
+    /// offset of the scanned buffer's first byte. `None` for the other ends.
+    pub fn to_error(&self, path: impl Into<PathBuf>, base: u64) -> Option<Error> {
+        match self {
+            ScanEnd::Corrupt { offset, detail } => Some(Error::Corruption {
+                path: path.into(),
+                offset: base + offset,
+                detail: detail.clone(),
+            }),
+            ScanEnd::Clean | ScanEnd::TornTail { .. } => None,
+        }
+    }
+}
+
+/// The result of scanning a segment's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentScan<'a> {
+    /// The valid records before the end, with their offsets in the buffer.
+    pub records: Vec<(u64, Record<'a>)>,
+    /// Bytes of valid log: where the first invalid byte (or the end) is, and
+    /// so where appending would resume after a torn tail.
+    pub valid_len: u64,
+    pub end: ScanEnd,
+}
+
+/// Scan a whole segment: decode records from offset 0 until the end of the
+/// buffer or the first bad record, and classify the end by the tail rule.
+///
+/// Offsets are relative to `buf`, whose first byte must be where the first
+/// record starts (records are 8-byte aligned relative to it).
+pub fn scan_segment(buf: &[u8]) -> SegmentScan<'_> {
+    let mut records = Vec::new();
+    let mut pos = 0usize;
+    let end = loop {
+        if pos == buf.len() {
+            break ScanEnd::Clean;
+        }
+        match decode(&buf[pos..]) {
+            Ok(record) => {
+                records.push((pos as u64, record));
+                // In bounds: decode checked the length against the buffer.
+                pos += record.encoded_len();
+            }
+            Err(error) => break classify(buf, pos, error),
+        }
+    };
+    SegmentScan {
+        records,
+        valid_len: pos as u64,
+        end,
+    }
+}
+
+/// The tail rule for a bad record at `pos`.
+fn classify(buf: &[u8], pos: usize, error: DecodeError) -> ScanEnd {
+    let offset = pos as u64;
+    if error.checksum_matched() {
+        // A torn write cannot produce a matching checksum: these bytes were
+        // written as they are, so the log is damaged (or from another format).
+        return ScanEnd::Corrupt {
+            offset,
+            detail: format!("{error} (its checksum matches)"),
+        };
+    }
+    if let Some(next) = next_checksummed_record(buf, pos) {
+        return ScanEnd::Corrupt {
+            offset,
+            detail: format!("{error}, yet a valid record follows at offset {next}"),
+        };
+    }
+    if error == DecodeError::Zero && buf[pos..].iter().all(|&b| b == 0) {
+        ScanEnd::Clean
+    } else {
+        ScanEnd::TornTail { offset, error }
+    }
+}
+
+/// The first 8-byte-aligned offset after `pos` holding bytes that pass a
+/// record's framing checks (length and checksum). The bad record's length
+/// field is not used: it may be the damaged part.
+fn next_checksummed_record(buf: &[u8], pos: usize) -> Option<usize> {
+    let mut at = pos + RECORD_ALIGN;
+    while at + HEADER_SIZE <= buf.len() {
+        let h = &buf[at..];
+        // Cheap tests first, so a long damaged or zero region costs a few
+        // byte compares per candidate rather than a checksum each.
+        let plausible = RecordKind::from_byte(h[8]).is_some()
+            && h[9] & !FLAG_COMPENSATION == 0
+            && h[10..16].iter().all(|&b| b == 0);
+        if plausible && frame(h).is_ok() {
+            return Some(at);
+        }
+        at += RECORD_ALIGN;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// An owned record, so strategies can generate them.
+    #[derive(Debug, Clone)]
+    enum Owned {
+        Insert(Vec<u8>, Vec<u8>),
+        Update(Vec<u8>, Vec<u8>, Vec<u8>),
+        Remove(Vec<u8>, Vec<u8>),
+        Image(Vec<u8>),
+        Commit(u64, Vec<(u32, u64)>),
+        End,
+    }
+
+    impl Owned {
+        fn body(&self) -> RecordBody<'_> {
+            match self {
+                Owned::Insert(k, v) => RecordBody::Insert { key: k, value: v },
+                Owned::Update(k, old, new) => RecordBody::Update {
+                    key: k,
+                    diff: encode_update(old, new),
+                },
+                Owned::Remove(k, v) => RecordBody::Remove { key: k, before: v },
+                Owned::Image(body) => RecordBody::Image(PageImage::from_body(body)),
+                Owned::Commit(tid, deps) => RecordBody::Commit {
+                    tid: *tid,
+                    deps: Deps::new(deps),
+                },
+                Owned::End => RecordBody::End,
+            }
+        }
+
+        fn header(&self, gsn: u64) -> RecordHeader {
+            let page = !matches!(self, Owned::Commit(..) | Owned::End);
+            RecordHeader {
+                gsn,
+                txn: gsn / 3 + 1,
+                page: if page { gsn * 7 + 2 } else { 0 },
+                prev_gsn: if page { gsn.saturating_sub(5) } else { 0 },
+                compensation: gsn % 4 == 1,
+            }
+        }
+    }
+
+    fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(any::<u8>(), 0..max)
+    }
+
+    /// A page body with some zero stretches, like a slotted page.
+    fn page_body() -> impl Strategy<Value = Vec<u8>> {
+        (
+            prop::collection::vec(any::<u8>(), 0..200),
+            0usize..600,
+            prop::collection::vec(any::<u8>(), 0..200),
+        )
+            .prop_map(|(mut head, gap, tail)| {
+                head.resize(head.len() + gap, 0);
+                head.extend(tail);
+                head
+            })
+    }
+
+    fn owned() -> impl Strategy<Value = Owned> {
+        prop_oneof![
+            (bytes(40), bytes(100)).prop_map(|(k, v)| Owned::Insert(k, v)),
+            (bytes(40), bytes(100), bytes(100)).prop_map(|(k, o, n)| Owned::Update(k, o, n)),
+            (bytes(40), bytes(100)).prop_map(|(k, v)| Owned::Remove(k, v)),
+            page_body().prop_map(Owned::Image),
+            (
+                any::<u64>(),
+                prop::collection::vec(any::<(u32, u64)>(), 0..6)
+            )
+                .prop_map(|(t, d)| Owned::Commit(t, d)),
+            Just(Owned::End),
+        ]
+    }
+
+    /// Encode `records` as a segment; returns the bytes and each record's offset.
+    fn segment(records: &[Owned]) -> (Vec<u8>, Vec<usize>) {
+        let mut buf = Vec::new();
+        let mut offsets = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            offsets.push(buf.len());
+            encode(&r.header(i as u64 + 1), &r.body(), &mut buf);
+        }
+        (buf, offsets)
+    }
+
+    fn assert_prefix(scan: &SegmentScan, records: &[Owned], offsets: &[usize], n: usize) {
+        assert_eq!(scan.records.len(), n, "records returned");
+        for (i, (off, rec)) in scan.records.iter().enumerate() {
+            assert_eq!(*off as usize, offsets[i]);
+            assert_eq!(rec.header, records[i].header(i as u64 + 1));
+            assert_eq!(rec.body, records[i].body());
+        }
+    }
+
+    /// A fixed segment with one record of every kind (last: an update).
+    fn sample() -> Vec<Owned> {
+        let mut image = vec![7u8; 100];
+        image.resize(4000, 0);
+        image.extend([9u8; 96]);
+        vec![
+            Owned::Insert(b"alpha".to_vec(), b"one".to_vec()),
+            Owned::Image(image),
+            Owned::Remove(b"beta".to_vec(), b"gone value".to_vec()),
+            Owned::Commit(99, vec![(1, 4096), (3, 80)]),
+            Owned::End,
+            Owned::Update(
+                b"gamma".to_vec(),
+                b"hello world".to_vec(),
+                b"hello there world".to_vec(),
+            ),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn every_kind_round_trips(rec in owned(), gsn in any::<u64>(), junk in bytes(20)) {
+            let header = RecordHeader { gsn, ..rec.header(gsn % 1000) };
+            let body = rec.body();
+            let mut out = junk.clone();
+            encode(&header, &body, &mut out);
+            prop_assert_eq!(&out[..junk.len()], &junk[..]);
+            let enc = &out[junk.len()..];
+            prop_assert_eq!(enc.len(), encoded_len(&body));
+            prop_assert_eq!(enc.len() % RECORD_ALIGN, 0);
+            prop_assert_eq!(le_u32(&enc[4..]) as usize, enc.len());
+            // Trailing bytes after the record are not part of it.
+            let mut more = enc.to_vec();
+            more.extend_from_slice(&[0xff; 9]);
+            for buf in [enc, &more[..]] {
+                let got = decode(buf).unwrap();
+                prop_assert_eq!(got.header, header);
+                prop_assert_eq!(got.body, body);
+                prop_assert_eq!(got.encoded_len(), enc.len());
+            }
+        }
+
+        #[test]
+        fn update_diff_round_trips(
+            old in prop::collection::vec(0u8..3, 0..40),
+            new in prop::collection::vec(0u8..3, 0..40),
+        ) {
+            let diff = encode_update(&old, &new);
+            prop_assert_eq!(diff.apply_update(&old), Some(new.clone()));
+            prop_assert_eq!(diff.undo_update(&new), Some(old.clone()));
+            // Only the changed bytes: the diff cannot be shrunk at either end.
+            if let (Some(b), Some(a)) = (diff.before.first(), diff.after.first()) {
+                prop_assert_ne!(b, a);
+            }
+            if let (Some(b), Some(a)) = (diff.before.last(), diff.after.last()) {
+                prop_assert_ne!(b, a);
+            }
+            let unchanged = old.len() - diff.before.len();
+            prop_assert_eq!(unchanged, new.len() - diff.after.len());
+            prop_assert!(diff.offset as usize <= unchanged);
+        }
+
+        #[test]
+        fn update_diff_of_an_edit_round_trips(
+            // A small alphabet makes repeated bytes, where prefix and suffix
+            // could overlap, common.
+            old in prop::collection::vec(0u8..3, 0..60),
+            at in any::<prop::sample::Index>(),
+            cut in 0usize..10,
+            insert in prop::collection::vec(0u8..3, 0..10),
+        ) {
+            // Realistic updates: one splice into a random value.
+            let start = if old.is_empty() { 0 } else { at.index(old.len() + 1) };
+            let end = (start + cut).min(old.len());
+            let mut new = old[..start].to_vec();
+            new.extend(&insert);
+            new.extend(&old[end..]);
+            let diff = encode_update(&old, &new);
+            prop_assert!(diff.before.len() <= end - start);
+            prop_assert!(diff.after.len() <= insert.len());
+            prop_assert_eq!(diff.apply_update(&old), Some(new.clone()));
+            prop_assert_eq!(diff.undo_update(&new), Some(old));
+        }
+
+        #[test]
+        fn page_image_round_trips_and_elides_the_longest_zero_run(body in page_body()) {
+            let img = PageImage::from_body(&body);
+            prop_assert_eq!(img.body_len(), body.len());
+            let longest = body
+                .split(|&b| b != 0)
+                .map(|run| run.len())
+                .max()
+                .unwrap_or(0);
+            prop_assert_eq!(img.zero_run as usize, longest);
+            let page_size = body.len() + PAGE_HEADER_SIZE;
+            prop_assert_eq!(img.image_body(page_size), Some(body.clone()));
+            prop_assert_eq!(img.image_body(page_size + 1), None);
+            let mut page = vec![0xee; page_size];
+            prop_assert!(img.write_to_page(&mut page));
+            prop_assert_eq!(&page[PAGE_HEADER_SIZE..], &body[..]);
+            prop_assert!(page[..PAGE_HEADER_SIZE].iter().all(|&b| b == 0xee));
+            // Through the log and back.
+            let mut out = Vec::new();
+            encode(&RecordHeader { page: 3, ..Default::default() }, &RecordBody::Image(img), &mut out);
+            prop_assert_eq!(out.len(), align_up(HEADER_SIZE + 12 + body.len() - longest));
+            let Record { body: RecordBody::Image(back), .. } = decode(&out).unwrap() else {
+                panic!("not an image");
+            };
+            prop_assert_eq!(back.image_body(page_size), Some(body));
+        }
+
+        #[test]
+        fn decode_and_scan_are_total_on_random_bytes(buf in bytes(600)) {
+            let _ = decode(&buf);
+            let scan = scan_segment(&buf);
+            prop_assert!(scan.valid_len as usize <= buf.len());
+        }
+
+        #[test]
+        fn decode_and_scan_are_total_on_damaged_segments(
+            records in prop::collection::vec(owned(), 1..8),
+            flips in prop::collection::vec((any::<prop::sample::Index>(), 0u8..8), 0..4),
+            cut in any::<prop::sample::Index>(),
+            splat in any::<prop::sample::Index>(),
+            splat_byte in any::<u8>(),
+        ) {
+            let (mut buf, offsets) = segment(&records);
+            let first = flips.iter().map(|(at, _)| at.index(buf.len())).min();
+            for (at, bit) in &flips {
+                let i = at.index(buf.len());
+                buf[i] ^= 1 << bit;
+            }
+            // A random overwrite of a 4-byte field somewhere.
+            let s = splat.index(buf.len());
+            let mut damaged = buf.clone();
+            for b in damaged.iter_mut().skip(s).take(4) {
+                *b = splat_byte;
+            }
+            for b in [&buf, &damaged] {
+                let _ = decode(b);
+                let cut = cut.index(b.len() + 1);
+                let scan = scan_segment(&b[..cut]);
+                prop_assert!(scan.valid_len as usize <= cut);
+                let _ = scan_segment(b);
+            }
+            // Records wholly before the first flipped byte come back intact.
+            if let Some(first) = first {
+                let scan = scan_segment(&buf);
+                let intact = offsets
+                    .iter()
+                    .zip(offsets.iter().skip(1).chain([&buf.len()]))
+                    .take_while(|(_, &end)| end <= first)
+                    .count();
+                prop_assert!(scan.records.len() >= intact);
+                for (i, (_, rec)) in scan.records.iter().take(intact).enumerate() {
+                    prop_assert_eq!(rec.body, records[i].body());
+                }
+            }
+        }
+
+        /// One bit flip in record i: corruption at record i unless it is the
+        /// last record, which makes it a torn tail. CRC32C catches every
+        /// single-bit error, so this oracle is exact.
+        #[test]
+        fn single_bit_flip_is_corrupt_mid_segment_and_torn_at_the_tail(
+            records in prop::collection::vec(owned(), 1..8),
+            at in any::<prop::sample::Index>(),
+            bit in 0u8..8,
+        ) {
+            let (mut buf, offsets) = segment(&records);
+            let i = at.index(buf.len());
+            buf[i] ^= 1 << bit;
+            let victim = offsets.iter().rposition(|&o| o <= i).unwrap();
+            let scan = scan_segment(&buf);
+            assert_prefix(&scan, &records, &offsets, victim);
+            prop_assert_eq!(scan.valid_len as usize, offsets[victim]);
+            let at = offsets[victim] as u64;
+            if victim + 1 == records.len() {
+                prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
+            } else {
+                prop_assert!(matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset == at), "{:?}", scan.end);
+            }
+        }
+    }
+
+    #[test]
+    fn update_diff_examples() {
+        // (old, new, offset, before, after)
+        type Case = (
+            &'static [u8],
+            &'static [u8],
+            u32,
+            &'static [u8],
+            &'static [u8],
+        );
+        let cases: [Case; 7] = [
+            (b"aa", b"aaa", 2, b"", b"a"),
+            (b"aaa", b"aa", 2, b"a", b""),
+            (b"abc", b"abc", 3, b"", b""),
+            (b"", b"xy", 0, b"", b"xy"),
+            (b"abcabc", b"abc", 3, b"abc", b""),
+            (b"hello world", b"hello there world", 6, b"", b"there "),
+            (b"0123456789", b"01x3456y89", 2, b"234567", b"x3456y"),
+        ];
+        for (old, new, offset, before, after) in cases {
+            let diff = encode_update(old, new);
+            assert_eq!(
+                diff,
+                UpdateDiff {
+                    offset,
+                    before,
+                    after
+                },
+                "{old:?} -> {new:?}"
+            );
+            assert_eq!(diff.apply_update(old).as_deref(), Some(new));
+            assert_eq!(diff.undo_update(new).as_deref(), Some(old));
+        }
+        // A diff refuses a value it does not describe.
+        let diff = encode_update(b"abcdef", b"abXdef");
+        assert_eq!(diff.apply_update(b"abYdef"), None);
+        assert_eq!(diff.apply_update(b"ab"), None);
+        assert_eq!(diff.undo_update(b"abcdef"), None);
+    }
+
+    #[test]
+    fn record_from_page_op_logs_changed_bytes_and_page_body() {
+        let mut page = vec![0u8; 4096];
+        page[..PAGE_HEADER_SIZE].fill(0xaa); // the page header is not logged
+        page[40..50].fill(1);
+        page[4000..].fill(2);
+        let body = RecordBody::from_page_op(PageOp::Image, &page);
+        let RecordBody::Image(img) = body else {
+            panic!()
+        };
+        assert_eq!(img.image_body(4096).unwrap(), page[PAGE_HEADER_SIZE..]);
+        assert!(encoded_len(&body) < 200, "free gap elided");
+        let op = PageOp::Update {
+            key: b"k",
+            before: b"value-1",
+            after: b"value-2",
+        };
+        assert_eq!(
+            RecordBody::from_page_op(op, &page),
+            RecordBody::Update {
+                key: b"k",
+                diff: UpdateDiff {
+                    offset: 6,
+                    before: b"1",
+                    after: b"2"
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn truncating_the_last_record_anywhere_is_a_torn_tail() {
+        let records = sample();
+        let (buf, offsets) = segment(&records);
+        let last = *offsets.last().unwrap();
+        for cut in last..=buf.len() {
+            // Truncated file, and a preallocated file whose tail never landed.
+            let mut zeroed = buf.clone();
+            zeroed[cut..].fill(0);
+            zeroed.resize(buf.len() + 64, 0);
+            // Zeroing only padding (already zero) leaves the record whole.
+            let whole = zeroed[..buf.len()] == buf[..];
+            for (b, whole) in [(&buf[..cut], cut == buf.len()), (&zeroed[..], whole)] {
+                let scan = scan_segment(b);
+                if whole {
+                    assert_prefix(&scan, &records, &offsets, records.len());
+                    assert_eq!(scan.end, ScanEnd::Clean);
+                    continue;
+                }
+                assert_prefix(&scan, &records, &offsets, records.len() - 1);
+                assert_eq!(scan.valid_len as usize, last);
+                match scan.end {
+                    ScanEnd::Clean => assert_eq!(cut, last, "clean only at a record boundary"),
+                    ScanEnd::TornTail { offset, .. } => assert_eq!(offset as usize, last),
+                    ScanEnd::Corrupt { .. } => panic!("cut at {cut}: {:?}", scan.end),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bit_flip_in_the_last_record_is_a_torn_tail() {
+        let records = sample();
+        let (buf, offsets) = segment(&records);
+        let last = *offsets.last().unwrap();
+        for bit in last * 8..buf.len() * 8 {
+            let mut b = buf.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            let scan = scan_segment(&b);
+            assert_prefix(&scan, &records, &offsets, records.len() - 1);
+            assert!(
+                matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == last),
+                "bit {bit}: {:?}",
+                scan.end
+            );
+        }
+    }
+
+    #[test]
+    fn bit_flip_followed_by_valid_records_is_corruption_at_its_offset() {
+        let records = sample();
+        let (buf, offsets) = segment(&records);
+        let last = *offsets.last().unwrap();
+        // Every bit of every record but the last, including the length field:
+        // a damaged length must not hide the records after it.
+        for bit in 0..last * 8 {
+            let mut b = buf.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            let victim = offsets.iter().rposition(|&o| o <= bit / 8).unwrap();
+            let scan = scan_segment(&b);
+            assert_prefix(&scan, &records, &offsets, victim);
+            assert!(
+                matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == offsets[victim]),
+                "bit {bit}: {:?}",
+                scan.end
+            );
+        }
+    }
+
+    #[test]
+    fn damaged_length_field_does_not_hide_later_records() {
+        let records = sample();
+        let (buf, offsets) = segment(&records);
+        let victim = offsets[2];
+        // Lengths that swallow the rest, overrun the buffer, are too short or
+        // land inside the next record.
+        for len in [
+            buf.len() - victim,
+            1 << 20,
+            48,
+            56,
+            (offsets[3] - victim) + 8,
+            0,
+            52,
+        ] {
+            let mut b = buf.clone();
+            b[victim + 4..victim + 8].copy_from_slice(&(len as u32).to_le_bytes());
+            let scan = scan_segment(&b);
+            assert_prefix(&scan, &records, &offsets, 2);
+            assert!(
+                matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == victim),
+                "len {len}: {:?}",
+                scan.end
+            );
+        }
+    }
+
+    #[test]
+    fn zeroed_record_in_the_middle_is_corruption() {
+        let records = sample();
+        let (mut buf, offsets) = segment(&records);
+        buf[offsets[1]..offsets[2]].fill(0);
+        let scan = scan_segment(&buf);
+        assert_prefix(&scan, &records, &offsets, 1);
+        assert!(
+            matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == offsets[1])
+        );
+    }
+
+    #[test]
+    fn zero_filled_tail_is_clean() {
+        let records = sample();
+        let (mut buf, offsets) = segment(&records);
+        let len = buf.len();
+        buf.resize(len + 8192, 0);
+        let scan = scan_segment(&buf);
+        assert_prefix(&scan, &records, &offsets, records.len());
+        assert_eq!(scan.end, ScanEnd::Clean);
+        assert_eq!(scan.valid_len as usize, len);
+        // A zero tail shorter than a header, and an empty segment.
+        let scan = scan_segment(&buf[..len + 5]);
+        assert_eq!(
+            (scan.records.len(), scan.end),
+            (records.len(), ScanEnd::Clean)
+        );
+        assert_eq!(scan_segment(&[]).end, ScanEnd::Clean);
+        assert_eq!(scan_segment(&[0; 4096]).end, ScanEnd::Clean);
+        // Zeros then garbage that is not a record: the log ends at the zeros.
+        buf[len + 4000] = 1;
+        let scan = scan_segment(&buf);
+        assert_eq!(scan.records.len(), records.len());
+        assert!(
+            matches!(scan.end, ScanEnd::TornTail { offset, error: DecodeError::Zero } if offset as usize == len)
+        );
+    }
+
+    /// Re-seal a record after editing it, to reach the checks behind the checksum.
+    fn reseal(rec: &mut [u8]) {
+        let crc = crc32c::crc32c(&rec[4..]);
+        rec[..4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn checksum_valid_but_unreadable_record_is_corruption_even_at_the_tail() {
+        let records = sample();
+        let (mut buf, offsets) = segment(&records);
+        let last = *offsets.last().unwrap();
+        buf[last + 8] = 42;
+        reseal(&mut buf[last..]);
+        let scan = scan_segment(&buf);
+        assert_eq!(scan.records.len(), records.len() - 1);
+        assert!(matches!(&scan.end, ScanEnd::Corrupt { offset, detail }
+            if *offset as usize == last && detail.contains("unknown record kind 42")));
+    }
+
+    #[test]
+    fn decode_errors_name_the_problem() {
+        let mut rec = Vec::new();
+        let header = RecordHeader {
+            gsn: 5,
+            txn: 1,
+            page: 9,
+            prev_gsn: 4,
+            compensation: false,
+        };
+        encode(
+            &header,
+            &RecordBody::Insert {
+                key: b"k",
+                value: b"v",
+            },
+            &mut rec,
+        );
+        assert_eq!(rec.len(), 56, "48 + 2 + 4 + 1 + 1, already aligned");
+        let edited = |f: &dyn Fn(&mut Vec<u8>), seal: bool| {
+            let mut r = rec.clone();
+            f(&mut r);
+            if seal {
+                reseal(&mut r);
+            }
+            decode(&r).err()
+        };
+        use DecodeError::*;
+        assert_eq!(decode(&[]).err(), Some(Truncated));
+        assert_eq!(decode(&rec[..47]).err(), Some(Truncated));
+        assert_eq!(decode(&rec[..55]).err(), Some(Truncated));
+        assert_eq!(decode(&[0; 20]).err(), Some(Zero));
+        assert_eq!(decode(&[0; 100]).err(), Some(Zero));
+        let set_len = |n: u32| move |r: &mut Vec<u8>| r[4..8].copy_from_slice(&n.to_le_bytes());
+        assert_eq!(edited(&set_len(40), false), Some(BadLength));
+        assert_eq!(edited(&set_len(60), false), Some(BadLength));
+        assert_eq!(edited(&set_len(16 << 20 | 8), false), Some(BadLength));
+        assert_eq!(edited(&set_len(16 << 20), false), Some(Truncated));
+        assert_eq!(edited(&|r| r[50] ^= 1, false), Some(BadChecksum));
+        assert_eq!(edited(&|r| r[8] = 0, true), Some(BadKind(0)));
+        assert_eq!(edited(&|r| r[8] = 7, true), Some(BadKind(7)));
+        assert!(matches!(edited(&|r| r[9] = 2, true), Some(Malformed(_))));
+        assert!(matches!(edited(&|r| r[13] = 1, true), Some(Malformed(_))));
+        // A commit record (kind 5) may not name a page.
+        assert!(matches!(edited(&|r| r[8] = 5, true), Some(Malformed(_))));
+        // Key length past the record's end; nonzero padding; payload shorter
+        // than the record.
+        assert!(matches!(edited(&|r| r[48] = 200, true), Some(Malformed(_))));
+        let mut padded = Vec::new();
+        encode(
+            &header,
+            &RecordBody::Insert {
+                key: b"k",
+                value: b"vv",
+            },
+            &mut padded,
+        );
+        assert_eq!(padded.len(), 64);
+        padded[63] = 1;
+        reseal(&mut padded);
+        assert_eq!(
+            decode(&padded).err(),
+            Some(Malformed("padding is not zero"))
+        );
+        let grown = |r: &mut Vec<u8>| {
+            r.resize(64, 0);
+            r[4..8].copy_from_slice(&64u32.to_le_bytes());
+        };
+        assert_eq!(
+            edited(&grown, true),
+            Some(Malformed("record longer than its payload"))
+        );
+        // An image whose zero run claims more than a page.
+        let mut img = Vec::new();
+        let body = RecordBody::Image(PageImage {
+            head: b"x",
+            zero_run: 10,
+            tail: b"",
+        });
+        encode(&header, &body, &mut img);
+        img[56..60].copy_from_slice(&u32::MAX.to_le_bytes());
+        reseal(&mut img);
+        assert!(matches!(decode(&img).err(), Some(Malformed(_))));
+    }
+
+    #[test]
+    fn corruption_becomes_an_error_naming_file_and_offset() {
+        let records = sample();
+        let (mut buf, offsets) = segment(&records);
+        buf[offsets[2] + 20] ^= 0x10;
+        let scan = scan_segment(&buf);
+        let err = scan.end.to_error("/db/wal/p3/00000007.log", 4096).unwrap();
+        match &err {
+            Error::Corruption { path, offset, .. } => {
+                assert_eq!(path, std::path::Path::new("/db/wal/p3/00000007.log"));
+                assert_eq!(*offset, 4096 + offsets[2] as u64);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().contains("record checksum mismatch"));
+        assert_eq!(ScanEnd::Clean.to_error("x", 0).map(|e| e.to_string()), None);
+    }
+}
