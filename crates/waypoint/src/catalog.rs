@@ -13,7 +13,7 @@
 //! process that has not bound an index may not write its table, so an
 //! index never silently goes stale.
 
-use crate::btree::{BTree, NoLog, RootId};
+use crate::btree::{BTree, PageLog, RootId};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use parking_lot::RwLock;
@@ -236,12 +236,17 @@ impl Catalog {
         self.tables.contains_key(name) || self.indexes.contains_key(name)
     }
 
-    pub(crate) fn add_table(&mut self, pool: &BufferPool, name: &str) -> Result<Arc<TableInfo>> {
-        let tree = BTree::create(pool, &NoLog)?;
+    pub(crate) fn add_table(
+        &mut self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        name: &str,
+    ) -> Result<Arc<TableInfo>> {
+        let tree = BTree::create(pool, log)?;
         let id = self.next_id;
         BTree::open(CATALOG_ROOT).insert(
             pool,
-            &NoLog,
+            log,
             name.as_bytes(),
             0,
             &encode_entry(KIND_TABLE, id, tree.root(), None),
@@ -261,15 +266,16 @@ impl Catalog {
     pub(crate) fn add_index(
         &mut self,
         pool: &BufferPool,
+        log: &dyn PageLog,
         name: &str,
         table: &Arc<TableInfo>,
         extractor: KeyExtractor,
     ) -> Result<Arc<IndexInfo>> {
-        let tree = BTree::create(pool, &NoLog)?;
+        let tree = BTree::create(pool, log)?;
         let id = self.next_id;
         BTree::open(CATALOG_ROOT).insert(
             pool,
-            &NoLog,
+            log,
             name.as_bytes(),
             0,
             &encode_entry(KIND_INDEX, id, tree.root(), Some(&table.name)),
@@ -288,18 +294,28 @@ impl Catalog {
         Ok(info)
     }
 
-    pub(crate) fn remove_index(&mut self, pool: &BufferPool, name: &str) -> Result<()> {
+    pub(crate) fn remove_index(
+        &mut self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        name: &str,
+    ) -> Result<()> {
         let info = self
             .indexes
             .remove(name)
             .ok_or_else(|| Error::UnknownTable { name: name.into() })?;
         info.dropped.store(true, Ordering::Release);
         info.table.indexes.write().retain(|i| i.id != info.id);
-        BTree::open(CATALOG_ROOT).remove(pool, &NoLog, name.as_bytes())?;
+        BTree::open(CATALOG_ROOT).remove(pool, log, name.as_bytes())?;
         info.tree.destroy(pool)
     }
 
-    pub(crate) fn remove_table(&mut self, pool: &BufferPool, name: &str) -> Result<()> {
+    pub(crate) fn remove_table(
+        &mut self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        name: &str,
+    ) -> Result<()> {
         let info = self
             .tables
             .get(name)
@@ -307,11 +323,11 @@ impl Catalog {
             .ok_or_else(|| Error::UnknownTable { name: name.into() })?;
         let index_names: Vec<String> = info.indexes.read().iter().map(|i| i.name.clone()).collect();
         for index in index_names {
-            self.remove_index(pool, &index)?;
+            self.remove_index(pool, log, &index)?;
         }
         self.tables.remove(name);
         info.dropped.store(true, Ordering::Release);
-        BTree::open(CATALOG_ROOT).remove(pool, &NoLog, name.as_bytes())?;
+        BTree::open(CATALOG_ROOT).remove(pool, log, name.as_bytes())?;
         info.tree.destroy(pool)
     }
 }

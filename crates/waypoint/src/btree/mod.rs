@@ -45,7 +45,10 @@ pub enum PageOp<'a> {
 /// logger can assign the record's GSN, stamp it into the page header and
 /// remember the page's last writer before any other thread sees the page.
 pub trait PageLog {
-    fn logged(&self, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()>;
+    /// `tree` is the root page id of the tree `page` belongs to (logical
+    /// undo of a tuple op goes through the tree, since a split may have moved
+    /// the key to another page).
+    fn logged(&self, tree: RootId, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()>;
 }
 
 /// Logging switched off: pages change, nothing is recorded. Used until a
@@ -54,7 +57,7 @@ pub trait PageLog {
 pub struct NoLog;
 
 impl PageLog for NoLog {
-    fn logged(&self, _page: &mut ExclusiveGuard<'_>, _op: PageOp<'_>) -> Result<()> {
+    fn logged(&self, _tree: RootId, _page: &mut ExclusiveGuard<'_>, _op: PageOp<'_>) -> Result<()> {
         Ok(())
     }
 }

@@ -111,10 +111,9 @@ impl BTree {
     pub fn create(pool: &BufferPool, log: &dyn PageLog) -> Result<BTree> {
         let mut root = pool.allocate(PageKind::BtreeLeaf)?;
         NodeMut::new(root.data_mut()).init_leaf(Fence::Infinite, Fence::Infinite);
-        log.logged(&mut root, PageOp::Image)?;
-        Ok(BTree {
-            root: root.page_id(),
-        })
+        let id = root.page_id();
+        log.logged(id, &mut root, PageOp::Image)?;
+        Ok(BTree { root: id })
     }
 
     pub fn open(root: RootId) -> BTree {
@@ -258,6 +257,7 @@ impl BTree {
                     Self::corruption(pool, leaf.page_id(), "insert into a leaf that fits failed")
                 })?;
             return log.logged(
+                self.root,
                 &mut leaf,
                 PageOp::Insert {
                     key,
@@ -302,6 +302,7 @@ impl BTree {
                     Self::corruption(pool, leaf.page_id(), "update of a leaf that fits failed")
                 })?;
             log.logged(
+                self.root,
                 &mut leaf,
                 PageOp::Update {
                     key,
@@ -334,6 +335,7 @@ impl BTree {
             .to_vec();
         NodeMut::new(leaf.data_mut()).remove_at(idx);
         log.logged(
+            self.root,
             &mut leaf,
             PageOp::Remove {
                 key,
@@ -357,6 +359,33 @@ impl BTree {
             detail: "leaf value shorter than its TID".into(),
         })?;
         Ok(Some((tid, value.to_vec())))
+    }
+
+    /// Set `key` to exactly `stored` (TID and value as stored in the leaf),
+    /// or remove it for `None`: the logical undo of one tuple record during
+    /// recovery. Idempotent.
+    pub fn restore(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        key: &[u8],
+        stored: Option<&[u8]>,
+    ) -> Result<()> {
+        match stored {
+            None => self.remove(pool, log, key).map(|_| ()),
+            Some(stored) => {
+                let (tid, value) = decode_value(stored).ok_or_else(|| Error::Corruption {
+                    path: pool.file().path().to_path_buf(),
+                    offset: 0,
+                    detail: "logged leaf value shorter than its TID".into(),
+                })?;
+                if self.update(pool, log, key, tid, value)? {
+                    Ok(())
+                } else {
+                    self.insert(pool, log, key, tid, value)
+                }
+            }
+        }
     }
 
     /// Exclusive latches from the root down to the leaf for `key`.
@@ -446,8 +475,8 @@ impl BTree {
                 let mut nm = NodeMut::new(node.data_mut());
                 let at = nm.split_index();
                 let sep = nm.split(at, right.data_mut());
-                log.logged(&mut right, PageOp::Image)?;
-                log.logged(node, PageOp::Image)?;
+                log.logged(self.root, &mut right, PageOp::Image)?;
+                log.logged(self.root, node, PageOp::Image)?;
                 (sep, right.page_id())
             };
             let parent = &mut path[level - 1];
@@ -465,7 +494,7 @@ impl BTree {
                 pm.insert_at(idx, &sep, &pid.to_le_bytes()).map_err(|_| {
                     Self::corruption(pool, parent.page_id(), "separator insert that fits failed")
                 })?;
-                return log.logged(parent, PageOp::Image);
+                return log.logged(self.root, parent, PageOp::Image);
             }
             // The parent is full: our released-safe descent guarantees it is
             // still latched. Split it first, then retry the whole operation.
@@ -505,7 +534,7 @@ impl BTree {
             // Grow the tree: the root's content moves into two new children.
             let (l, r, root_sep) = self.split_root_inner(pool, log, &mut path[level], spares)?;
             let mut target = if sep <= root_sep.as_slice() { l } else { r };
-            Self::insert_separator(pool, log, &mut target, sep, left, right)?;
+            Self::insert_separator(self.root, pool, log, &mut target, sep, left, right)?;
             return Ok(());
         }
         let (parent_sep, new_right) = {
@@ -514,18 +543,18 @@ impl BTree {
             let mut nm = NodeMut::new(node.data_mut());
             let at = nm.split_index();
             let s = nm.split(at, right_node.data_mut());
-            log.logged(&mut right_node, PageOp::Image)?;
-            log.logged(node, PageOp::Image)?;
+            log.logged(self.root, &mut right_node, PageOp::Image)?;
+            log.logged(self.root, node, PageOp::Image)?;
             (s, right_node)
         };
         let new_right_pid = new_right.page_id();
         // Place the pending separator in the half that covers it.
         if sep <= parent_sep.as_slice() {
             drop(new_right);
-            Self::insert_separator(pool, log, &mut path[level], sep, left, right)?;
+            Self::insert_separator(self.root, pool, log, &mut path[level], sep, left, right)?;
         } else {
             let mut nr = new_right;
-            Self::insert_separator(pool, log, &mut nr, sep, left, right)?;
+            Self::insert_separator(self.root, pool, log, &mut nr, sep, left, right)?;
         }
         // Now hand the parent's separator one level up.
         let grand = &mut path[level - 1];
@@ -544,7 +573,7 @@ impl BTree {
                 .map_err(|_| {
                     Self::corruption(pool, grand.page_id(), "separator insert that fits failed")
                 })?;
-            return log.logged(grand, PageOp::Image);
+            return log.logged(self.root, grand, PageOp::Image);
         }
         self.split_parent_then_insert(
             pool,
@@ -562,6 +591,7 @@ impl BTree {
     /// <= sep) and `right`: point the old entry at `right` and insert
     /// (sep → left) before it.
     fn insert_separator(
+        root: RootId,
         pool: &BufferPool,
         log: &dyn PageLog,
         parent: &mut ExclusiveGuard<'_>,
@@ -587,7 +617,7 @@ impl BTree {
                 "separator does not fit after a parent split",
             )
         })?;
-        log.logged(parent, PageOp::Image)
+        log.logged(root, parent, PageOp::Image)
     }
 
     /// Split a full root in place: its content moves to two new children and
@@ -624,9 +654,9 @@ impl BTree {
                     Self::corruption(pool, self.root, "separator does not fit in a new root")
                 })?;
         }
-        log.logged(&mut left, PageOp::Image)?;
-        log.logged(&mut right, PageOp::Image)?;
-        log.logged(root, PageOp::Image)?;
+        log.logged(self.root, &mut left, PageOp::Image)?;
+        log.logged(self.root, &mut right, PageOp::Image)?;
+        log.logged(self.root, root, PageOp::Image)?;
         Ok((left, right, sep))
     }
 
@@ -659,7 +689,7 @@ impl BTree {
             let child = pool.exclusive(only)?;
             let mut root_guard = path.pop().expect("root");
             copy_body(root_guard.data_mut(), child.data());
-            log.logged(&mut root_guard, PageOp::Image)?;
+            log.logged(self.root, &mut root_guard, PageOp::Image)?;
             pool.free_page(child);
         }
         Ok(())
@@ -716,7 +746,7 @@ impl BTree {
                 .merge_from_right(&Node::new(&right_node), &sep)
                 .is_ok();
             if ok {
-                log.logged(left, PageOp::Image)?;
+                log.logged(self.root, left, PageOp::Image)?;
             }
             ok
         };
@@ -731,7 +761,7 @@ impl BTree {
         let mut pm = NodeMut::new(parent.data_mut());
         pm.remove_at(left_idx);
         pm.set_child_at(left_idx, left_pid);
-        log.logged(parent, PageOp::Image)?;
+        log.logged(self.root, parent, PageOp::Image)?;
         pool.free_page(freed);
         Ok(true)
     }

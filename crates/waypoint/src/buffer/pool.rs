@@ -163,6 +163,11 @@ pub struct BufferPool {
     failure: Mutex<Option<String>>,
     failed: AtomicBool,
     gate: parking_lot::RwLock<Option<Arc<dyn FlushGate>>>,
+    /// The double-write file: every batch is written and synced there before
+    /// it is written in place, so a page torn by a crash during the in-place
+    /// write is repaired from its copy at the next open. The mutex also
+    /// serialises batches of the provider and of flushes.
+    double_write: Mutex<Option<Arc<dyn StorageFile>>>,
     counters: Counters,
     provider_wake: Mutex<bool>,
     provider_cv: Condvar,
@@ -219,6 +224,7 @@ impl BufferPool {
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             gate: parking_lot::RwLock::new(None),
+            double_write: Mutex::new(None),
             counters: Counters::default(),
             provider_wake: Mutex::new(false),
             provider_cv: Condvar::new(),
@@ -245,6 +251,36 @@ impl BufferPool {
     /// Install the WAL rule's gate (the log layer calls this at open).
     pub fn set_flush_gate(&self, gate: Arc<dyn FlushGate>) {
         *self.gate.write() = Some(gate);
+    }
+
+    /// Write every batch through `file` first (see `double_write`).
+    pub fn set_double_write(&self, file: Arc<dyn StorageFile>) {
+        *self.double_write.lock() = Some(file);
+    }
+
+    /// Raise the high-water mark to at least `next` (recovery: the log names
+    /// pages allocated after the superblock was last written).
+    pub fn ensure_allocated(&self, next: PageId) {
+        self.next_page_id
+            .fetch_max(next.min(MAX_PAGES), Ordering::AcqRel);
+        self.free_pages.lock().retain(|&p| p >= next);
+    }
+
+    /// Exclusive access to `pid` for redo: a page that was never written (or
+    /// lies beyond the end of the file) is handed out as a fresh `Free` page
+    /// with GSN 0 rather than as an error.
+    pub fn exclusive_for_redo(&self, pid: PageId) -> Result<ExclusiveGuard<'_>> {
+        self.ensure_allocated(pid + 1);
+        match self.exclusive(pid) {
+            Ok(g) => Ok(g),
+            Err(Error::Corruption { detail, .. }) if detail.contains("never written") => {
+                self.claim(pid, PageKind::Free)
+            }
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                self.claim(pid, PageKind::Free)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The high-water mark: every page id below it has been allocated.
@@ -730,6 +766,16 @@ impl BufferPool {
         let gate = self.gate.read().clone();
         if let Some(gate) = gate {
             gate.ensure_durable(max_gsn)?;
+        }
+        let double_write = self.double_write.lock();
+        if let Some(dw) = double_write.as_ref() {
+            // Copies are sealed, so the repair at open can tell a complete
+            // copy from a torn one by its checksum.
+            dw.write_at(
+                &batch.buf.as_slice()[..batch.items.len() * self.page_size],
+                0,
+            )?;
+            dw.sync_data()?;
         }
         let mut order: Vec<usize> = (0..batch.items.len()).collect();
         order.sort_by_key(|&slot| batch.items[slot].pid);

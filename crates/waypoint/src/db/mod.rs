@@ -5,23 +5,31 @@
 //! and its page provider, load the catalog. Clean close: quiesce commits,
 //! write every dirty page, write the free list and the superblock, sync.
 //!
-//! Durability today: the data file is consistent after a clean close only.
-//! Until a log scheme is attached (per-worker WAL, issue 3), a crash between
-//! clean closes can lose or tear recent changes; recovery is not attempted.
+//! Durability: with `Logging::PerWorker` (the default) every page change is
+//! logged to the session's log partition and a commit is acknowledged per
+//! the [`CommitProtocol`]; open recovers (analysis, redo, undo) from the log.
+//! Page writes go through a double-write file so a torn page is repaired
+//! before recovery reads it. With `Logging::None` the data file is
+//! consistent after a clean close only.
 
 mod superblock;
 
 pub use superblock::{Superblock, DB_FORMAT_VERSION};
 
-use crate::btree::BTree;
+use crate::btree::{BTree, PageLog};
+use crate::buffer::double_write;
 use crate::buffer::page::{self, DEFAULT_PAGE_SIZE};
 use crate::buffer::{BufferPool, PoolConfig, PoolStats};
 use crate::catalog::{self, Catalog, Index, KeyExtractor, Table, CATALOG_ROOT};
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage, StorageFile};
 use crate::txn::epoch::EpochClock;
+use crate::txn::epoch::SYSTEM_SLOT;
 use crate::txn::locks::{LockTable, SlotPool};
 use crate::txn::Session;
+use crate::txn::SessionLog;
+use crate::wal::recovery::{Recovery, RecoveryReport};
+use crate::wal::{CommitProtocol, Wal};
 use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -29,6 +37,21 @@ use std::sync::Arc;
 
 /// Name of the data file inside the database directory.
 pub const DATA_FILE: &str = "data.waypoint";
+/// The double-write file (torn-page protection).
+pub const DOUBLE_WRITE_FILE: &str = "doublewrite.waypoint";
+/// Directory of the write-ahead log partitions.
+pub const WAL_DIR: &str = "wal";
+
+/// Which log the database keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Logging {
+    /// No log: durable only after a clean close (for measuring the cost of
+    /// logging; a crash can lose or tear changes since the last close).
+    None,
+    /// One log partition per session, ordered by GSNs (seed 000).
+    #[default]
+    PerWorker,
+}
 
 /// How to open a database.
 #[derive(Clone)]
@@ -47,6 +70,11 @@ pub struct Options {
     /// The file system to use; `None` is the real one. Tests pass a
     /// [`crate::io::SimStorage`].
     pub storage: Option<Arc<dyn Storage>>,
+    pub logging: Logging,
+    /// How commits become durable (see [`CommitProtocol`]).
+    pub commit: CommitProtocol,
+    /// Threads for each recovery phase.
+    pub recovery_threads: usize,
 }
 
 impl Default for Options {
@@ -57,6 +85,9 @@ impl Default for Options {
             create_if_missing: true,
             direct_io: false,
             storage: None,
+            logging: Logging::PerWorker,
+            commit: CommitProtocol::RfaGroup,
+            recovery_threads: 2,
         }
     }
 }
@@ -82,6 +113,7 @@ pub(crate) struct Counters {
 /// State shared by the database handle and its sessions.
 pub(crate) struct DbShared {
     pub pool: Arc<BufferPool>,
+    pub wal: Option<Arc<Wal>>,
     pub locks: LockTable,
     pub slots: SlotPool,
     pub epoch: Arc<EpochClock>,
@@ -124,6 +156,9 @@ struct DbInner {
     file: Arc<dyn StorageFile>,
     page_size: usize,
     catalog: Mutex<Catalog>,
+    /// Logs catalog changes (the system slot's partition).
+    system: Mutex<Box<dyn SessionLog>>,
+    recovery: Option<RecoveryReport>,
     next_session: AtomicU32,
     epoch_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     closed: Mutex<bool>,
@@ -143,12 +178,13 @@ impl std::fmt::Debug for Database {
 }
 
 /// Counters of a database, readable at any time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
     pub commits: u64,
     pub aborts: u64,
     pub page_size: usize,
     pub pool: PoolStats,
+    pub wal: crate::wal::WalStats,
 }
 
 impl Database {
@@ -189,10 +225,28 @@ impl Database {
         if !exists && !options.create_if_missing {
             return Err(Error::NotADatabase { path });
         }
-        if !exists {
+        if !exists && !storage.exists(&dir) {
             storage.create_dir_all(&dir)?;
+            // The new directory's entry must survive power loss too: sync
+            // its ancestors (only on creation, so the cost does not matter).
+            let mut child = dir.as_path();
+            while let Some(parent) = child.parent() {
+                let parent = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+                storage.sync_dir(parent)?;
+                if parent == Path::new(".") || parent.parent().is_none() {
+                    break;
+                }
+                child = parent;
+            }
         }
         let file = storage.open(&path, OpenMode::CreateIfMissing)?;
+        if !exists {
+            storage.sync_dir(&dir)?;
+        }
         let fresh = file.is_empty()?;
         let (superblock, free_pages) = if fresh {
             let page_size = options.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
@@ -242,23 +296,44 @@ impl Database {
                 crate::buffer::pool::MIN_FRAMES
             )));
         }
+        let dw_file = storage.open(&dir.join(DOUBLE_WRITE_FILE), OpenMode::CreateIfMissing)?;
+        let repaired = if fresh {
+            0
+        } else {
+            double_write::repair(file.as_ref(), dw_file.as_ref(), page_size)?
+        };
         let pool = BufferPool::start(
             PoolConfig { page_size, frames },
             Arc::clone(&file),
             superblock.next_page_id,
             free_pages,
         )?;
-        let opened = Self::finish_open(&pool, file.as_ref(), &superblock, fresh);
-        let catalog = match opened {
-            Ok(c) => c,
+        pool.set_double_write(dw_file);
+        let opened = Self::recover_and_load(
+            &storage,
+            &dir,
+            &pool,
+            file.as_ref(),
+            &superblock,
+            fresh,
+            &options,
+            repaired,
+        );
+        let (catalog, wal, recovery) = match opened {
+            Ok(v) => v,
             Err(e) => {
                 pool.stop();
                 return Err(e);
             }
         };
+        let system: Box<dyn SessionLog> = match &wal {
+            Some(w) => Box::new(w.session_log(SYSTEM_SLOT)?),
+            None => Box::new(crate::txn::NoSessionLog::default()),
+        };
         let (epoch, epoch_thread) = EpochClock::start(superblock.epoch + 1);
         let shared = Arc::new(DbShared {
             pool,
+            wal,
             locks: LockTable::new(),
             slots: SlotPool::new(),
             epoch,
@@ -277,6 +352,8 @@ impl Database {
                 file,
                 page_size,
                 catalog: Mutex::new(catalog),
+                system: Mutex::new(system),
+                recovery,
                 next_session: AtomicU32::new(0),
                 epoch_thread: Mutex::new(Some(epoch_thread)),
                 closed: Mutex::new(false),
@@ -284,14 +361,19 @@ impl Database {
         })
     }
 
-    /// A new database gets its catalog tree and a superblock before the
-    /// first use; an existing one has its catalog read.
-    fn finish_open(
-        pool: &BufferPool,
+    /// Recover from the log (if logging), then load the catalog. A new
+    /// database first gets its catalog tree and a superblock.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn recover_and_load(
+        storage: &Arc<dyn Storage>,
+        dir: &Path,
+        pool: &Arc<BufferPool>,
         file: &dyn StorageFile,
         superblock: &Superblock,
         fresh: bool,
-    ) -> Result<Catalog> {
+        options: &Options,
+        repaired: usize,
+    ) -> Result<(Catalog, Option<Arc<Wal>>, Option<RecoveryReport>)> {
         if fresh {
             let catalog_tree = BTree::create(pool, &crate::btree::NoLog)?;
             debug_assert_eq!(catalog_tree.root(), CATALOG_ROOT);
@@ -312,13 +394,84 @@ impl Database {
             }
             .write(file)?;
         }
-        Catalog::load(pool)
+        let mut wal = None;
+        let mut report = None;
+        if options.logging == Logging::PerWorker {
+            let log_dir = dir.join(WAL_DIR);
+            let mut recovery = Recovery::analyze_and_redo(
+                storage.as_ref(),
+                &log_dir,
+                pool,
+                options.recovery_threads,
+            )?;
+            let partitions = recovery
+                .partitions()
+                .into_iter()
+                .map(|p| (p.id, p.end, p.clock, p.segments))
+                .collect();
+            let w = Wal::new(Arc::clone(storage), &log_dir, options.commit, partitions)?;
+            pool.set_flush_gate(Arc::clone(&w) as Arc<dyn crate::buffer::FlushGate>);
+            let mut undo_log = w.session_log(SYSTEM_SLOT)?;
+            recovery.undo(pool, &mut undo_log)?;
+            w.flush_all()?;
+            recovery.report.repaired_torn_pages = repaired;
+            if recovery.report.records > 0 {
+                tracing::info!(report = ?recovery.report, "recovery done");
+            }
+            report = Some(recovery.report.clone());
+            wal = Some(w);
+        }
+        Ok((Catalog::load(pool)?, wal, report))
+    }
+
+    /// The log manager (None with `Logging::None`). For tests and tools.
+    #[doc(hidden)]
+    pub fn wal(&self) -> Option<&Arc<Wal>> {
+        self.inner.shared.wal.as_ref()
+    }
+
+    /// What recovery did when this database was opened (None without a log).
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.inner.recovery.as_ref()
+    }
+
+    /// Run a catalog change in a logged system transaction.
+    fn ddl<T>(
+        &self,
+        change: impl FnOnce(&BufferPool, &dyn PageLog, &mut Catalog) -> Result<T>,
+    ) -> Result<T> {
+        let _quiesce = self.ddl_guard()?;
+        let mut catalog = self.inner.catalog.lock();
+        let mut system = self.inner.system.lock();
+        system.on_begin();
+        match change(&self.inner.shared.pool, system.page_log(), &mut catalog) {
+            Ok(v) => {
+                system.on_commit(0, &mut std::iter::empty())?;
+                system.wait_durable()?;
+                Ok(v)
+            }
+            Err(e) => {
+                // A catalog change failed half-way: the in-memory catalog and
+                // the trees may disagree until recovery undoes it.
+                self.inner
+                    .shared
+                    .poison(format!("a catalog change failed: {e}"));
+                Err(e)
+            }
+        }
     }
 
     /// A session for one thread.
     pub fn session(&self) -> Session {
         let id = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
-        Session::new(Arc::clone(&self.inner.shared), id)
+        let mut session = Session::new(Arc::clone(&self.inner.shared), id);
+        if let Some(wal) = &self.inner.shared.wal {
+            match wal.session_log(session.slot()) {
+                Ok(log) => session.set_log(Box::new(log)),
+                Err(e) => session.set_log(Box::new(crate::txn::FailedSessionLog::new(e))),
+            }
+        }
+        session
     }
 
     pub fn path(&self) -> &Path {
@@ -345,12 +498,15 @@ impl Database {
 
     pub fn create_table(&self, name: &str) -> Result<Table> {
         catalog::check_name(name)?;
-        let _quiesce = self.ddl_guard()?;
-        let mut catalog = self.inner.catalog.lock();
-        if catalog.name_taken(name) {
+        if self.inner.catalog.lock().name_taken(name) {
             return Err(Error::TableExists { name: name.into() });
         }
-        let info = catalog.add_table(&self.inner.shared.pool, name)?;
+        let info = self.ddl(|pool, log, catalog| {
+            if catalog.name_taken(name) {
+                return Err(Error::TableExists { name: name.into() });
+            }
+            catalog.add_table(pool, log, name)
+        })?;
         Ok(Table { info })
     }
 
@@ -385,11 +541,10 @@ impl Database {
     /// Drop a table, its indexes and all their pages. Handles to it fail
     /// with `TableDropped` afterwards.
     pub fn drop_table(&self, name: &str) -> Result<()> {
-        let _quiesce = self.ddl_guard()?;
-        self.inner
-            .catalog
-            .lock()
-            .remove_table(&self.inner.shared.pool, name)
+        if !self.inner.catalog.lock().tables.contains_key(name) {
+            return Err(Error::UnknownTable { name: name.into() });
+        }
+        self.ddl(|pool, log, catalog| catalog.remove_table(pool, log, name))
     }
 
     /// Create a secondary index on `table` keyed by `extractor(key, value)`
@@ -402,37 +557,43 @@ impl Database {
     ) -> Result<Index> {
         catalog::check_name(name)?;
         table.info.check_live()?;
-        let _quiesce = self.ddl_guard()?;
-        let pool = &self.inner.shared.pool;
-        let mut catalog = self.inner.catalog.lock();
-        if catalog.name_taken(name) {
+        if self.inner.catalog.lock().name_taken(name) {
             return Err(Error::TableExists { name: name.into() });
         }
-        let info = catalog.add_index(pool, name, &table.info, Arc::clone(&extractor))?;
-        // Backfill with commits quiesced: no row changes underneath.
-        let mut rows = Vec::new();
-        table.info.tree.scan(
-            pool,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            false,
-            &mut |k, tid, v| {
-                if tid & crate::txn::epoch::ABSENT_BIT == 0 {
-                    if let Some(s) = extractor(k, v) {
-                        rows.push((catalog::index_key(&s, k), tid));
-                    }
-                }
-                true
-            },
-        )?;
         let max = self.max_key_len();
-        for (k, tid) in rows {
-            if k.len() > max {
-                let _ = catalog.remove_index(pool, name);
-                return Err(Error::KeyTooLarge { len: k.len(), max });
+        // Backfill inside the DDL: commits are quiesced, no row changes.
+        let info = self.ddl(|pool, log, catalog| {
+            if catalog.name_taken(name) {
+                return Err(Error::TableExists { name: name.into() });
             }
-            info.tree.insert(pool, &crate::btree::NoLog, &k, tid, &[])?;
-        }
+            let mut rows = Vec::new();
+            let mut too_long = None;
+            let all = std::ops::Bound::Unbounded;
+            table
+                .info
+                .tree
+                .scan(pool, all, all, false, &mut |k, tid, v| {
+                    if tid & crate::txn::epoch::ABSENT_BIT == 0 {
+                        if let Some(s) = extractor(k, v) {
+                            let key = catalog::index_key(&s, k);
+                            if key.len() > max {
+                                too_long = Some(key.len());
+                                return false;
+                            }
+                            rows.push((key, tid));
+                        }
+                    }
+                    true
+                })?;
+            if let Some(len) = too_long {
+                return Err(Error::KeyTooLarge { len, max });
+            }
+            let info = catalog.add_index(pool, log, name, &table.info, Arc::clone(&extractor))?;
+            for (k, tid) in rows {
+                info.tree.insert(pool, log, &k, tid, &[])?;
+            }
+            Ok(info)
+        })?;
         Ok(Index { info })
     }
 
@@ -451,11 +612,10 @@ impl Database {
     }
 
     pub fn drop_index(&self, name: &str) -> Result<()> {
-        let _quiesce = self.ddl_guard()?;
-        self.inner
-            .catalog
-            .lock()
-            .remove_index(&self.inner.shared.pool, name)
+        if !self.inner.catalog.lock().indexes.contains_key(name) {
+            return Err(Error::UnknownTable { name: name.into() });
+        }
+        self.ddl(|pool, log, catalog| catalog.remove_index(pool, log, name))
     }
 
     pub fn stats(&self) -> Stats {
@@ -465,6 +625,13 @@ impl Database {
             aborts: c.aborts.load(Ordering::Relaxed),
             page_size: self.inner.page_size,
             pool: self.inner.shared.pool.stats(),
+            wal: self
+                .inner
+                .shared
+                .wal
+                .as_ref()
+                .map(|w| w.stats())
+                .unwrap_or_default(),
         }
     }
 
@@ -509,6 +676,11 @@ impl DbInner {
             self.write_clean_state()
         };
         shared.pool.stop();
+        if let Some(wal) = &shared.wal {
+            if let Err(e) = wal.shutdown() {
+                tracing::error!(error = %e, "stopping the log writers failed");
+            }
+        }
         shared.epoch.stop();
         if let Some(h) = self.epoch_thread.lock().take() {
             let _ = h.join();
@@ -532,6 +704,12 @@ impl DbInner {
         }
         let pool = &shared.pool;
         pool.flush_all()?;
+        if let Some(wal) = &shared.wal {
+            // Every page is durable: the log is no longer needed for
+            // recovery. Keep only each partition's newest segment.
+            wal.flush_all()?;
+            wal.prune_all()?;
+        }
         let free = pool.free_pages();
         let head = superblock::write_free_list(self.file.as_ref(), self.page_size, &free)?;
         self.file.sync_data()?;

@@ -21,7 +21,10 @@ pub const ABSENT_BIT: u64 = 1 << 63;
 /// ABSENT bit (at 25 epochs a second, after 2.7 years of uptime).
 pub const MAX_EPOCH: u64 = (1 << 31) - 1;
 pub const SLOT_BITS: u32 = 16;
-pub const MAX_SESSIONS: usize = 1 << SLOT_BITS;
+pub const MAX_SESSIONS: usize = (1 << SLOT_BITS) - 1;
+/// The slot (and log partition) of the database's own work: recovery's
+/// undo and catalog changes. Never handed to a session.
+pub const SYSTEM_SLOT: u16 = u16::MAX;
 
 pub fn epoch_of(tid: u64) -> u64 {
     (tid & !ABSENT_BIT) >> 32

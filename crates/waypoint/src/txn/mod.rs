@@ -45,6 +45,13 @@ pub trait SessionLog: Send {
     fn on_commit(&mut self, _tid: u64, _observed: &mut dyn Iterator<Item = u64>) -> Result<()> {
         Ok(())
     }
+    /// A failed commit starts undoing what it changed: records from now on
+    /// are compensation records.
+    fn begin_rollback(&mut self) {}
+    /// The rollback is complete (log an end record).
+    fn end_rollback(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// After locks are released: return once the commit is durable as the
     /// configured durability promises.
     fn wait_durable(&mut self) -> Result<()> {
@@ -52,11 +59,62 @@ pub trait SessionLog: Send {
     }
 }
 
-struct NoSessionLog(crate::btree::NoLog);
+/// Logs nothing (`Logging::None`).
+#[derive(Debug, Default)]
+pub struct NoSessionLog(crate::btree::NoLog);
 
 impl SessionLog for NoSessionLog {
     fn page_log(&self) -> &dyn PageLog {
         &self.0
+    }
+}
+
+/// The session's log partition could not be opened: every commit that
+/// would log fails with that error rather than losing durability.
+pub struct FailedSessionLog {
+    error: Error,
+    page_log: FailedPageLog,
+}
+
+struct FailedPageLog(String);
+
+impl PageLog for FailedPageLog {
+    fn logged(
+        &self,
+        _tree: crate::btree::RootId,
+        _page: &mut crate::buffer::ExclusiveGuard<'_>,
+        _op: crate::btree::PageOp<'_>,
+    ) -> Result<()> {
+        Err(Error::Poisoned {
+            cause: self.0.clone(),
+        })
+    }
+}
+
+impl FailedSessionLog {
+    pub fn new(error: Error) -> Self {
+        let text = format!("the session's log partition could not be opened: {error}");
+        FailedSessionLog {
+            error,
+            page_log: FailedPageLog(text),
+        }
+    }
+}
+
+impl SessionLog for FailedSessionLog {
+    fn page_log(&self) -> &dyn PageLog {
+        &self.page_log
+    }
+    fn on_commit(&mut self, _tid: u64, _observed: &mut dyn Iterator<Item = u64>) -> Result<()> {
+        Err(Error::Poisoned {
+            cause: self.page_log.0.clone(),
+        })
+    }
+}
+
+impl std::fmt::Debug for FailedSessionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FailedSessionLog({})", self.error)
     }
 }
 
@@ -81,12 +139,17 @@ impl Session {
             slot,
             last_tid: 0,
             attempts: 0,
-            log: Box::new(NoSessionLog(crate::btree::NoLog)),
+            log: Box::new(NoSessionLog::default()),
         }
     }
 
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// The session's slot: the low bits of its TIDs and its log partition.
+    pub fn slot(&self) -> u16 {
+        self.slot
     }
 
     /// Replace the session's log hooks (used by log schemes).
@@ -779,6 +842,14 @@ impl Transaction<'_> {
     /// Undo placeholders and partial installs, newest first. If undo itself
     /// fails the in-memory state can no longer be trusted: poison.
     fn rollback(&mut self, db: &DbShared, undo: &mut Vec<Undo>) {
+        self.session.log.begin_rollback();
+        self.rollback_changes(db, undo);
+        if let Err(e) = self.session.log.end_rollback() {
+            db.poison(format!("logging the end of a rollback failed: {e}"));
+        }
+    }
+
+    fn rollback_changes(&mut self, db: &DbShared, undo: &mut Vec<Undo>) {
         let log = self.session.log.page_log();
         while let Some(u) = undo.pop() {
             let result = match &u.before {

@@ -28,7 +28,7 @@
 
 use super::partition::Partition;
 use super::record::{self, RecordBody, RecordHeader};
-use crate::btree::{PageLog, PageOp};
+use crate::btree::{PageLog, PageOp, RootId};
 use crate::buffer::page;
 use crate::buffer::{ExclusiveGuard, FlushGate};
 use crate::error::Result;
@@ -230,6 +230,16 @@ impl Wal {
         Ok(())
     }
 
+    /// Remove every segment but each partition's newest (after a clean
+    /// close made every page durable, no record is needed for recovery).
+    pub fn prune_all(&self) -> Result<u64> {
+        let mut removed = 0;
+        for p in self.all() {
+            removed += p.prune_below(u64::MAX)?;
+        }
+        Ok(removed)
+    }
+
     pub fn shutdown(&self) -> Result<()> {
         let mut result = Ok(());
         for p in self.all() {
@@ -289,6 +299,8 @@ impl FlushGate for Wal {
 #[derive(Default)]
 struct TxnState {
     txn: u64,
+    /// Records are compensation records (a rollback in progress).
+    compensating: bool,
     gsn: u64,
     flushed_at_start: u64,
     needs_remote: bool,
@@ -358,6 +370,24 @@ impl WalSessionLog {
         }
     }
 
+    /// Append the end record of `txn`: its rollback is complete.
+    fn append_end(&self, txn: u64) -> Result<u64> {
+        let mut st = self.state.borrow_mut();
+        let gsn = self.partition.reserve_gsn(st.gsn);
+        st.gsn = gsn;
+        let header = RecordHeader {
+            gsn,
+            txn,
+            page: 0,
+            prev_gsn: 0,
+            compensation: false,
+            page_kind: 0,
+            tree: 0,
+            watermark: self.partition.durable(),
+        };
+        self.append(&mut st, &header, &RecordBody::End)
+    }
+
     /// The ticket of the last commit (for pipelined commits).
     pub fn take_ticket(&mut self) -> Option<CommitTicket> {
         self.pending.take()
@@ -365,7 +395,7 @@ impl WalSessionLog {
 }
 
 impl PageLog for WalSessionLog {
-    fn logged(&self, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()> {
+    fn logged(&self, tree: RootId, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()> {
         let mut st = self.state.borrow_mut();
         let prev = page::page_gsn(page.data());
         if prev > st.flushed_at_start && page.last_writer() != self.slot as u32 {
@@ -374,14 +404,21 @@ impl PageLog for WalSessionLog {
         let gsn = self.partition.reserve_gsn(st.gsn.max(prev));
         st.gsn = gsn;
         st.wrote = true;
+        let data = page.data();
         let header = RecordHeader {
             gsn,
             txn: st.txn,
             page: page.page_id(),
             prev_gsn: prev,
-            compensation: false,
+            compensation: st.compensating,
+            page_kind: if matches!(op, PageOp::Image) {
+                data[6]
+            } else {
+                0
+            },
+            tree: u32::try_from(tree).expect("page ids are below 2^32"),
+            watermark: self.partition.durable(),
         };
-        let data = page.data();
         let body = RecordBody::from_page_op(op, data);
         let mut buf = std::mem::take(&mut st.buf);
         buf.clear();
@@ -403,7 +440,11 @@ impl SessionLog for WalSessionLog {
     fn on_begin(&mut self) {
         self.txn_seq += 1;
         let mut st = self.state.borrow_mut();
-        st.txn = ((self.slot as u64) << 48) | self.txn_seq;
+        // Unique across restarts too: the partition's end position grows
+        // with every transaction that logs anything, and one that logged
+        // nothing leaves no record to confuse.
+        st.txn = ((self.slot as u64) << 48) | (self.partition.appended() & ((1 << 48) - 1));
+        st.compensating = false;
         st.gsn = st.gsn.max(self.partition.clock());
         st.flushed_at_start = self.wal.flushed_gsn();
         st.needs_remote = false;
@@ -464,6 +505,9 @@ impl SessionLog for WalSessionLog {
             page: 0,
             prev_gsn: 0,
             compensation: false,
+            page_kind: 0,
+            tree: 0,
+            watermark: self.partition.durable(),
         };
         let body = RecordBody::Commit {
             tid,
@@ -501,6 +545,20 @@ impl SessionLog for WalSessionLog {
             targets,
             remote_tid: st.needs_remote.then_some(tid),
         });
+        Ok(())
+    }
+
+    fn begin_rollback(&mut self) {
+        self.state.borrow_mut().compensating = true;
+    }
+
+    fn end_rollback(&mut self) -> Result<()> {
+        let txn = self.state.borrow().txn;
+        let wrote = self.state.borrow().wrote;
+        self.state.borrow_mut().compensating = false;
+        if wrote {
+            self.append_end(txn)?;
+        }
         Ok(())
     }
 
@@ -648,5 +706,27 @@ mod tests {
         assert!(wal.flushed_gsn() >= last);
         pool.stop();
         wal.shutdown().unwrap();
+    }
+}
+
+/// Recovery undoes losers through a session log of its own: records it
+/// writes carry the loser's transaction id and the compensation flag.
+impl super::recovery::UndoLog for WalSessionLog {
+    fn begin_undo(&mut self, txn: u64) {
+        let mut st = self.state.borrow_mut();
+        st.txn = txn;
+        st.compensating = true;
+        st.gsn = st.gsn.max(self.partition.clock());
+        st.flushed_at_start = 0;
+        st.wrote = true;
+    }
+
+    fn page_log(&self) -> &dyn PageLog {
+        self
+    }
+
+    fn end_undo(&mut self, txn: u64) -> Result<()> {
+        self.state.borrow_mut().compensating = false;
+        self.append_end(txn).map(|_| ())
     }
 }

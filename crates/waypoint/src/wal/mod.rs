@@ -16,5 +16,6 @@
 pub mod log;
 pub mod partition;
 pub mod record;
+pub mod recovery;
 
 pub use log::{CommitProtocol, CommitTicket, Wal, WalSessionLog, WalStats};

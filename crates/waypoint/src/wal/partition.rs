@@ -527,6 +527,7 @@ mod tests {
                 page: 7,
                 prev_gsn: gsn - 1,
                 compensation: false,
+                ..Default::default()
             },
             &RecordBody::Insert {
                 key: b"k",
@@ -541,7 +542,7 @@ mod tests {
         let mut gsns = Vec::new();
         for seg in sim.list_dir(dir).unwrap() {
             let bytes = sim.read_current(&seg).unwrap();
-            let scan = record::scan_segment(&bytes);
+            let scan = record::scan_segment(&bytes, parse_segment_name(&seg).unwrap());
             assert!(matches!(
                 scan.end,
                 ScanEnd::Clean | ScanEnd::TornTail { .. }

@@ -10,8 +10,9 @@
 //! Invariant (DESIGN.md invariant 6): every record carries a CRC32C over all
 //! of its bytes after the checksum field. When a segment is scanned, a bad
 //! record at the tail of the log is the end of the log ([`ScanEnd::TornTail`]);
-//! a bad record that is followed by a valid record anywhere later is
-//! corruption ([`ScanEnd::Corrupt`]), which the caller reports as
+//! a bad record that is followed anywhere later by a valid record appended
+//! after the bad record's bytes were already durable (its *watermark* says
+//! so) is corruption ([`ScanEnd::Corrupt`]), which the caller reports as
 //! [`Error::Corruption`] naming file and offset. Decoding is total: on any
 //! bytes it returns, never panics, never loops forever, and allocates nothing
 //! proportional to a length field that has not been checked against the
@@ -19,24 +20,31 @@
 //!
 //! # Format
 //!
-//! All integers are little-endian. A record is a 48-byte header followed by
+//! All integers are little-endian. A record is a 56-byte header followed by
 //! a payload, padded with zero bytes to a multiple of 8:
 //!
 //! ```text
 //! offset size field
 //!      0    4 CRC32C (Castagnoli) of bytes 4..len (header rest, payload, padding)
 //!      4    4 len (u32): total record length in bytes, including header and
-//!             padding; a multiple of 8, 48 <= len <= 16 MiB
+//!             padding; a multiple of 8, 56 <= len <= 16 MiB
 //!      8    1 kind: 1 insert, 2 update, 3 remove, 4 page image, 5 commit, 6 end
 //!      9    1 flags: bit 0 = compensation (a CLR written while undoing: redo-only,
 //!             never undone); other bits zero
-//!     10    2 reserved, zero
-//!     12    4 reserved, zero
+//!     10    1 page kind: the page's kind byte (`buffer::page::PageKind as u8`)
+//!             for image records, where it is nonzero; 0 for every other kind
+//!     11    1 reserved, zero
+//!     12    4 tree: root page id (u32) of the B+-tree the page belongs to, so
+//!             logical undo can find a key that splits moved to another page;
+//!             0 for kinds without a page (commit, end)
 //!     16    8 GSN of this record
 //!     24    8 transaction id
 //!     32    8 page id (0 for kinds without a page: commit, end)
 //!     40    8 prev GSN: the page's GSN before this record (0 for kinds without a page)
-//!     48    . payload (by kind, below)
+//!     48    8 watermark: the partition's durable stream position when this
+//!             record was appended (every byte of the partition's stream below
+//!             it was durable by then)
+//!     56    . payload (by kind, below)
 //!      .    . zero padding up to len (0..=7 bytes)
 //! ```
 //!
@@ -74,15 +82,42 @@
 //! and lets a cheap header pre-check reject almost every candidate before a
 //! checksum is computed.
 //!
+//! # The tail rule and the watermark
+//!
+//! A crash may keep any subset of the writes that were not yet synced, so
+//! an un-synced write can land while an earlier one does not: a hole
+//! followed by checksum-valid records is what a crash leaves, not proof of
+//! damage. What proves damage is a later record that was appended only
+//! after the bad bytes were durable. Each record carries the partition's
+//! durable position at its append (its watermark), and [`scan_segment`] is
+//! told the stream position `base` of the segment's first byte: after a
+//! bad record at segment offset `o`, a later checksum-valid record makes the
+//! segment [`ScanEnd::Corrupt`] only if its watermark is above `base + o`.
+//! Then the bytes at `o` had been synced before that record existed, so no
+//! crash can have torn them. A later valid record whose watermark is at or
+//! below `base + o` is the product of an un-synced write that landed out of
+//! order; the scan ends as [`ScanEnd::TornTail`] at `o` and does not return
+//! it (the log ends at the first hole: records after it may depend on the
+//! lost ones).
+//!
 //! # Limits of the tail rule
 //!
-//! "Valid record after a bad one" means corruption only if bytes are never
-//! persisted out of order past a gap. Whoever writes segments must keep that
-//! true (or record a durable watermark elsewhere): an un-synced write whose
-//! sectors land out of order can leave a hole followed by valid records, and
-//! a recycled segment still holding records of its previous life would have
-//! them read as valid. A record embedded verbatim inside another record's
-//! payload (a value that is itself a log record) can also pass the search.
+//! - The rule assumes the durable position only moves to record
+//!   boundaries (the partition writes and syncs whole records), so a
+//!   watermark above `o`, where a record starts, covers the whole record
+//!   at `o`.
+//! - Segments are never recycled: a recycled segment still holding records
+//!   of its previous life would have them read as valid, with watermarks of
+//!   that life. Whoever writes segments must keep that true.
+//! - A record embedded verbatim inside another record's payload (a value
+//!   that is itself a log record) passes the framing checks. It proves
+//!   corruption only if its watermark also exceeds `base + o`, which a stale
+//!   embedded record cannot know: a record copied from this partition's own
+//!   log was appended before the bytes at `o` and carries a watermark at
+//!   most its own position, below `base + o`. A record copied from another
+//!   partition's log, or crafted, can still pass. The search steps over
+//!   every valid record it finds, so only a record embedded in the bad
+//!   bytes themselves is a candidate.
 
 use crate::btree::PageOp;
 use crate::buffer::page::{MAX_PAGE_SIZE, PAGE_HEADER_SIZE};
@@ -90,7 +125,7 @@ use crate::error::Error;
 use std::path::PathBuf;
 
 /// Bytes in a record header.
-pub const HEADER_SIZE: usize = 48;
+pub const HEADER_SIZE: usize = 56;
 /// Every record's length, and so its start within a segment, is a multiple of this.
 pub const RECORD_ALIGN: usize = 8;
 /// Longest record a reader accepts (and a writer may produce).
@@ -141,6 +176,12 @@ impl RecordKind {
 /// derived when encoding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RecordHeader {
+    /// The page's kind byte (`buffer::page::PageKind as u8`) for image
+    /// records, where it must be nonzero; 0 for every other kind.
+    pub page_kind: u8,
+    /// Root page id of the B+-tree the page belongs to (logical undo finds a
+    /// key there after splits moved it); 0 for commit and end records.
+    pub tree: u32,
     pub gsn: u64,
     pub txn: u64,
     /// Page the record changes; 0 for commit and end records.
@@ -151,6 +192,10 @@ pub struct RecordHeader {
     /// A compensation log record: written while rolling back, redone but
     /// never undone (so a rollback interrupted by a crash is not undone twice).
     pub compensation: bool,
+    /// The partition's durable stream position when the record was appended:
+    /// every byte of the stream below it was durable by then. The segment
+    /// scan uses it to tell a crash-torn write from corruption.
+    pub watermark: u64,
 }
 
 /// The changed bytes of an update: `old[offset..offset + before.len()]` was
@@ -450,8 +495,9 @@ fn len_u32(n: usize, what: &str) -> u32 {
 ///
 /// Checked before write, so that everything written can be read back: the
 /// record is at most [`MAX_RECORD_LEN`], keys fit a u16, an image body is at
-/// most [`MAX_IMAGE_BODY`], and commit and end records have page id and prev
-/// GSN zero.
+/// most [`MAX_IMAGE_BODY`], image records have a nonzero page kind and other
+/// records a zero one, and commit and end records have tree, page id and
+/// prev GSN zero.
 ///
 /// # Panics
 /// If one of those checks fails. The engine bounds keys and values by the
@@ -464,8 +510,13 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
     );
     let kind = body.kind();
     assert!(
-        kind.has_page() || (header.page == 0 && header.prev_gsn == 0),
-        "{kind:?} record with a page id or prev GSN"
+        kind.has_page() || (header.tree == 0 && header.page == 0 && header.prev_gsn == 0),
+        "{kind:?} record with a tree, page id or prev GSN"
+    );
+    assert!(
+        (kind == RecordKind::Image) == (header.page_kind != 0),
+        "{kind:?} record with page kind {}",
+        header.page_kind
     );
     let start = out.len();
     out.reserve(len);
@@ -477,8 +528,16 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
     } else {
         0
     });
-    out.extend_from_slice(&[0; 6]);
-    for v in [header.gsn, header.txn, header.page, header.prev_gsn] {
+    out.push(header.page_kind);
+    out.push(0);
+    out.extend_from_slice(&header.tree.to_le_bytes());
+    for v in [
+        header.gsn,
+        header.txn,
+        header.page,
+        header.prev_gsn,
+        header.watermark,
+    ] {
         out.extend_from_slice(&v.to_le_bytes());
     }
     match body {
@@ -533,7 +592,7 @@ pub enum DecodeError {
     Zero,
     #[error("record checksum mismatch")]
     BadChecksum,
-    /// The length field is below 48, above 16 MiB or not a multiple of 8.
+    /// The length field is below 56, above 16 MiB or not a multiple of 8.
     #[error("invalid record length")]
     BadLength,
     /// The checksum matched but the kind is unknown.
@@ -629,19 +688,30 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
     if flags & !FLAG_COMPENSATION != 0 {
         return Err(DecodeError::Malformed("unknown flag bits"));
     }
-    if rec[10..16].iter().any(|&b| b != 0) {
-        return Err(DecodeError::Malformed("reserved header bytes are not zero"));
+    if rec[11] != 0 {
+        return Err(DecodeError::Malformed("reserved header byte is not zero"));
     }
     let header = RecordHeader {
+        page_kind: rec[10],
+        tree: le_u32(&rec[12..]),
         gsn: le_u64(&rec[16..]),
         txn: le_u64(&rec[24..]),
         page: le_u64(&rec[32..]),
         prev_gsn: le_u64(&rec[40..]),
         compensation: flags & FLAG_COMPENSATION != 0,
+        watermark: le_u64(&rec[48..]),
     };
-    if !kind.has_page() && (header.page != 0 || header.prev_gsn != 0) {
+    if kind == RecordKind::Image && header.page_kind == 0 {
+        return Err(DecodeError::Malformed("page image without a page kind"));
+    }
+    if kind != RecordKind::Image && header.page_kind != 0 {
         return Err(DecodeError::Malformed(
-            "page id or prev GSN on a record without a page",
+            "page kind on a record that is not an image",
+        ));
+    }
+    if !kind.has_page() && (header.tree != 0 || header.page != 0 || header.prev_gsn != 0) {
+        return Err(DecodeError::Malformed(
+            "tree, page id or prev GSN on a record without a page",
         ));
     }
     let mut r = Reader {
@@ -726,12 +796,15 @@ pub enum ScanEnd {
     /// The buffer ended at a record boundary, or everything after the last
     /// record is zero (preallocated, never written).
     Clean,
-    /// The record at `offset` is bad and nothing valid follows it: the end
-    /// of the log (a write interrupted by a crash). Not an error.
+    /// The record at `offset` is bad and no valid record appended after it
+    /// was durable follows it: the end of the log (a write interrupted by a
+    /// crash, possibly with later un-synced writes that did land). Not an
+    /// error.
     TornTail { offset: u64, error: DecodeError },
-    /// The record at `offset` is bad and a valid record follows it, or it
-    /// passed its checksum yet is not a record this build can read: the log
-    /// is damaged. Report it with [`ScanEnd::to_error`].
+    /// The record at `offset` is bad and a valid record follows it whose
+    /// watermark shows the bad bytes were durable before it was appended, or
+    /// it passed its checksum yet is not a record this build can read: the
+    /// log is damaged. Report it with [`ScanEnd::to_error`].
     Corrupt { offset: u64, detail: String },
 }
 
@@ -754,7 +827,8 @@ impl ScanEnd {
 /// The result of scanning a segment's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentScan<'a> {
-    /// The valid records before the end, with their offsets in the buffer.
+    /// The valid records before the end, with their offsets in the buffer
+    /// (segment-relative, not stream positions).
     pub records: Vec<(u64, Record<'a>)>,
     /// Bytes of valid log: where the first invalid byte (or the end) is, and
     /// so where appending would resume after a torn tail.
@@ -763,11 +837,14 @@ pub struct SegmentScan<'a> {
 }
 
 /// Scan a whole segment: decode records from offset 0 until the end of the
-/// buffer or the first bad record, and classify the end by the tail rule.
+/// buffer or the first bad record, and classify the end by the tail rule
+/// (see the module documentation).
 ///
-/// Offsets are relative to `buf`, whose first byte must be where the first
-/// record starts (records are 8-byte aligned relative to it).
-pub fn scan_segment(buf: &[u8]) -> SegmentScan<'_> {
+/// `base` is the partition stream position of `buf[0]`; it is only compared
+/// with record watermarks. Offsets in the result are relative to `buf`,
+/// whose first byte must be where the first record starts (records are
+/// 8-byte aligned relative to it).
+pub fn scan_segment(buf: &[u8], base: u64) -> SegmentScan<'_> {
     let mut records = Vec::new();
     let mut pos = 0usize;
     let end = loop {
@@ -780,7 +857,7 @@ pub fn scan_segment(buf: &[u8]) -> SegmentScan<'_> {
                 // In bounds: decode checked the length against the buffer.
                 pos += record.encoded_len();
             }
-            Err(error) => break classify(buf, pos, error),
+            Err(error) => break classify(buf, base, pos, error),
         }
     };
     SegmentScan {
@@ -790,8 +867,9 @@ pub fn scan_segment(buf: &[u8]) -> SegmentScan<'_> {
     }
 }
 
-/// The tail rule for a bad record at `pos`.
-fn classify(buf: &[u8], pos: usize, error: DecodeError) -> ScanEnd {
+/// The tail rule for a bad record at `pos`, with `buf[0]` at stream
+/// position `base`.
+fn classify(buf: &[u8], base: u64, pos: usize, error: DecodeError) -> ScanEnd {
     let offset = pos as u64;
     if error.checksum_matched() {
         // A torn write cannot produce a matching checksum: these bytes were
@@ -801,10 +879,15 @@ fn classify(buf: &[u8], pos: usize, error: DecodeError) -> ScanEnd {
             detail: format!("{error} (its checksum matches)"),
         };
     }
-    if let Some(next) = next_checksummed_record(buf, pos) {
+    let bad_at = base.saturating_add(offset);
+    if let Some((next, watermark)) = later_durable_proof(buf, pos, bad_at) {
         return ScanEnd::Corrupt {
             offset,
-            detail: format!("{error}, yet a valid record follows at offset {next}"),
+            detail: format!(
+                "{error}, yet a valid record follows at offset {next} \
+                 (appended when the log was durable up to position {watermark}, \
+                 past this record at position {bad_at})"
+            ),
         };
     }
     if error == DecodeError::Zero && buf[pos..].iter().all(|&b| b == 0) {
@@ -814,20 +897,36 @@ fn classify(buf: &[u8], pos: usize, error: DecodeError) -> ScanEnd {
     }
 }
 
-/// The first 8-byte-aligned offset after `pos` holding bytes that pass a
-/// record's framing checks (length and checksum). The bad record's length
-/// field is not used: it may be the damaged part.
-fn next_checksummed_record(buf: &[u8], pos: usize) -> Option<usize> {
+/// The first record after the bad one at `pos` that proves it damaged: an
+/// 8-byte-aligned offset holding bytes that pass a record's framing checks
+/// (length and checksum) with a watermark above `bad_at`, the bad record's
+/// stream position. Returns its offset and watermark.
+///
+/// The bad record's length field is not used: it may be the damaged part.
+/// A valid record with a lower watermark (an un-synced write that landed
+/// out of order) is stepped over whole, so records embedded in its payload
+/// are not mistaken for records.
+fn later_durable_proof(buf: &[u8], pos: usize, bad_at: u64) -> Option<(usize, u64)> {
     let mut at = pos + RECORD_ALIGN;
     while at + HEADER_SIZE <= buf.len() {
         let h = &buf[at..];
         // Cheap tests first, so a long damaged or zero region costs a few
         // byte compares per candidate rather than a checksum each.
-        let plausible = RecordKind::from_byte(h[8]).is_some()
+        let plausible = RecordKind::from_byte(h[8])
+            .is_some_and(|kind| (kind == RecordKind::Image) == (h[10] != 0))
             && h[9] & !FLAG_COMPENSATION == 0
-            && h[10..16].iter().all(|&b| b == 0);
-        if plausible && frame(h).is_ok() {
-            return Some(at);
+            && h[11] == 0;
+        if plausible {
+            if let Ok(rec) = frame(h) {
+                let watermark = le_u64(&rec[48..]);
+                if watermark > bad_at {
+                    return Some((at, watermark));
+                }
+                // Valid framing: the length is what was written, a nonzero
+                // multiple of 8.
+                at += rec.len();
+                continue;
+            }
         }
         at += RECORD_ALIGN;
     }
@@ -868,14 +967,19 @@ mod tests {
             }
         }
 
-        fn header(&self, gsn: u64) -> RecordHeader {
+        fn header(&self, gsn: u64, watermark: u64) -> RecordHeader {
             let page = !matches!(self, Owned::Commit(..) | Owned::End);
+            let image = matches!(self, Owned::Image(_));
             RecordHeader {
+                // BtreeLeaf or BtreeInner.
+                page_kind: if image { 2 + (gsn % 2) as u8 } else { 0 },
+                tree: if page { (gsn % 1000) as u32 * 3 + 1 } else { 0 },
                 gsn,
                 txn: gsn / 3 + 1,
                 page: if page { gsn * 7 + 2 } else { 0 },
                 prev_gsn: if page { gsn.saturating_sub(5) } else { 0 },
                 compensation: gsn % 4 == 1,
+                watermark,
             }
         }
     }
@@ -913,22 +1017,40 @@ mod tests {
         ]
     }
 
-    /// Encode `records` as a segment; returns the bytes and each record's offset.
+    /// Encode `records` as a segment starting at stream position 0, each
+    /// record with watermark = its own offset (everything before it was
+    /// durable when it was appended); returns the bytes and each record's
+    /// offset.
     fn segment(records: &[Owned]) -> (Vec<u8>, Vec<usize>) {
+        segment_with(records, |_, offset| offset as u64)
+    }
+
+    /// Encode `records` with watermark `watermark(index, offset)`.
+    fn segment_with(
+        records: &[Owned],
+        watermark: impl Fn(usize, usize) -> u64,
+    ) -> (Vec<u8>, Vec<usize>) {
         let mut buf = Vec::new();
         let mut offsets = Vec::new();
         for (i, r) in records.iter().enumerate() {
-            offsets.push(buf.len());
-            encode(&r.header(i as u64 + 1), &r.body(), &mut buf);
+            let offset = buf.len();
+            offsets.push(offset);
+            let header = r.header(i as u64 + 1, watermark(i, offset));
+            encode(&header, &r.body(), &mut buf);
         }
         (buf, offsets)
     }
 
+    /// The scan returned exactly the first `n` records, as [`segment`]
+    /// encoded them (watermark = offset) and at their offsets.
     fn assert_prefix(scan: &SegmentScan, records: &[Owned], offsets: &[usize], n: usize) {
         assert_eq!(scan.records.len(), n, "records returned");
         for (i, (off, rec)) in scan.records.iter().enumerate() {
             assert_eq!(*off as usize, offsets[i]);
-            assert_eq!(rec.header, records[i].header(i as u64 + 1));
+            assert_eq!(
+                rec.header,
+                records[i].header(i as u64 + 1, offsets[i] as u64)
+            );
             assert_eq!(rec.body, records[i].body());
         }
     }
@@ -956,9 +1078,23 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
         #[test]
-        fn every_kind_round_trips(rec in owned(), gsn in any::<u64>(), junk in bytes(20)) {
-            let header = RecordHeader { gsn, ..rec.header(gsn % 1000) };
+        fn every_kind_round_trips(
+            rec in owned(),
+            gsn in any::<u64>(),
+            page_kind in 1u8..,
+            tree in any::<u32>(),
+            watermark in any::<u64>(),
+            junk in bytes(20),
+        ) {
             let body = rec.body();
+            let kind = body.kind();
+            let header = RecordHeader {
+                gsn,
+                page_kind: if kind == RecordKind::Image { page_kind } else { 0 },
+                tree: if kind.has_page() { tree } else { 0 },
+                watermark,
+                ..rec.header(gsn % 1000, 0)
+            };
             let mut out = junk.clone();
             encode(&header, &body, &mut out);
             prop_assert_eq!(&out[..junk.len()], &junk[..]);
@@ -1038,7 +1174,8 @@ mod tests {
             prop_assert!(page[..PAGE_HEADER_SIZE].iter().all(|&b| b == 0xee));
             // Through the log and back.
             let mut out = Vec::new();
-            encode(&RecordHeader { page: 3, ..Default::default() }, &RecordBody::Image(img), &mut out);
+            let header = RecordHeader { page_kind: 2, tree: 1, page: 3, ..Default::default() };
+            encode(&header, &RecordBody::Image(img), &mut out);
             prop_assert_eq!(out.len(), align_up(HEADER_SIZE + 12 + body.len() - longest));
             let Record { body: RecordBody::Image(back), .. } = decode(&out).unwrap() else {
                 panic!("not an image");
@@ -1047,9 +1184,9 @@ mod tests {
         }
 
         #[test]
-        fn decode_and_scan_are_total_on_random_bytes(buf in bytes(600)) {
+        fn decode_and_scan_are_total_on_random_bytes(buf in bytes(600), base in any::<u64>()) {
             let _ = decode(&buf);
-            let scan = scan_segment(&buf);
+            let scan = scan_segment(&buf, base);
             prop_assert!(scan.valid_len as usize <= buf.len());
         }
 
@@ -1060,6 +1197,7 @@ mod tests {
             cut in any::<prop::sample::Index>(),
             splat in any::<prop::sample::Index>(),
             splat_byte in any::<u8>(),
+            base in prop_oneof![Just(0u64), any::<u64>()],
         ) {
             let (mut buf, offsets) = segment(&records);
             let first = flips.iter().map(|(at, _)| at.index(buf.len())).min();
@@ -1076,13 +1214,13 @@ mod tests {
             for b in [&buf, &damaged] {
                 let _ = decode(b);
                 let cut = cut.index(b.len() + 1);
-                let scan = scan_segment(&b[..cut]);
+                let scan = scan_segment(&b[..cut], base);
                 prop_assert!(scan.valid_len as usize <= cut);
-                let _ = scan_segment(b);
+                let _ = scan_segment(b, base);
             }
             // Records wholly before the first flipped byte come back intact.
             if let Some(first) = first {
-                let scan = scan_segment(&buf);
+                let scan = scan_segment(&buf, base);
                 let intact = offsets
                     .iter()
                     .zip(offsets.iter().skip(1).chain([&buf.len()]))
@@ -1095,27 +1233,80 @@ mod tests {
             }
         }
 
-        /// One bit flip in record i: corruption at record i unless it is the
-        /// last record, which makes it a torn tail. CRC32C catches every
-        /// single-bit error, so this oracle is exact.
+        /// One bit flip in record i of a segment where every record was
+        /// appended after all before it were durable: corruption at record
+        /// i unless it is the last record, which makes it a torn tail.
+        /// CRC32C catches every single-bit error, so this oracle is exact.
         #[test]
         fn single_bit_flip_is_corrupt_mid_segment_and_torn_at_the_tail(
             records in prop::collection::vec(owned(), 1..8),
             at in any::<prop::sample::Index>(),
             bit in 0u8..8,
+            base in 0u64..1 << 40,
         ) {
-            let (mut buf, offsets) = segment(&records);
+            let (mut buf, offsets) = segment_with(&records, |_, off| base + off as u64);
             let i = at.index(buf.len());
             buf[i] ^= 1 << bit;
             let victim = offsets.iter().rposition(|&o| o <= i).unwrap();
-            let scan = scan_segment(&buf);
-            assert_prefix(&scan, &records, &offsets, victim);
+            let scan = scan_segment(&buf, base);
+            prop_assert_eq!(scan.records.len(), victim);
+            for (j, (off, rec)) in scan.records.iter().enumerate() {
+                prop_assert_eq!(*off as usize, offsets[j]);
+                prop_assert_eq!(rec.header, records[j].header(j as u64 + 1, base + offsets[j] as u64));
+                prop_assert_eq!(rec.body, records[j].body());
+            }
             prop_assert_eq!(scan.valid_len as usize, offsets[victim]);
             let at = offsets[victim] as u64;
             if victim + 1 == records.len() {
                 prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
             } else {
                 prop_assert!(matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset == at), "{:?}", scan.end);
+            }
+        }
+
+        /// One bit flip in record v, with the records after it appended at
+        /// random durable positions: corruption exactly when one of them
+        /// has a watermark past v's stream position (v was durable before
+        /// it was appended); otherwise a torn tail at v, and nothing after
+        /// v is returned.
+        #[test]
+        fn bit_flip_is_corrupt_only_if_a_later_watermark_passes_it(
+            records in prop::collection::vec(owned(), 2..8),
+            at in any::<prop::sample::Index>(),
+            bit in 0u8..8,
+            base in 0u64..1 << 40,
+            // Per later record: whether its watermark is past the victim,
+            // and how far before/after the victim's position it is.
+            later in prop::collection::vec((any::<bool>(), 0u64..64), 8),
+        ) {
+            let (plain, offsets) = segment(&records);
+            let i = at.index(plain.len());
+            let v = offsets.iter().rposition(|&o| o <= i).unwrap();
+            let bad_at = base + offsets[v] as u64;
+            let (mut buf, _) = segment_with(&records, |j, off| {
+                if j <= v {
+                    base + off as u64
+                } else if later[j].0 {
+                    // Past the victim, at most the record's own position.
+                    bad_at + 1 + later[j].1.min((off - offsets[v] - 1) as u64)
+                } else {
+                    bad_at.saturating_sub(later[j].1 * 8)
+                }
+            });
+            buf[i] ^= 1 << bit;
+            let scan = scan_segment(&buf, base);
+            prop_assert_eq!(scan.records.len(), v);
+            for (j, (off, rec)) in scan.records.iter().enumerate() {
+                prop_assert_eq!(*off as usize, offsets[j]);
+                prop_assert_eq!(rec.header.watermark, base + offsets[j] as u64);
+                prop_assert_eq!(rec.body, records[j].body());
+            }
+            prop_assert_eq!(scan.valid_len as usize, offsets[v]);
+            let at = offsets[v] as u64;
+            if (v + 1..records.len()).any(|j| later[j].0) {
+                prop_assert!(matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset == at), "{:?}", scan.end);
+            } else {
+                prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
             }
         }
     }
@@ -1203,7 +1394,7 @@ mod tests {
             // Zeroing only padding (already zero) leaves the record whole.
             let whole = zeroed[..buf.len()] == buf[..];
             for (b, whole) in [(&buf[..cut], cut == buf.len()), (&zeroed[..], whole)] {
-                let scan = scan_segment(b);
+                let scan = scan_segment(b, 0);
                 if whole {
                     assert_prefix(&scan, &records, &offsets, records.len());
                     assert_eq!(scan.end, ScanEnd::Clean);
@@ -1228,7 +1419,7 @@ mod tests {
         for bit in last * 8..buf.len() * 8 {
             let mut b = buf.clone();
             b[bit / 8] ^= 1 << (bit % 8);
-            let scan = scan_segment(&b);
+            let scan = scan_segment(&b, 0);
             assert_prefix(&scan, &records, &offsets, records.len() - 1);
             assert!(
                 matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == last),
@@ -1241,6 +1432,8 @@ mod tests {
     #[test]
     fn bit_flip_followed_by_valid_records_is_corruption_at_its_offset() {
         let records = sample();
+        // Watermark = offset: each record was appended once everything before
+        // it was durable, so the damaged bytes had been synced.
         let (buf, offsets) = segment(&records);
         let last = *offsets.last().unwrap();
         // Every bit of every record but the last, including the length field:
@@ -1249,7 +1442,7 @@ mod tests {
             let mut b = buf.clone();
             b[bit / 8] ^= 1 << (bit % 8);
             let victim = offsets.iter().rposition(|&o| o <= bit / 8).unwrap();
-            let scan = scan_segment(&b);
+            let scan = scan_segment(&b, 0);
             assert_prefix(&scan, &records, &offsets, victim);
             assert!(
                 matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == offsets[victim]),
@@ -1257,6 +1450,142 @@ mod tests {
                 scan.end
             );
         }
+    }
+
+    #[test]
+    fn bit_flip_followed_only_by_unsynced_records_is_a_torn_tail() {
+        let records = sample();
+        let (_, offsets) = segment(&records);
+        for v in 0..records.len() - 1 {
+            let o = offsets[v];
+            // The records after v were appended while the log was durable up
+            // to v's start at most (the first exactly there): a crash kept
+            // their writes and lost (part of) v's.
+            let (buf, _) = segment_with(&records, |i, off| match i {
+                i if i <= v => off as u64,
+                i if i == v + 1 => o as u64,
+                i => (o / i) as u64,
+            });
+            for bit in o * 8..offsets[v + 1] * 8 {
+                let mut b = buf.clone();
+                b[bit / 8] ^= 1 << (bit % 8);
+                let scan = scan_segment(&b, 0);
+                assert_prefix(&scan, &records, &offsets, v);
+                assert_eq!(scan.valid_len as usize, o);
+                assert!(
+                    matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == o),
+                    "record {v}, bit {bit}: {:?}",
+                    scan.end
+                );
+            }
+            // One later record appended after v was durable is enough to
+            // prove the damage, wherever it is.
+            let last = records.len() - 1;
+            let (mut buf, _) = segment_with(&records, |i, off| match i {
+                i if i <= v => off as u64,
+                i if i == last => o as u64 + 8,
+                _ => o as u64,
+            });
+            buf[o + 20] ^= 4;
+            let scan = scan_segment(&buf, 0);
+            assert_prefix(&scan, &records, &offsets, v);
+            assert!(
+                matches!(&scan.end, ScanEnd::Corrupt { offset, detail }
+                    if *offset as usize == o && detail.contains(&format!("offset {}", offsets[last]))),
+                "record {v}: {:?}",
+                scan.end
+            );
+        }
+    }
+
+    #[test]
+    fn hole_followed_by_unsynced_records_is_a_torn_tail() {
+        // A crash kept the writes of records 3.. but not the one of 2 (the
+        // segment is preallocated, so the hole reads as zeros).
+        let records = sample();
+        let (_, offsets) = segment(&records);
+        let (mut buf, _) = segment_with(&records, |_, off| off.min(offsets[2]) as u64);
+        buf[offsets[2]..offsets[3]].fill(0);
+        let scan = scan_segment(&buf, 0);
+        assert_prefix(&scan, &records, &offsets, 2);
+        assert_eq!(scan.valid_len as usize, offsets[2]);
+        assert!(
+            matches!(scan.end, ScanEnd::TornTail { offset, error: DecodeError::Zero } if offset as usize == offsets[2]),
+            "{:?}",
+            scan.end
+        );
+        // A hole that swallowed only the first part of the record: the rest
+        // is garbage, not zeros.
+        let (mut buf, _) = segment_with(&records, |_, off| off.min(offsets[2]) as u64);
+        buf[offsets[2]..offsets[2] + 64].fill(0);
+        let scan = scan_segment(&buf, 0);
+        assert_prefix(&scan, &records, &offsets, 2);
+        assert!(
+            matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == offsets[2]),
+            "{:?}",
+            scan.end
+        );
+    }
+
+    #[test]
+    fn watermarks_are_compared_with_the_stream_position_of_the_bad_record() {
+        let records = sample();
+        let base = 3 << 20;
+        let (mut buf, offsets) = segment_with(&records, |_, off| base + off as u64);
+        buf[offsets[1] + 30] ^= 1;
+        let scan = scan_segment(&buf, base);
+        assert_eq!(scan.records.len(), 1);
+        assert!(
+            matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == offsets[1]),
+            "{:?}",
+            scan.end
+        );
+        // The same bytes read as a segment further along the stream: the
+        // later records' watermarks no longer reach the bad record.
+        let scan = scan_segment(&buf, base + 4096);
+        assert_eq!(scan.records.len(), 1);
+        assert_eq!(scan.records[0].0, 0, "offsets stay segment-relative");
+        assert!(
+            matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == offsets[1]),
+            "{:?}",
+            scan.end
+        );
+        // A base near the end of the stream space does not overflow.
+        let scan = scan_segment(&buf, u64::MAX - 8);
+        assert!(matches!(scan.end, ScanEnd::TornTail { .. }));
+    }
+
+    #[test]
+    fn unsynced_record_embedding_a_valid_record_is_stepped_over() {
+        // Record 3 (unsynced, landed out of order) carries as its value a
+        // whole record with a high watermark; the search must not take the
+        // embedded bytes for a record of the log.
+        let mut embedded = Vec::new();
+        let header = RecordHeader {
+            watermark: u64::MAX,
+            ..Default::default()
+        };
+        encode(&header, &RecordBody::End, &mut embedded);
+        let mut records = sample();
+        // 6 bytes of lengths, then the key: a 2-byte key puts the value on
+        // an 8-byte boundary.
+        records[3] = Owned::Insert(b"kk".to_vec(), embedded);
+        let (_, offsets) = segment(&records);
+        let (mut buf, _) = segment_with(&records, |_, off| off.min(offsets[2]) as u64);
+        assert!(
+            (offsets[3]..offsets[4])
+                .step_by(8)
+                .any(|at| decode(&buf[at..]).is_ok_and(|r| r.header.watermark == u64::MAX)),
+            "the embedded record is aligned"
+        );
+        buf[offsets[2] + 20] ^= 1;
+        let scan = scan_segment(&buf, 0);
+        assert_prefix(&scan, &records, &offsets, 2);
+        assert!(
+            matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == offsets[2]),
+            "{:?}",
+            scan.end
+        );
     }
 
     #[test]
@@ -1271,13 +1600,14 @@ mod tests {
             1 << 20,
             48,
             56,
+            64,
             (offsets[3] - victim) + 8,
             0,
             52,
         ] {
             let mut b = buf.clone();
             b[victim + 4..victim + 8].copy_from_slice(&(len as u32).to_le_bytes());
-            let scan = scan_segment(&b);
+            let scan = scan_segment(&b, 0);
             assert_prefix(&scan, &records, &offsets, 2);
             assert!(
                 matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == victim),
@@ -1292,7 +1622,7 @@ mod tests {
         let records = sample();
         let (mut buf, offsets) = segment(&records);
         buf[offsets[1]..offsets[2]].fill(0);
-        let scan = scan_segment(&buf);
+        let scan = scan_segment(&buf, 0);
         assert_prefix(&scan, &records, &offsets, 1);
         assert!(
             matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == offsets[1])
@@ -1305,21 +1635,21 @@ mod tests {
         let (mut buf, offsets) = segment(&records);
         let len = buf.len();
         buf.resize(len + 8192, 0);
-        let scan = scan_segment(&buf);
+        let scan = scan_segment(&buf, 0);
         assert_prefix(&scan, &records, &offsets, records.len());
         assert_eq!(scan.end, ScanEnd::Clean);
         assert_eq!(scan.valid_len as usize, len);
         // A zero tail shorter than a header, and an empty segment.
-        let scan = scan_segment(&buf[..len + 5]);
+        let scan = scan_segment(&buf[..len + 5], 0);
         assert_eq!(
             (scan.records.len(), scan.end),
             (records.len(), ScanEnd::Clean)
         );
-        assert_eq!(scan_segment(&[]).end, ScanEnd::Clean);
-        assert_eq!(scan_segment(&[0; 4096]).end, ScanEnd::Clean);
+        assert_eq!(scan_segment(&[], 0).end, ScanEnd::Clean);
+        assert_eq!(scan_segment(&[0; 4096], 0).end, ScanEnd::Clean);
         // Zeros then garbage that is not a record: the log ends at the zeros.
         buf[len + 4000] = 1;
-        let scan = scan_segment(&buf);
+        let scan = scan_segment(&buf, 0);
         assert_eq!(scan.records.len(), records.len());
         assert!(
             matches!(scan.end, ScanEnd::TornTail { offset, error: DecodeError::Zero } if offset as usize == len)
@@ -1339,7 +1669,7 @@ mod tests {
         let last = *offsets.last().unwrap();
         buf[last + 8] = 42;
         reseal(&mut buf[last..]);
-        let scan = scan_segment(&buf);
+        let scan = scan_segment(&buf, 0);
         assert_eq!(scan.records.len(), records.len() - 1);
         assert!(matches!(&scan.end, ScanEnd::Corrupt { offset, detail }
             if *offset as usize == last && detail.contains("unknown record kind 42")));
@@ -1349,11 +1679,14 @@ mod tests {
     fn decode_errors_name_the_problem() {
         let mut rec = Vec::new();
         let header = RecordHeader {
+            page_kind: 0,
+            tree: 3,
             gsn: 5,
             txn: 1,
             page: 9,
             prev_gsn: 4,
             compensation: false,
+            watermark: 4096,
         };
         encode(
             &header,
@@ -1363,7 +1696,10 @@ mod tests {
             },
             &mut rec,
         );
-        assert_eq!(rec.len(), 56, "48 + 2 + 4 + 1 + 1, already aligned");
+        assert_eq!(rec.len(), 64, "56 + 2 + 4 + 1 + 1, already aligned");
+        assert_eq!(rec[10], 0, "page kind");
+        assert_eq!(le_u32(&rec[12..]), 3, "tree");
+        assert_eq!(le_u64(&rec[48..]), 4096, "watermark");
         let edited = |f: &dyn Fn(&mut Vec<u8>), seal: bool| {
             let mut r = rec.clone();
             f(&mut r);
@@ -1374,12 +1710,12 @@ mod tests {
         };
         use DecodeError::*;
         assert_eq!(decode(&[]).err(), Some(Truncated));
-        assert_eq!(decode(&rec[..47]).err(), Some(Truncated));
         assert_eq!(decode(&rec[..55]).err(), Some(Truncated));
+        assert_eq!(decode(&rec[..63]).err(), Some(Truncated));
         assert_eq!(decode(&[0; 20]).err(), Some(Zero));
         assert_eq!(decode(&[0; 100]).err(), Some(Zero));
         let set_len = |n: u32| move |r: &mut Vec<u8>| r[4..8].copy_from_slice(&n.to_le_bytes());
-        assert_eq!(edited(&set_len(40), false), Some(BadLength));
+        assert_eq!(edited(&set_len(48), false), Some(BadLength));
         assert_eq!(edited(&set_len(60), false), Some(BadLength));
         assert_eq!(edited(&set_len(16 << 20 | 8), false), Some(BadLength));
         assert_eq!(edited(&set_len(16 << 20), false), Some(Truncated));
@@ -1387,12 +1723,43 @@ mod tests {
         assert_eq!(edited(&|r| r[8] = 0, true), Some(BadKind(0)));
         assert_eq!(edited(&|r| r[8] = 7, true), Some(BadKind(7)));
         assert!(matches!(edited(&|r| r[9] = 2, true), Some(Malformed(_))));
-        assert!(matches!(edited(&|r| r[13] = 1, true), Some(Malformed(_))));
+        assert!(matches!(edited(&|r| r[11] = 1, true), Some(Malformed(_))));
+        // A page kind on a record that is not an image.
+        assert!(matches!(edited(&|r| r[10] = 2, true), Some(Malformed(_))));
+        // Any tree and watermark are fine on a page record.
+        let ok = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut r = rec.clone();
+            f(&mut r);
+            reseal(&mut r);
+            decode(&r).map(|rec| rec.header)
+        };
+        assert_eq!(
+            ok(&|r| r[12..16].copy_from_slice(&[0xff; 4])),
+            Ok(RecordHeader {
+                tree: u32::MAX,
+                ..header
+            })
+        );
+        assert_eq!(
+            ok(&|r| r[48..56].fill(0)),
+            Ok(RecordHeader {
+                watermark: 0,
+                ..header
+            })
+        );
         // A commit record (kind 5) may not name a page.
         assert!(matches!(edited(&|r| r[8] = 5, true), Some(Malformed(_))));
+        // Nor a tree: an end record with only the tree field set.
+        let mut end = Vec::new();
+        encode(&RecordHeader::default(), &RecordBody::End, &mut end);
+        assert_eq!(end.len(), HEADER_SIZE);
+        assert!(decode(&end).is_ok());
+        end[12] = 1;
+        reseal(&mut end);
+        assert!(matches!(decode(&end).err(), Some(Malformed(_))));
         // Key length past the record's end; nonzero padding; payload shorter
         // than the record.
-        assert!(matches!(edited(&|r| r[48] = 200, true), Some(Malformed(_))));
+        assert!(matches!(edited(&|r| r[56] = 200, true), Some(Malformed(_))));
         let mut padded = Vec::new();
         encode(
             &header,
@@ -1402,32 +1769,86 @@ mod tests {
             },
             &mut padded,
         );
-        assert_eq!(padded.len(), 64);
-        padded[63] = 1;
+        assert_eq!(padded.len(), 72);
+        padded[71] = 1;
         reseal(&mut padded);
         assert_eq!(
             decode(&padded).err(),
             Some(Malformed("padding is not zero"))
         );
         let grown = |r: &mut Vec<u8>| {
-            r.resize(64, 0);
-            r[4..8].copy_from_slice(&64u32.to_le_bytes());
+            r.resize(72, 0);
+            r[4..8].copy_from_slice(&72u32.to_le_bytes());
         };
         assert_eq!(
             edited(&grown, true),
             Some(Malformed("record longer than its payload"))
         );
-        // An image whose zero run claims more than a page.
+        // An image whose zero run claims more than a page, and an image
+        // without a page kind.
         let mut img = Vec::new();
         let body = RecordBody::Image(PageImage {
             head: b"x",
             zero_run: 10,
             tail: b"",
         });
-        encode(&header, &body, &mut img);
-        img[56..60].copy_from_slice(&u32::MAX.to_le_bytes());
+        let image_header = RecordHeader {
+            page_kind: 2,
+            ..header
+        };
+        encode(&image_header, &body, &mut img);
+        assert_eq!(decode(&img).map(|r| r.header), Ok(image_header));
+        let mut huge = img.clone();
+        huge[64..68].copy_from_slice(&u32::MAX.to_le_bytes());
+        reseal(&mut huge);
+        assert!(matches!(decode(&huge).err(), Some(Malformed(_))));
+        img[10] = 0;
         reseal(&mut img);
-        assert!(matches!(decode(&img).err(), Some(Malformed(_))));
+        assert_eq!(
+            decode(&img).err(),
+            Some(Malformed("page image without a page kind"))
+        );
+    }
+
+    #[test]
+    fn encode_refuses_headers_it_could_not_read_back() {
+        let insert = RecordBody::Insert {
+            key: b"k",
+            value: b"v",
+        };
+        let image = RecordBody::Image(PageImage {
+            head: b"x",
+            zero_run: 0,
+            tail: b"",
+        });
+        let cases = [
+            (RecordHeader::default(), image),
+            (
+                RecordHeader {
+                    page_kind: 2,
+                    ..Default::default()
+                },
+                insert,
+            ),
+            (
+                RecordHeader {
+                    tree: 1,
+                    ..Default::default()
+                },
+                RecordBody::End,
+            ),
+            (
+                RecordHeader {
+                    page: 1,
+                    ..Default::default()
+                },
+                RecordBody::End,
+            ),
+        ];
+        for (header, body) in cases {
+            let r = std::panic::catch_unwind(|| encode(&header, &body, &mut Vec::new()));
+            assert!(r.is_err(), "{header:?} {body:?}");
+        }
     }
 
     #[test]
@@ -1435,7 +1856,7 @@ mod tests {
         let records = sample();
         let (mut buf, offsets) = segment(&records);
         buf[offsets[2] + 20] ^= 0x10;
-        let scan = scan_segment(&buf);
+        let scan = scan_segment(&buf, 0);
         let err = scan.end.to_error("/db/wal/p3/00000007.log", 4096).unwrap();
         match &err {
             Error::Corruption { path, offset, .. } => {
