@@ -153,7 +153,39 @@ impl BTree {
             loop {
                 let data = guard.data();
                 match page_kind(data) {
-                    Some(PageKind::BtreeLeaf) => return Ok(guard),
+                    Some(PageKind::BtreeLeaf) => {
+                        // The parent routed `target` here; a leaf whose fences
+                        // disagree is corrupt (on disk), not a reason to
+                        // return wrong rows or scan in circles.
+                        let n = Node::new(data);
+                        let covers = match target {
+                            Target::Rightmost => matches!(n.upper_fence(), Some(Fence::Infinite)),
+                            Target::Key(k) => {
+                                let above = match n.lower_fence() {
+                                    Some(Fence::Infinite) => true,
+                                    Some(Fence::Key(l)) => *k > l,
+                                    None => false,
+                                };
+                                let below = match n.upper_fence() {
+                                    Some(Fence::Infinite) => true,
+                                    Some(Fence::Key(u)) => *k <= u,
+                                    None => false,
+                                };
+                                above && below
+                            }
+                        };
+                        if covers {
+                            return Ok(guard);
+                        }
+                        if guard.validate() {
+                            return Err(Self::corruption(
+                                pool,
+                                guard.page_id(),
+                                "leaf fences do not cover the key its parent routes to it",
+                            ));
+                        }
+                        continue 'restart;
+                    }
                     Some(PageKind::BtreeInner) => {}
                     _ => {
                         if guard.validate() {

@@ -11,7 +11,7 @@
 //! Invariant: after `repair`, every data page that a completed or
 //! interrupted batch touched is either its old or its new image, whole.
 
-use super::page::{self, PageCheckError};
+use super::page;
 use crate::error::Result;
 use crate::io::{AlignedBuf, StorageFile};
 
@@ -25,24 +25,31 @@ pub fn repair(
     let dw_len = double_write.len()?;
     let data_len = data.len()?;
     let slots = (dw_len / page_size as u64) as usize;
+    // The file may hold copies from several batches (a shorter batch leaves
+    // older slots behind): for each page, only its newest copy counts.
+    let mut newest: std::collections::HashMap<u64, (u64, usize)> = Default::default();
     let mut copy = AlignedBuf::zeroed(page_size);
-    let mut current = AlignedBuf::zeroed(page_size);
-    let mut repaired = 0;
     for slot in 0..slots {
         double_write.read_at(copy.as_mut_slice(), (slot * page_size) as u64)?;
         let pid = page::page_id(copy.as_slice());
         if page::verify(copy.as_slice(), pid).is_err() {
             continue; // a torn copy: its in-place write never started
         }
+        let gsn = page::page_gsn(copy.as_slice());
+        let entry = newest.entry(pid).or_insert((gsn, slot));
+        if gsn >= entry.0 {
+            *entry = (gsn, slot);
+        }
+    }
+    let mut current = AlignedBuf::zeroed(page_size);
+    let mut repaired = 0;
+    for (pid, (_, slot)) in newest {
+        double_write.read_at(copy.as_mut_slice(), (slot * page_size) as u64)?;
         let offset = pid * page_size as u64;
         let torn = if offset + page_size as u64 <= data_len {
             data.read_at(current.as_mut_slice(), offset)?;
-            match page::verify(current.as_slice(), pid) {
-                Ok(()) => false,
-                // All zero: the page was being created; the copy is newer.
-                Err(PageCheckError::NeverWritten) => true,
-                Err(_) => true,
-            }
+            // All zero (NeverWritten) means the page was being created.
+            page::verify(current.as_slice(), pid).is_err()
         } else {
             true
         };

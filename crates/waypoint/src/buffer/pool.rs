@@ -258,6 +258,15 @@ impl BufferPool {
         *self.double_write.lock() = Some(file);
     }
 
+    /// Empty the double-write file (at clean close, after `flush_all`).
+    pub fn clear_double_write(&self) -> Result<()> {
+        if let Some(dw) = self.double_write.lock().as_ref() {
+            dw.set_len(0)?;
+            dw.sync_data()?;
+        }
+        Ok(())
+    }
+
     /// Raise the high-water mark to at least `next` (recovery: the log names
     /// pages allocated after the superblock was last written).
     pub fn ensure_allocated(&self, next: PageId) {

@@ -258,6 +258,7 @@ impl Database {
                     free_list_head: 0,
                     clean: false,
                     epoch: 0,
+                    log_floor: 0,
                 },
                 Vec::new(),
             )
@@ -398,18 +399,26 @@ impl Database {
         let mut report = None;
         if options.logging == Logging::PerWorker {
             let log_dir = dir.join(WAL_DIR);
+            let floor = superblock.log_floor;
             let mut recovery = Recovery::analyze_and_redo(
                 storage.as_ref(),
                 &log_dir,
                 pool,
                 options.recovery_threads,
+                floor,
             )?;
             let partitions = recovery
                 .partitions()
                 .into_iter()
                 .map(|p| (p.id, p.end, p.clock, p.segments))
                 .collect();
-            let w = Wal::new(Arc::clone(storage), &log_dir, options.commit, partitions)?;
+            let w = Wal::new(
+                Arc::clone(storage),
+                &log_dir,
+                options.commit,
+                partitions,
+                floor,
+            )?;
             pool.set_flush_gate(Arc::clone(&w) as Arc<dyn crate::buffer::FlushGate>);
             let mut undo_log = w.session_log(SYSTEM_SLOT)?;
             recovery.undo(pool, &mut undo_log)?;
@@ -451,11 +460,18 @@ impl Database {
                 Ok(v)
             }
             Err(e) => {
-                // A catalog change failed half-way: the in-memory catalog and
-                // the trees may disagree until recovery undoes it.
-                self.inner
-                    .shared
-                    .poison(format!("a catalog change failed: {e}"));
+                // Logical errors (name taken, key too long) are found before
+                // anything changes. A disk error may strike half-way: the
+                // in-memory catalog and the trees may then disagree until
+                // recovery undoes the change, so stop here.
+                if matches!(
+                    e,
+                    Error::Io { .. } | Error::Corruption { .. } | Error::Poisoned { .. }
+                ) {
+                    self.inner
+                        .shared
+                        .poison(format!("a catalog change failed: {e}"));
+                }
                 Err(e)
             }
         }
@@ -704,12 +720,20 @@ impl DbInner {
         }
         let pool = &shared.pool;
         pool.flush_all()?;
-        if let Some(wal) = &shared.wal {
-            // Every page is durable: the log is no longer needed for
-            // recovery. Keep only each partition's newest segment.
-            wal.flush_all()?;
-            wal.prune_all()?;
-        }
+        // Every page is durable: the log is no longer needed. Stop the
+        // writers and note the floor; segments are deleted only after the
+        // superblock records it.
+        let log_floor = match &shared.wal {
+            Some(wal) => {
+                wal.flush_all()?;
+                wal.shutdown()?;
+                wal.max_clock()
+            }
+            None => 0,
+        };
+        // Every page is written whole: old double-write copies must not be
+        // taken for repairs of pages that change after the next open.
+        pool.clear_double_write()?;
         let free = pool.free_pages();
         let head = superblock::write_free_list(self.file.as_ref(), self.page_size, &free)?;
         self.file.sync_data()?;
@@ -720,8 +744,12 @@ impl DbInner {
             free_list_head: head,
             clean: true,
             epoch: shared.epoch.current(),
+            log_floor,
         }
         .write(self.file.as_ref())?;
+        if let Some(wal) = &shared.wal {
+            wal.remove_all_segments()?;
+        }
         self.storage.sync_dir(&self.dir)
     }
 }

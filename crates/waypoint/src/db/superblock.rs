@@ -11,6 +11,9 @@
 //!  64  8  first page of the free-page list chain (0: none)
 //!  72  1  1 if the database was closed cleanly
 //!  80  8  the epoch at the last clean close (TIDs restart above it)
+//!  88  8  log floor: every log record with a GSN at or below it is
+//!         reflected in the data file (written at clean close, before the
+//!         log is deleted); recovery ignores such records
 //! ```
 //!
 //! Free-list page (kind FreeList): body `[next u64][count u32][ids u64...]`.
@@ -32,6 +35,7 @@ pub struct Superblock {
     pub free_list_head: PageId,
     pub clean: bool,
     pub epoch: u64,
+    pub log_floor: u64,
 }
 
 fn corruption(file: &dyn StorageFile, offset: u64, detail: impl Into<String>) -> Error {
@@ -87,6 +91,7 @@ impl Superblock {
             free_list_head: u64_at(64),
             clean: data[72] == 1,
             epoch: u64_at(80).min(crate::txn::epoch::MAX_EPOCH),
+            log_floor: u64_at(88),
         })
     }
 
@@ -103,6 +108,7 @@ impl Superblock {
         data[64..72].copy_from_slice(&self.free_list_head.to_le_bytes());
         data[72] = self.clean as u8;
         data[80..88].copy_from_slice(&self.epoch.to_le_bytes());
+        data[88..96].copy_from_slice(&self.log_floor.to_le_bytes());
         page::seal(data);
         file.write_at(data, 0)?;
         file.sync_data()

@@ -843,13 +843,19 @@ impl Transaction<'_> {
     /// fails the in-memory state can no longer be trusted: poison.
     fn rollback(&mut self, db: &DbShared, undo: &mut Vec<Undo>) {
         self.session.log.begin_rollback();
-        self.rollback_changes(db, undo);
-        if let Err(e) = self.session.log.end_rollback() {
-            db.poison(format!("logging the end of a rollback failed: {e}"));
+        // Only a complete rollback may be closed with an end record: a
+        // partial one must stay a loser so recovery finishes the undo
+        // (found by errors.rs: an end record after a failed undo kept half
+        // a transaction).
+        if self.rollback_changes(db, undo) {
+            if let Err(e) = self.session.log.end_rollback() {
+                db.poison(format!("logging the end of a rollback failed: {e}"));
+            }
         }
     }
 
-    fn rollback_changes(&mut self, db: &DbShared, undo: &mut Vec<Undo>) {
+    /// Returns whether every change was undone.
+    fn rollback_changes(&mut self, db: &DbShared, undo: &mut Vec<Undo>) -> bool {
         let log = self.session.log.page_log();
         while let Some(u) = undo.pop() {
             let result = match &u.before {
@@ -862,9 +868,10 @@ impl Transaction<'_> {
             };
             if let Err(e) = result {
                 db.poison(format!("undo of an aborted commit failed: {e}"));
-                return;
+                return false;
             }
         }
+        true
     }
 }
 

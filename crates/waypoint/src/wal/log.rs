@@ -111,6 +111,9 @@ pub struct Wal {
     protocol: CommitProtocol,
     /// Indexed by session slot.
     partitions: RwLock<Vec<Option<Arc<Partition>>>>,
+    /// No new record may get a GSN at or below this (the superblock's log
+    /// floor): recovery would ignore it.
+    min_clock: u64,
     /// Where recovery found each partition's end and GSN clock.
     recovered: RwLock<Vec<(u32, u64, u64, Vec<(u64, u64, u64)>)>>,
     commits: AtomicU64,
@@ -134,6 +137,7 @@ impl Wal {
         dir: &Path,
         protocol: CommitProtocol,
         recovered: Vec<(u32, u64, u64, Vec<(u64, u64, u64)>)>,
+        min_clock: u64,
     ) -> Result<Arc<Self>> {
         if !storage.exists(dir) {
             storage.create_dir_all(dir)?;
@@ -146,6 +150,7 @@ impl Wal {
             storage,
             protocol,
             partitions: RwLock::new(Vec::new()),
+            min_clock,
             recovered: RwLock::new(recovered),
             commits: AtomicU64::new(0),
             remote_commits: AtomicU64::new(0),
@@ -199,7 +204,7 @@ impl Wal {
     fn max_clock_locked(&self, parts: &[Option<Arc<Partition>>]) -> u64 {
         let open = parts.iter().flatten().map(|p| p.clock()).max().unwrap_or(0);
         let recovered = self.recovered.read().iter().map(|r| r.2).max().unwrap_or(0);
-        open.max(recovered)
+        open.max(recovered).max(self.min_clock)
     }
 
     fn all(&self) -> Vec<Arc<Partition>> {
@@ -238,6 +243,22 @@ impl Wal {
             removed += p.prune_below(u64::MAX)?;
         }
         Ok(removed)
+    }
+
+    /// The largest GSN any partition has handed out: after a clean close
+    /// made every page durable, the log floor.
+    pub fn max_clock(&self) -> u64 {
+        self.max_clock_locked(&self.partitions.read())
+    }
+
+    /// Delete every segment (after `shutdown`, once the superblock records
+    /// a log floor covering them: a crash half-way through the deletions
+    /// leaves segments recovery ignores).
+    pub fn remove_all_segments(&self) -> Result<()> {
+        for p in self.all() {
+            p.remove_all_segments()?;
+        }
+        Ok(())
     }
 
     pub fn shutdown(&self) -> Result<()> {
@@ -596,7 +617,7 @@ mod tests {
             Vec::new(),
         )
         .unwrap();
-        let wal = Wal::new(Arc::new(sim), Path::new("/db/wal"), protocol, Vec::new()).unwrap();
+        let wal = Wal::new(Arc::new(sim), Path::new("/db/wal"), protocol, Vec::new(), 0).unwrap();
         pool.set_flush_gate(Arc::clone(&wal) as Arc<dyn FlushGate>);
         let mut sys = wal.session_log(100).unwrap();
         sys.on_begin();

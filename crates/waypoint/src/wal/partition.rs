@@ -478,6 +478,17 @@ impl Partition {
         Ok(removed)
     }
 
+    /// Delete every segment, the newest too. Only after `shutdown` and only
+    /// when every page is durable (a clean close): no record is needed.
+    pub fn remove_all_segments(&self) -> Result<()> {
+        let mut segments = self.segments.lock();
+        for seg in segments.drain(..) {
+            self.storage
+                .remove(&self.dir.join(segment_name(seg.start)))?;
+        }
+        self.storage.sync_dir(&self.dir)
+    }
+
     /// Bytes of log on disk in this partition.
     pub fn disk_bytes(&self) -> u64 {
         self.segments.lock().iter().map(|s| s.len).sum()

@@ -133,7 +133,12 @@ fn partition_ids(storage: &dyn Storage, log_dir: &Path) -> Result<Vec<u32>> {
     Ok(ids)
 }
 
-fn analyze_partition(storage: &dyn Storage, log_dir: &Path, id: u32) -> Result<PartitionLog> {
+fn analyze_partition(
+    storage: &dyn Storage,
+    log_dir: &Path,
+    id: u32,
+    floor: u64,
+) -> Result<PartitionLog> {
     let dir = partition_dir(log_dir, id);
     let mut starts: Vec<(u64, PathBuf)> = Vec::new();
     for path in storage.list_dir(&dir)? {
@@ -203,6 +208,9 @@ fn analyze_partition(storage: &dyn Storage, log_dir: &Path, id: u32) -> Result<P
         for (offset, rec) in &scan.records {
             let h = &rec.header;
             max_gsn = max_gsn.max(h.gsn);
+            if h.gsn <= floor {
+                continue; // reflected in the data file at a clean close
+            }
             let end = *offset as usize + rec.encoded_len();
             match &rec.body {
                 RecordBody::Commit { deps, .. } => log.commits.push((h.txn, deps.to_vec())),
@@ -297,18 +305,21 @@ impl Recovery {
     }
 
     /// Analysis and redo. `threads` bounds the parallelism of each phase.
+    /// Records with a GSN at or below `floor` (the superblock's log floor)
+    /// are ignored.
     pub fn analyze_and_redo(
         storage: &dyn Storage,
         log_dir: &Path,
         pool: &BufferPool,
         threads: usize,
+        floor: u64,
     ) -> Result<Recovery> {
         let t0 = Instant::now();
         let ids = partition_ids(storage, log_dir)?;
         let results: Vec<Result<PartitionLog>> = std::thread::scope(|s| {
             let handles: Vec<_> = ids
                 .iter()
-                .map(|&id| s.spawn(move || analyze_partition(storage, log_dir, id)))
+                .map(|&id| s.spawn(move || analyze_partition(storage, log_dir, id, floor)))
                 .collect();
             handles
                 .into_iter()
@@ -519,6 +530,12 @@ impl Recovery {
                 .filter(|&(pi, ri)| !self.logs[pi].records[ri].compensation)
                 .collect();
             let todo = ordinary.len().saturating_sub(compensated);
+            tracing::debug!(
+                txn = format_args!("{txn:#x}"),
+                records = ordinary.len(),
+                compensated,
+                "undoing a loser"
+            );
             log.begin_undo(txn);
             for &(pi, ri) in ordinary[..todo].iter().rev() {
                 let r = &self.logs[pi].records[ri];
