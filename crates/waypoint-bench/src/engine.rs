@@ -13,7 +13,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use waypoint::{Database, Error, Options, Table};
+use waypoint::{CommitProtocol, Database, Error, Logging, Options, Table};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineConfig {
@@ -31,6 +31,13 @@ pub struct EngineConfig {
     pub reads_per_txn: usize,
     pub scan_length: usize,
     pub seed: u64,
+    #[serde(skip)]
+    pub logging: Logging,
+    #[serde(skip)]
+    pub commit: CommitProtocol,
+    /// Names of `logging` and `commit`, for the report.
+    pub logging_name: String,
+    pub commit_name: String,
 }
 
 impl Default for EngineConfig {
@@ -47,6 +54,10 @@ impl Default for EngineConfig {
             reads_per_txn: 10,
             scan_length: 100,
             seed: 42,
+            logging: Logging::PerWorker,
+            commit: CommitProtocol::RfaGroup,
+            logging_name: "per-worker".into(),
+            commit_name: "rfa-group".into(),
         }
     }
 }
@@ -62,6 +73,9 @@ pub struct EngineReport {
     pub close_seconds: f64,
     pub reopen_seconds: f64,
     pub verified_records: u64,
+    pub wal_bytes: u64,
+    pub wal_syncs: u64,
+    pub wal_bytes_per_load_txn: f64,
 }
 
 impl EngineReport {
@@ -172,6 +186,8 @@ pub fn run(config: &EngineConfig, progress: Progress<'_>) -> Result<EngineReport
     let options = Options {
         page_size: Some(config.page_size),
         buffer_pool_bytes: config.buffer_bytes,
+        logging: config.logging,
+        commit: config.commit,
         ..Options::default()
     };
     let db = Database::open(&dir, options.clone())?;
@@ -270,6 +286,7 @@ pub fn run(config: &EngineConfig, progress: Progress<'_>) -> Result<EngineReport
     )?);
 
     let stats = db.stats();
+    let load_txns = phases[0].txns;
     let t0 = Instant::now();
     drop(table);
     db.close()?;
@@ -322,6 +339,9 @@ pub fn run(config: &EngineConfig, progress: Progress<'_>) -> Result<EngineReport
         close_seconds,
         reopen_seconds,
         verified_records: verified,
+        wal_bytes: stats.wal.appended_bytes,
+        wal_syncs: stats.wal.syncs,
+        wal_bytes_per_load_txn: stats.wal.appended_bytes as f64 / load_txns.max(1) as f64,
     })
 }
 

@@ -23,6 +23,14 @@ struct Cli {
 enum Command {
     /// Run a benchmark and print a report.
     Bench(BenchArgs),
+    /// Open a database, recover it from its log, and report what recovery did.
+    Recover {
+        /// Database directory.
+        dir: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the structure of every table and index of a closed database.
     Check {
         /// Database directory.
@@ -58,6 +66,12 @@ struct BenchArgs {
     /// Directory for summary.json (created if missing).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// per-worker (a log partition per session, seed 000) or none.
+    #[arg(long, default_value = "per-worker")]
+    logging: String,
+    /// Commit protocol: rfa-group, group, rfa, flush-all or async.
+    #[arg(long, default_value = "rfa-group")]
+    commit: String,
 }
 
 fn parse_size(what: &str, s: &str) -> Result<usize> {
@@ -87,7 +101,22 @@ fn bench(args: BenchArgs) -> Result<()> {
             );
         }
     }
+    let logging = match args.logging.as_str() {
+        "per-worker" => waypoint::Logging::PerWorker,
+        "none" => waypoint::Logging::None,
+        other => bail!("unknown --logging {other:?}; available: per-worker, none"),
+    };
+    let Some(commit) = waypoint::CommitProtocol::parse(&args.commit) else {
+        bail!(
+            "unknown --commit {:?}; available: rfa-group, group, rfa, flush-all, async",
+            args.commit
+        );
+    };
     let config = EngineConfig {
+        logging,
+        commit,
+        logging_name: args.logging.clone(),
+        commit_name: args.commit.clone(),
         dir: args.dir.clone(),
         workers: args.workers,
         records: args.records,
@@ -100,8 +129,8 @@ fn bench(args: BenchArgs) -> Result<()> {
     };
     let data_mib = config.records as f64 * (8 + config.value_size) as f64 / (1 << 20) as f64;
     println!(
-        "waypoint bench engine: {} records of {} bytes (~{data_mib:.0} MiB), buffer {}, page {}, {} workers, {} s per timed phase",
-        config.records, config.value_size, args.buffer, args.page_size, config.workers, config.duration_secs
+        "waypoint bench engine: {} records of {} bytes (~{data_mib:.0} MiB), buffer {}, page {}, {} workers, {} s per timed phase, logging {}, commit {}",
+        config.records, config.value_size, args.buffer, args.page_size, config.workers, config.duration_secs, args.logging, args.commit
     );
     let progress = |phase: &str, second: u64, txns: u64| {
         println!("  [{phase:<10}] {second:>4} s  {txns:>12} txns");
@@ -112,6 +141,10 @@ fn bench(args: BenchArgs) -> Result<()> {
     println!(
         "evictions {}, pages read {}, pages written {}; clean close {:.2} s, reopen {:.3} s, {} records verified after reopen",
         report.evictions, report.pages_read, report.pages_written, report.close_seconds, report.reopen_seconds, report.verified_records
+    );
+    println!(
+        "log: {} bytes written ({:.0} bytes per load transaction), {} fdatasyncs",
+        report.wal_bytes, report.wal_bytes_per_load_txn, report.wal_syncs
     );
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
@@ -138,11 +171,74 @@ fn check(dir: PathBuf) -> Result<()> {
     Ok(())
 }
 
+fn recover(dir: PathBuf, json: bool) -> Result<()> {
+    if !dir.join(waypoint::db::DATA_FILE).exists() {
+        bail!(
+            "{} is not a waypoint database (no {})",
+            dir.display(),
+            waypoint::db::DATA_FILE
+        );
+    }
+    let options = waypoint::Options {
+        create_if_missing: false,
+        buffer_pool_bytes: 256 << 20,
+        ..Default::default()
+    };
+    let db = waypoint::Database::open(&dir, options)
+        .with_context(|| format!("cannot recover {}", dir.display()))?;
+    let r = db.recovery_report().cloned().unwrap_or_default();
+    if json {
+        let v = serde_json::json!({
+            "partitions": r.partitions, "segments": r.segments, "records": r.records,
+            "log_bytes": r.log_bytes, "torn_tails": r.torn_tails, "winners": r.winners,
+            "losers": r.losers, "pages_redone": r.pages_redone, "records_redone": r.records_redone,
+            "records_undone": r.records_undone, "gaps": r.gaps,
+            "committed_beyond_gap": r.committed_beyond_gap, "repaired_torn_pages": r.repaired_torn_pages,
+            "analysis_seconds": r.analysis.as_secs_f64(), "redo_seconds": r.redo.as_secs_f64(),
+            "undo_seconds": r.undo.as_secs_f64(), "gb_per_sec": r.gb_per_sec(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "recovered {}: {} partitions, {} segments, {} records, {} bytes of log",
+            dir.display(),
+            r.partitions,
+            r.segments,
+            r.records,
+            r.log_bytes
+        );
+        println!("  analysis {:>10.3} ms", r.analysis.as_secs_f64() * 1e3);
+        println!(
+            "  redo     {:>10.3} ms   {} records on {} pages, {} gaps",
+            r.redo.as_secs_f64() * 1e3,
+            r.records_redone,
+            r.pages_redone,
+            r.gaps
+        );
+        println!(
+            "  undo     {:>10.3} ms   {} records of {} losers",
+            r.undo.as_secs_f64() * 1e3,
+            r.records_undone,
+            r.losers
+        );
+        println!(
+            "  {} winners, {} torn log tails, {} torn pages repaired, {:.3} GB/s",
+            r.winners,
+            r.torn_tails,
+            r.repaired_torn_pages,
+            r.gb_per_sec()
+        );
+    }
+    db.close()?;
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench(args),
         Command::Check { dir } => check(dir),
+        Command::Recover { dir, json } => recover(dir, json),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -13,9 +13,11 @@ pub mod txn;
 pub mod wal;
 
 pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
+pub use db::Logging;
 pub use db::{Database, Options, Stats};
 pub use error::{Error, IoOp, Result};
-pub use txn::{CommitInfo, IndexEntry, Session, Transaction};
+pub use txn::{CommitInfo, IndexEntry, PendingCommit, Session, Transaction};
+pub use wal::CommitProtocol;
 
 /// The README's example, compiled and run as a doctest.
 #[doc = include_str!("../../../README.md")]

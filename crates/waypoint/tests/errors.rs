@@ -1074,8 +1074,9 @@ fn enospc_from_a_full_disk_is_typed_and_never_panics() {
 /// leaf's upper fence is below its parent's separator. Before the WAL this
 /// is what the page provider's in-place writeback left behind when a close
 /// failed or the process died; now it takes a lost or damaged log, a bug,
-/// or a restored backup of one file. Found with the pre-WAL engine, still
-/// present at 50bc1a2.
+/// or a restored backup of one file. Until 9204588 (leaf fences checked
+/// against the routed key) a forward scan looped forever here, a reverse
+/// scan returned wrong rows and `get` returned `None` for existing keys.
 ///
 /// Reading it must give the right data or `Corruption` naming the leaf,
 /// never wrong data and never an endless loop.

@@ -32,6 +32,8 @@
 //! `WAYPOINT_MODEL_STEPS` (steps of the two deterministic large runs),
 //! `WAYPOINT_CLOSE_ROUNDS` (rounds of the clean-close regression test).
 
+#![allow(clippy::needless_range_loop)]
+
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
@@ -932,14 +934,19 @@ fn case(
 }
 
 fn config() -> Config {
-    let mut c = Config::default();
-    c.cases = env_usize("WAYPOINT_PROPTEST_CASES", 256) as u32;
-    c.failure_persistence = None;
-    c.max_shrink_iters = 2048;
-    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        c.rng_seed = RngSeed::Fixed(0x7761_7970);
+    let default = Config::default();
+    // A fixed seed unless PROPTEST_RNG_SEED (read by Config::default) is set.
+    let rng_seed = match std::env::var_os("PROPTEST_RNG_SEED") {
+        None => RngSeed::Fixed(0x7761_7970),
+        Some(_) => default.rng_seed,
+    };
+    Config {
+        cases: env_usize("WAYPOINT_PROPTEST_CASES", 256) as u32,
+        failure_persistence: None,
+        max_shrink_iters: 2048,
+        rng_seed,
+        ..default
     }
-    c
 }
 
 fn sim_options(sim: &SimStorage) -> Options {

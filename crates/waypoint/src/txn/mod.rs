@@ -52,10 +52,58 @@ pub trait SessionLog: Send {
     fn end_rollback(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Instead of `wait_durable`: hand out what the last commit still waits
+    /// for, so the caller can wait later (pipelined commits).
+    fn take_pending(&mut self) -> Option<Box<dyn DurableWait>> {
+        None
+    }
     /// After locks are released: return once the commit is durable as the
     /// configured durability promises.
     fn wait_durable(&mut self) -> Result<()> {
         Ok(())
+    }
+}
+
+/// What a pipelined commit still waits for.
+pub trait DurableWait: Send {
+    fn is_durable(&self) -> bool;
+    fn wait(&self) -> Result<()>;
+}
+
+/// A commit that is installed and visible but may not be durable yet: it
+/// is acknowledged (durable, per the commit protocol) when `wait` returns.
+pub struct PendingCommit {
+    info: CommitInfo,
+    wait: Option<Box<dyn DurableWait>>,
+}
+
+impl PendingCommit {
+    pub fn tid(&self) -> u64 {
+        self.info.tid
+    }
+
+    /// True once the commit is durable (never blocks).
+    pub fn is_durable(&self) -> bool {
+        self.wait.as_ref().is_none_or(|w| w.is_durable())
+    }
+
+    /// Block until the commit is durable.
+    pub fn wait(self) -> Result<CommitInfo> {
+        if let Some(w) = &self.wait {
+            w.wait()?;
+        }
+        Ok(self.info)
+    }
+}
+
+impl std::fmt::Debug for PendingCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PendingCommit(tid {}, durable: {})",
+            self.info.tid,
+            self.is_durable()
+        )
     }
 }
 
@@ -607,11 +655,22 @@ impl Transaction<'_> {
         }
     }
 
-    /// Validate and install. On `Conflict` nothing was changed and the
-    /// transaction may be retried from the start.
-    pub fn commit(mut self) -> Result<CommitInfo> {
+    /// Validate, install, and return once the commit is durable. On
+    /// `Conflict` nothing was changed and the transaction may be retried.
+    pub fn commit(self) -> Result<CommitInfo> {
+        self.commit_pipelined()?.wait()
+    }
+
+    /// Validate and install, and return without waiting for durability:
+    /// the commit is visible to other transactions at once and acknowledged
+    /// when the returned handle's `wait` returns. One session can keep many
+    /// commits in flight this way while the log writer syncs.
+    pub fn commit_pipelined(mut self) -> Result<PendingCommit> {
         self.check_active()?;
-        let result = self.commit_inner();
+        let result = self.commit_inner().map(|info| PendingCommit {
+            info,
+            wait: self.session.log.take_pending(),
+        });
         match &result {
             Ok(_) => {
                 self.finished = true;
@@ -635,8 +694,6 @@ impl Transaction<'_> {
             self.validate(&db, me)?;
             let mut observed = self.observed_tids(&[]);
             self.session.log.on_commit(0, &mut observed)?;
-            drop(_quiesce);
-            self.session.log.wait_durable()?;
             return Ok(CommitInfo { tid: 0 });
         }
         let me = self.session.next_owner();
@@ -652,9 +709,7 @@ impl Transaction<'_> {
             self.rollback(&db, &mut undo);
         }
         drop(locks);
-        let tid = result?;
-        self.session.log.wait_durable()?;
-        Ok(CommitInfo { tid })
+        Ok(CommitInfo { tid: result? })
     }
 
     /// Steps 2-5 of the protocol, under the write-set locks.

@@ -338,6 +338,15 @@ pub struct CommitTicket {
     remote_tid: Option<u64>,
 }
 
+impl crate::txn::DurableWait for CommitTicket {
+    fn is_durable(&self) -> bool {
+        CommitTicket::is_durable(self)
+    }
+    fn wait(&self) -> Result<()> {
+        CommitTicket::wait(self)
+    }
+}
+
 impl CommitTicket {
     pub fn is_durable(&self) -> bool {
         self.targets.iter().all(|(p, pos)| p.durable() >= *pos)
@@ -377,18 +386,23 @@ impl WalSessionLog {
         self.partition.append(&st.buf, header.gsn)
     }
 
-    /// Is the record with TID `tid` (read or overwritten by this
-    /// transaction) possibly not durably committed by another session?
-    fn remote_unflushed(&self, tid: u64) -> bool {
-        let writer = (tid & ((1 << SLOT_BITS) - 1)) as u16;
-        if writer == self.slot || tid == 0 {
-            return false;
-        }
-        match self.wal.partitions.read().get(writer as usize) {
-            Some(Some(p)) => p.durable_commit_tid() < tid,
+    /// Did this transaction read or overwrite a record whose commit (by
+    /// another session) may not be durable yet?
+    fn any_remote_unflushed(&self, observed: &mut dyn Iterator<Item = u64>) -> bool {
+        let parts = self.wal.partitions.read();
+        for tid in observed {
+            let writer = (tid & ((1 << SLOT_BITS) - 1)) as u16;
+            if writer == self.slot || tid == 0 {
+                continue;
+            }
             // No partition: written before this process started, durable.
-            _ => false,
+            if let Some(Some(p)) = parts.get(writer as usize) {
+                if p.durable_commit_tid() < tid {
+                    return true;
+                }
+            }
         }
+        false
     }
 
     /// Append the end record of `txn`: its rollback is complete.
@@ -418,6 +432,12 @@ impl WalSessionLog {
 impl PageLog for WalSessionLog {
     fn logged(&self, tree: RootId, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()> {
         let mut st = self.state.borrow_mut();
+        if !st.wrote {
+            // GSN_flushed is needed only by transactions that write; any
+            // snapshot of it is valid, so take it at the first write rather
+            // than making every (read-only) transaction pay for it.
+            st.flushed_at_start = self.wal.flushed_gsn();
+        }
         let prev = page::page_gsn(page.data());
         if prev > st.flushed_at_start && page.last_writer() != self.slot as u32 {
             st.needs_remote = true;
@@ -467,20 +487,17 @@ impl SessionLog for WalSessionLog {
         st.txn = ((self.slot as u64) << 48) | (self.partition.appended() & ((1 << 48) - 1));
         st.compensating = false;
         st.gsn = st.gsn.max(self.partition.clock());
-        st.flushed_at_start = self.wal.flushed_gsn();
         st.needs_remote = false;
         st.wrote = false;
     }
 
     fn on_commit(&mut self, tid: u64, observed: &mut dyn Iterator<Item = u64>) -> Result<()> {
         let mut st = self.state.borrow_mut();
-        if !self.wal.broken_rfa.load(Ordering::Relaxed) {
-            for t in observed {
-                if self.remote_unflushed(t) {
-                    st.needs_remote = true;
-                    break;
-                }
-            }
+        if !self.wal.broken_rfa.load(Ordering::Relaxed)
+            && !st.needs_remote
+            && self.any_remote_unflushed(observed)
+        {
+            st.needs_remote = true;
         }
         if self.wal.broken_rfa.load(Ordering::Relaxed) {
             st.needs_remote = false;
@@ -581,6 +598,16 @@ impl SessionLog for WalSessionLog {
             self.append_end(txn)?;
         }
         Ok(())
+    }
+
+    fn take_pending(&mut self) -> Option<Box<dyn crate::txn::DurableWait>> {
+        if self.wal.protocol == CommitProtocol::Async {
+            self.pending = None;
+            return None;
+        }
+        self.pending
+            .take()
+            .map(|t| Box::new(t) as Box<dyn crate::txn::DurableWait>)
     }
 
     fn wait_durable(&mut self) -> Result<()> {
