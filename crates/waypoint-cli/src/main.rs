@@ -90,7 +90,7 @@ fn bench(args: BenchArgs) -> Result<()> {
             other => bail!("unknown workload {other:?}; available: engine"),
         }
     }
-    if args.workers == 0 || args.records == 0 || !(args.duration > 0.0) {
+    if args.workers == 0 || args.records == 0 || args.duration.is_nan() || args.duration <= 0.0 {
         bail!("--workers, --records and --duration must be positive");
     }
     if let Some(dir) = &args.dir {

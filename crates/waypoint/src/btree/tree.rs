@@ -60,6 +60,13 @@ impl<'p> Spares<'p> {
     }
 }
 
+/// Called by [`BTree::scan`] with each tuple's key, TID and value; returns
+/// false to stop.
+pub type Visitor<'a> = dyn FnMut(&[u8], u64, &[u8]) -> bool + 'a;
+
+/// A node to check: page id, expected lower and upper fence, depth.
+type CheckItem = (PageId, Option<Vec<u8>>, Option<Vec<u8>>, usize);
+
 /// A bound of a range scan.
 pub type ScanBound<'a> = Bound<&'a [u8]>;
 
@@ -542,7 +549,7 @@ impl BTree {
                 pid,
                 right_pid,
             )?;
-            return Ok(());
+            Ok(())
         }
     }
 
@@ -807,7 +814,7 @@ impl BTree {
         lower: ScanBound<'_>,
         upper: ScanBound<'_>,
         reverse: bool,
-        visit: &mut dyn FnMut(&[u8], u64, &[u8]) -> bool,
+        visit: &mut Visitor<'_>,
     ) -> Result<()> {
         let in_lower = |k: &[u8]| match lower {
             Bound::Included(b) => k >= b,
@@ -951,8 +958,7 @@ impl BTree {
     /// number of tuples. For tests and `waypoint verify`.
     pub fn check(&self, pool: &BufferPool) -> Result<usize> {
         let mut tuples = 0;
-        let mut stack: Vec<(PageId, Option<Vec<u8>>, Option<Vec<u8>>, usize)> =
-            vec![(self.root, None, None, 0)];
+        let mut stack: Vec<CheckItem> = vec![(self.root, None, None, 0)];
         let mut leaf_depth = None;
         while let Some((pid, lower, upper, depth)) = stack.pop() {
             let guard = pool.shared(pid)?;

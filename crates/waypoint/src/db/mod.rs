@@ -407,11 +407,7 @@ impl Database {
                 options.recovery_threads,
                 floor,
             )?;
-            let partitions = recovery
-                .partitions()
-                .into_iter()
-                .map(|p| (p.id, p.end, p.clock, p.segments))
-                .collect();
+            let partitions = recovery.partitions();
             let w = Wal::new(
                 Arc::clone(storage),
                 &log_dir,

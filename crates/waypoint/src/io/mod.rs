@@ -85,7 +85,7 @@ impl AlignedBuf {
     /// A zeroed buffer of `len` bytes (`len` > 0, a multiple of 4 KiB).
     pub fn zeroed(len: usize) -> Self {
         assert!(
-            len > 0 && len % IO_ALIGN == 0,
+            len > 0 && len.is_multiple_of(IO_ALIGN),
             "aligned buffers are whole 4 KiB blocks"
         );
         let layout = std::alloc::Layout::from_size_align(len, IO_ALIGN).expect("valid layout");

@@ -326,6 +326,7 @@ fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 /// Run a scan on `tree`, stopping after `fetch` live records; placeholders
 /// of `own` (this committer) are invisible, others' are recorded but not
 /// counted.
+#[allow(clippy::too_many_arguments)]
 fn scan_tree(
     db: &DbShared,
     tree: &BTree,
@@ -754,7 +755,7 @@ impl Transaction<'_> {
                     index_changes.push((Arc::clone(index), old_key, new_key));
                 }
             }
-            plans.push((key, w, current.map(|(t, v)| (t, v)), index_changes));
+            plans.push((key, w, current, index_changes));
         }
         // Placeholders for records and index entries this commit creates.
         for (key, w, current, index_changes) in &plans {

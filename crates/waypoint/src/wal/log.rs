@@ -28,6 +28,7 @@
 
 use super::partition::Partition;
 use super::record::{self, RecordBody, RecordHeader};
+use super::recovery::RecoveredPartition;
 use crate::btree::{PageLog, PageOp, RootId};
 use crate::buffer::page;
 use crate::buffer::{ExclusiveGuard, FlushGate};
@@ -115,7 +116,7 @@ pub struct Wal {
     /// floor): recovery would ignore it.
     min_clock: u64,
     /// Where recovery found each partition's end and GSN clock.
-    recovered: RwLock<Vec<(u32, u64, u64, Vec<(u64, u64, u64)>)>>,
+    recovered: RwLock<Vec<RecoveredPartition>>,
     commits: AtomicU64,
     remote_commits: AtomicU64,
     /// Test-only: ignore remote dependencies (proves the crash tests catch
@@ -136,7 +137,7 @@ impl Wal {
         storage: Arc<dyn Storage>,
         dir: &Path,
         protocol: CommitProtocol,
-        recovered: Vec<(u32, u64, u64, Vec<(u64, u64, u64)>)>,
+        recovered: Vec<RecoveredPartition>,
         min_clock: u64,
     ) -> Result<Arc<Self>> {
         if !storage.exists(dir) {
@@ -183,8 +184,8 @@ impl Wal {
             .recovered
             .read()
             .iter()
-            .find(|r| r.0 == slot as u32)
-            .map(|r| (r.1, r.2, r.3.clone()))
+            .find(|r| r.id == slot as u32)
+            .map(|r| (r.end, r.clock, r.segments.clone()))
             .unwrap_or((0, self.max_clock_locked(&parts), Vec::new()));
         // A new partition's clock starts at the largest clock: its first
         // records then order after everything already logged.
@@ -203,7 +204,13 @@ impl Wal {
 
     fn max_clock_locked(&self, parts: &[Option<Arc<Partition>>]) -> u64 {
         let open = parts.iter().flatten().map(|p| p.clock()).max().unwrap_or(0);
-        let recovered = self.recovered.read().iter().map(|r| r.2).max().unwrap_or(0);
+        let recovered = self
+            .recovered
+            .read()
+            .iter()
+            .map(|r| r.clock)
+            .max()
+            .unwrap_or(0);
         open.max(recovered).max(self.min_clock)
     }
 
@@ -621,6 +628,28 @@ impl SessionLog for WalSessionLog {
     }
 }
 
+/// Recovery undoes losers through a session log of its own: records it
+/// writes carry the loser's transaction id and the compensation flag.
+impl super::recovery::UndoLog for WalSessionLog {
+    fn begin_undo(&mut self, txn: u64) {
+        let mut st = self.state.borrow_mut();
+        st.txn = txn;
+        st.compensating = true;
+        st.gsn = st.gsn.max(self.partition.clock());
+        st.flushed_at_start = 0;
+        st.wrote = true;
+    }
+
+    fn page_log(&self) -> &dyn PageLog {
+        self
+    }
+
+    fn end_undo(&mut self, txn: u64) -> Result<()> {
+        self.state.borrow_mut().compensating = false;
+        self.append_end(txn).map(|_| ())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -754,27 +783,5 @@ mod tests {
         assert!(wal.flushed_gsn() >= last);
         pool.stop();
         wal.shutdown().unwrap();
-    }
-}
-
-/// Recovery undoes losers through a session log of its own: records it
-/// writes carry the loser's transaction id and the compensation flag.
-impl super::recovery::UndoLog for WalSessionLog {
-    fn begin_undo(&mut self, txn: u64) {
-        let mut st = self.state.borrow_mut();
-        st.txn = txn;
-        st.compensating = true;
-        st.gsn = st.gsn.max(self.partition.clock());
-        st.flushed_at_start = 0;
-        st.wrote = true;
-    }
-
-    fn page_log(&self) -> &dyn PageLog {
-        self
-    }
-
-    fn end_undo(&mut self, txn: u64) -> Result<()> {
-        self.state.borrow_mut().compensating = false;
-        self.append_end(txn).map(|_| ())
     }
 }
