@@ -265,6 +265,20 @@ impl Wal {
         for p in self.all() {
             p.remove_all_segments()?;
         }
+        // Partitions recovered but not reopened by any session in this
+        // process still have their segments on disk.
+        for dir in self.storage.list_dir(&self.dir)? {
+            let mut removed = false;
+            for file in self.storage.list_dir(&dir)? {
+                if super::partition::parse_segment_name(&file).is_some() {
+                    self.storage.remove(&file)?;
+                    removed = true;
+                }
+            }
+            if removed {
+                self.storage.sync_dir(&dir)?;
+            }
+        }
         Ok(())
     }
 
