@@ -41,7 +41,9 @@ enum Command {
 #[derive(clap::Args)]
 struct BenchArgs {
     /// Workload. Available now: `engine` (load, point reads, range scans,
-    /// clean close, verified reopen). TPC-C, YCSB, TPC-B and Voter follow.
+    /// clean close, verified reopen) and `updates` (small update
+    /// transactions: the commit path under each commit protocol). TPC-C,
+    /// YCSB, TPC-B and Voter follow.
     workload: String,
     /// Database directory (default: a fresh temporary directory).
     #[arg(long)]
@@ -72,6 +74,12 @@ struct BenchArgs {
     /// Commit protocol: rfa-group, group, rfa, flush-all or async.
     #[arg(long, default_value = "rfa-group")]
     commit: String,
+    /// `updates`: commits in flight per worker (1 = wait for each).
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// `updates`: records updated per transaction.
+    #[arg(long, default_value_t = 4)]
+    updates_per_txn: usize,
 }
 
 fn parse_size(what: &str, s: &str) -> Result<usize> {
@@ -81,14 +89,13 @@ fn parse_size(what: &str, s: &str) -> Result<usize> {
 }
 
 fn bench(args: BenchArgs) -> Result<()> {
-    if args.workload != "engine" {
-        match args.workload.as_str() {
-            "tpcc" | "ycsb" | "tpcb" | "voter" => bail!(
-                "workload {:?} is not implemented yet; available: engine",
-                args.workload
-            ),
-            other => bail!("unknown workload {other:?}; available: engine"),
-        }
+    match args.workload.as_str() {
+        "engine" | "updates" => {}
+        "tpcc" | "ycsb" | "tpcb" | "voter" => bail!(
+            "workload {:?} is not implemented yet; available: engine, updates",
+            args.workload
+        ),
+        other => bail!("unknown workload {other:?}; available: engine, updates"),
     }
     if args.workers == 0 || args.records == 0 || args.duration.is_nan() || args.duration <= 0.0 {
         bail!("--workers, --records and --duration must be positive");
@@ -112,6 +119,9 @@ fn bench(args: BenchArgs) -> Result<()> {
             args.commit
         );
     };
+    if args.workload == "updates" {
+        return bench_updates(&args, logging, commit);
+    }
     let config = EngineConfig {
         logging,
         commit,
@@ -168,6 +178,54 @@ fn check(dir: PathBuf) -> Result<()> {
         println!("{name:<32} {records:>12} records  ok");
     }
     db.close()?;
+    Ok(())
+}
+
+fn bench_updates(
+    args: &BenchArgs,
+    logging: waypoint::Logging,
+    commit: waypoint::CommitProtocol,
+) -> Result<()> {
+    let config = waypoint_bench::updates::UpdatesConfig {
+        dir: args.dir.clone(),
+        workers: args.workers,
+        records: args.records,
+        value_size: args.value_size,
+        updates_per_txn: args.updates_per_txn,
+        pipeline: args.pipeline,
+        duration_secs: args.duration,
+        logging,
+        commit,
+        commit_name: args.commit.clone(),
+        seed: args.seed,
+    };
+    println!(
+        "waypoint bench updates: {} records of {} bytes, {} updates per transaction, {} workers, {} in flight per worker, logging {}, commit {}, {} s",
+        config.records, config.value_size, config.updates_per_txn, config.workers, config.pipeline, args.logging, args.commit, config.duration_secs
+    );
+    let r = waypoint_bench::updates::run(&config).context("benchmark failed")?;
+    println!(
+        "raw 4 KiB write + fdatasync in the same directory: p50 {} µs, p99 {} µs",
+        r.fdatasync_us.p50, r.fdatasync_us.p99
+    );
+    print!(
+        "{}",
+        waypoint_bench::report::format_table(std::slice::from_ref(&r.run))
+    );
+    println!(
+        "commit latency until durable / fdatasync p50: {:.2}x; log {:.0} bytes per transaction, {} fdatasyncs, remote-flush fraction {:.3}",
+        r.run.latency_us.p50 as f64 / r.fdatasync_us.p50.max(1) as f64,
+        r.log_bytes_per_txn,
+        r.log_syncs,
+        r.remote_flush_fraction
+    );
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+        let path = out.join("summary.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&r)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
     Ok(())
 }
 

@@ -1,0 +1,194 @@
+//! The small-update benchmark: the commit path under each commit protocol.
+//!
+//! Each transaction updates `updates_per_txn` random records of a table of
+//! `records` small records. Workers keep up to `pipeline` commits in flight
+//! (`Transaction::commit_pipelined`); latency is measured from the commit
+//! call until the commit is durable (acknowledged). Before the run, the same
+//! program measures raw `fdatasync` latency in the same directory (4 KiB
+//! write + `fdatasync`), so commit latency can be compared with it in one
+//! run.
+
+use crate::report::{new_histogram, Latency, PhaseResult};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use waypoint::{CommitProtocol, Database, Error, Logging, Options, PendingCommit};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UpdatesConfig {
+    #[serde(skip)]
+    pub dir: Option<PathBuf>,
+    pub workers: usize,
+    pub records: u64,
+    pub value_size: usize,
+    pub updates_per_txn: usize,
+    /// Commits in flight per worker (1: wait for each commit).
+    pub pipeline: usize,
+    pub duration_secs: f64,
+    #[serde(skip)]
+    pub logging: Logging,
+    #[serde(skip)]
+    pub commit: CommitProtocol,
+    pub commit_name: String,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UpdatesReport {
+    pub config: UpdatesConfig,
+    pub fdatasync_us: Latency,
+    pub run: PhaseResult,
+    pub log_bytes_per_txn: f64,
+    pub log_syncs: u64,
+    pub remote_flush_fraction: f64,
+}
+
+/// p50/p99 of `n` 4 KiB write + `fdatasync` rounds on a file in `dir`.
+pub fn fdatasync_latency(dir: &Path, n: usize) -> std::io::Result<Latency> {
+    let path = dir.join("fdatasync-probe");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    let block = vec![7u8; 4096];
+    let mut h = new_histogram();
+    for i in 0..n {
+        let t0 = Instant::now();
+        file.write_all_at(&block, (i * 4096) as u64)?;
+        file.sync_data()?;
+        h.saturating_record(t0.elapsed().as_micros() as u64);
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(Latency::of(&h))
+}
+
+fn key(i: u64) -> [u8; 8] {
+    i.to_be_bytes()
+}
+
+pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
+    let tmp;
+    let dir = match &config.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::tempdir().map_err(|e| {
+                Error::InvalidOptions(format!("cannot create a temporary directory: {e}"))
+            })?;
+            tmp.path().to_path_buf()
+        }
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::InvalidOptions(format!("cannot create {}: {e}", dir.display())))?;
+    let fdatasync_us = fdatasync_latency(&dir, 200)
+        .map_err(|e| Error::InvalidOptions(format!("fdatasync probe failed: {e}")))?;
+    let options = Options {
+        logging: config.logging,
+        commit: config.commit,
+        buffer_pool_bytes: 256 << 20,
+        ..Options::default()
+    };
+    let db = Database::open(&dir, options)?;
+    let table = db.open_or_create_table("updates")?;
+    {
+        let mut s = db.session();
+        for chunk in (0..config.records).collect::<Vec<_>>().chunks(1000) {
+            s.run(10, |tx| {
+                for &i in chunk {
+                    tx.upsert(&table, &key(i), &vec![1u8; config.value_size])?;
+                }
+                Ok(())
+            })?;
+        }
+    }
+    let before = db.stats().wal;
+    let txns = AtomicU64::new(0);
+    let aborts = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let start = Instant::now();
+    let mut hist = new_histogram();
+    std::thread::scope(|s| -> Result<(), Error> {
+        let handles: Vec<_> = (0..config.workers.max(1))
+            .map(|w| {
+                let (db, table, txns, aborts, stop) = (&db, &table, &txns, &aborts, &stop);
+                s.spawn(move || -> Result<hdrhistogram::Histogram<u64>, Error> {
+                    let mut h = new_histogram();
+                    let mut rng = SmallRng::seed_from_u64(config.seed ^ (w as u64 + 1));
+                    let mut session = db.session();
+                    let mut in_flight: VecDeque<(Instant, PendingCommit)> = VecDeque::new();
+                    let mut value = vec![0u8; config.value_size];
+                    while !stop.load(Ordering::Acquire) {
+                        let mut tx = session.begin()?;
+                        for _ in 0..config.updates_per_txn {
+                            rng.fill(&mut value[..]);
+                            tx.update(table, &key(rng.gen_range(0..config.records)), &value)?;
+                        }
+                        let t0 = Instant::now();
+                        match tx.commit_pipelined() {
+                            Ok(p) => in_flight.push_back((t0, p)),
+                            Err(Error::Conflict) => {
+                                aborts.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => return Err(e),
+                        }
+                        // Resolve what is durable; block only when full.
+                        while let Some((_, p)) = in_flight.front() {
+                            if in_flight.len() < config.pipeline.max(1) && !p.is_durable() {
+                                break;
+                            }
+                            let (t0, p) = in_flight.pop_front().expect("front exists");
+                            p.wait()?;
+                            h.saturating_record(t0.elapsed().as_micros() as u64);
+                            txns.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    for (t0, p) in in_flight {
+                        p.wait()?;
+                        h.saturating_record(t0.elapsed().as_micros() as u64);
+                        txns.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(h)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs_f64(config.duration_secs));
+        stop.store(true, Ordering::Release);
+        for h in handles {
+            hist.add(&h.join().expect("worker panicked")?)
+                .expect("same bounds");
+        }
+        Ok(())
+    })?;
+    let secs = start.elapsed().as_secs_f64();
+    let after = db.stats().wal;
+    let n = txns.load(Ordering::Relaxed);
+    let commits = (after.commits - before.commits).max(1);
+    let report = UpdatesReport {
+        config: config.clone(),
+        fdatasync_us,
+        run: PhaseResult::new(
+            "updates",
+            n,
+            n * config.updates_per_txn as u64,
+            secs,
+            aborts.load(Ordering::Relaxed),
+            &hist,
+        ),
+        log_bytes_per_txn: (after.appended_bytes - before.appended_bytes) as f64 / n.max(1) as f64,
+        log_syncs: after.syncs - before.syncs,
+        remote_flush_fraction: (after.remote_flush_commits - before.remote_flush_commits) as f64
+            / commits as f64,
+    };
+    drop(table);
+    db.close()?;
+    let _ = std::io::stdout().flush();
+    Ok(report)
+}
