@@ -22,6 +22,33 @@ use std::ops::Bound;
 /// Width of the TID stored in front of every leaf value.
 pub const TID_SIZE: usize = 8;
 
+/// Visit the tuples of leaf `n` at `indices` (in scan order): skip keys not
+/// yet `started`, stop at the first key no longer `within` the far bound or
+/// when `visit` says so. Returns whether the scan should go on to the next
+/// leaf; `Err` for an unreadable slot. One loop serves both directions.
+fn visit_leaf(
+    n: &Node<'_>,
+    indices: impl Iterator<Item = usize>,
+    started: &dyn Fn(&[u8]) -> bool,
+    within: &dyn Fn(&[u8]) -> bool,
+    visit: &mut Visitor<'_>,
+) -> std::result::Result<bool, ()> {
+    for i in indices {
+        let k = n.key(i).ok_or(())?;
+        if !started(k) {
+            continue;
+        }
+        if !within(k) {
+            return Ok(false);
+        }
+        let (tid, v) = n.value(i).and_then(decode_value).ok_or(())?;
+        if !visit(k, tid, v) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Pages allocated up front for one split (see `split_for`).
 struct Spares<'p> {
     pages: Vec<ExclusiveGuard<'p>>,
@@ -855,18 +882,10 @@ impl BTree {
                     },
                     None => count,
                 };
-                for i in (0..end).rev() {
-                    let k = n.key(i).ok_or_else(bad)?;
-                    if !in_upper(k) {
-                        continue;
-                    }
-                    if !in_lower(k) {
-                        return Ok(());
-                    }
-                    let (tid, v) = n.value(i).and_then(decode_value).ok_or_else(bad)?;
-                    if !visit(k, tid, v) {
-                        return Ok(());
-                    }
+                if !visit_leaf(&n, (0..end).rev(), &in_upper, &in_lower, visit)
+                    .map_err(|()| bad())?
+                {
+                    return Ok(());
                 }
                 match n.lower_fence().ok_or_else(bad)? {
                     Fence::Infinite => return Ok(()),
@@ -882,18 +901,8 @@ impl BTree {
                     Some(k) => n.lower_bound(k).ok_or_else(bad)?.0,
                     None => 0,
                 };
-                for i in start..count {
-                    let k = n.key(i).ok_or_else(bad)?;
-                    if !in_lower(k) {
-                        continue;
-                    }
-                    if !in_upper(k) {
-                        return Ok(());
-                    }
-                    let (tid, v) = n.value(i).and_then(decode_value).ok_or_else(bad)?;
-                    if !visit(k, tid, v) {
-                        return Ok(());
-                    }
+                if !visit_leaf(&n, start..count, &in_lower, &in_upper, visit).map_err(|()| bad())? {
+                    return Ok(());
                 }
                 match n.upper_fence().ok_or_else(bad)? {
                     Fence::Infinite => return Ok(()),

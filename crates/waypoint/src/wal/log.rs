@@ -426,21 +426,22 @@ impl WalSessionLog {
         false
     }
 
+    /// Header of a record without a page (commit, end).
+    fn pageless_header(&self, gsn: u64, txn: u64) -> RecordHeader {
+        RecordHeader {
+            gsn,
+            txn,
+            watermark: self.partition.durable(),
+            ..RecordHeader::default()
+        }
+    }
+
     /// Append the end record of `txn`: its rollback is complete.
     fn append_end(&self, txn: u64) -> Result<u64> {
         let mut st = self.state.borrow_mut();
         let gsn = self.partition.reserve_gsn(st.gsn);
         st.gsn = gsn;
-        let header = RecordHeader {
-            gsn,
-            txn,
-            page: 0,
-            prev_gsn: 0,
-            compensation: false,
-            page_kind: 0,
-            tree: 0,
-            watermark: self.partition.durable(),
-        };
+        let header = self.pageless_header(gsn, txn);
         self.append(&mut st, &header, &RecordBody::End)
     }
 
@@ -558,16 +559,7 @@ impl SessionLog for WalSessionLog {
         let deps: Vec<(u32, u64)> = others.iter().map(|p| (p.id(), p.appended())).collect();
         let gsn = self.partition.reserve_gsn(st.gsn);
         st.gsn = gsn;
-        let header = RecordHeader {
-            gsn,
-            txn: st.txn,
-            page: 0,
-            prev_gsn: 0,
-            compensation: false,
-            page_kind: 0,
-            tree: 0,
-            watermark: self.partition.durable(),
-        };
+        let header = self.pageless_header(gsn, st.txn);
         let body = RecordBody::Commit {
             tid,
             deps: record::Deps::new(&deps),
