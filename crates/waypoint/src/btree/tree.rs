@@ -545,38 +545,7 @@ impl BTree {
                 log.logged(self.root, node, PageOp::Image)?;
                 (sep, right.page_id())
             };
-            let parent = &mut path[level - 1];
-            let pn = Node::new(parent.data());
-            let (idx, _) = pn.child_for(&sep).ok_or_else(|| {
-                Self::corruption(
-                    pool,
-                    parent.page_id(),
-                    "inner node has no child for the separator",
-                )
-            })?;
-            if pn.fits(sep.len(), 8) {
-                let mut pm = NodeMut::new(parent.data_mut());
-                pm.set_child_at(idx, right_pid);
-                pm.insert_at(idx, &sep, &pid.to_le_bytes()).map_err(|_| {
-                    Self::corruption(pool, parent.page_id(), "separator insert that fits failed")
-                })?;
-                return log.logged(self.root, parent, PageOp::Image);
-            }
-            // The parent is full: our released-safe descent guarantees it is
-            // still latched. Split it first, then retry the whole operation.
-            // (The child split already happened and is consistent only once
-            // the separator is in place, so place it after the parent split.)
-            self.split_parent_then_insert(
-                pool,
-                log,
-                path,
-                spares,
-                level - 1,
-                &sep,
-                pid,
-                right_pid,
-            )?;
-            Ok(())
+            self.place_separator(pool, log, path, spares, level - 1, &sep, pid, right_pid)
         }
     }
 
@@ -623,25 +592,7 @@ impl BTree {
             Self::insert_separator(self.root, pool, log, &mut nr, sep, left, right)?;
         }
         // Now hand the parent's separator one level up.
-        let grand = &mut path[level - 1];
-        let gn = Node::new(grand.data());
-        if gn.fits(parent_sep.len(), 8) {
-            let (idx, _) = gn.child_for(&parent_sep).ok_or_else(|| {
-                Self::corruption(
-                    pool,
-                    grand.page_id(),
-                    "inner node has no child for the separator",
-                )
-            })?;
-            let mut gm = NodeMut::new(grand.data_mut());
-            gm.set_child_at(idx, new_right_pid);
-            gm.insert_at(idx, &parent_sep, &pid.to_le_bytes())
-                .map_err(|_| {
-                    Self::corruption(pool, grand.page_id(), "separator insert that fits failed")
-                })?;
-            return log.logged(self.root, grand, PageOp::Image);
-        }
-        self.split_parent_then_insert(
+        self.place_separator(
             pool,
             log,
             path,
@@ -651,6 +602,29 @@ impl BTree {
             pid,
             new_right_pid,
         )
+    }
+
+    /// Child `left` of `path[level]` was split into `left` | `right` at
+    /// `sep`: insert the separator, splitting `path[level]` first (and so on
+    /// upward) if it is full. The safe-ancestor descent guarantees every
+    /// node that may need to split is still latched in `path`.
+    #[allow(clippy::too_many_arguments)]
+    fn place_separator<'p>(
+        &self,
+        pool: &'p BufferPool,
+        log: &dyn PageLog,
+        path: &mut [ExclusiveGuard<'p>],
+        spares: &mut Spares<'p>,
+        level: usize,
+        sep: &[u8],
+        left: PageId,
+        right: PageId,
+    ) -> Result<()> {
+        if Node::new(path[level].data()).fits(sep.len(), 8) {
+            Self::insert_separator(self.root, pool, log, &mut path[level], sep, left, right)
+        } else {
+            self.split_parent_then_insert(pool, log, path, spares, level, sep, left, right)
+        }
     }
 
     /// In inner node `parent`, the child `left` was split into `left` (keys
