@@ -15,6 +15,8 @@
 //! `WAYPOINT_CRASH_SEEDS` sets the number of seeds (default 40); a failing
 //! seed prints itself, and `WAYPOINT_CRASH_SEED=N` reruns just that one.
 
+mod common;
+use common::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
@@ -24,9 +26,6 @@ use waypoint::io::{CrashPolicy, Fault, FaultKind, SimStorage};
 use waypoint::wal::CommitProtocol;
 use waypoint::{Database, Error, Options};
 
-const ACCOUNTS: u32 = 200;
-const INITIAL: i64 = 1_000;
-
 fn options(sim: &SimStorage, protocol: CommitProtocol) -> Options {
     Options {
         page_size: Some(4096),
@@ -35,33 +34,6 @@ fn options(sim: &SimStorage, protocol: CommitProtocol) -> Options {
         commit: protocol,
         ..Options::default()
     }
-}
-
-fn account_key(a: u32) -> [u8; 4] {
-    a.to_be_bytes()
-}
-
-fn history_key(session: u32, seq: u32) -> [u8; 8] {
-    (((session as u64) << 32) | seq as u64).to_be_bytes()
-}
-
-fn encode_history(from: u32, to: u32, amount: i64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(16 + 40);
-    v.extend_from_slice(&from.to_le_bytes());
-    v.extend_from_slice(&to.to_le_bytes());
-    v.extend_from_slice(&amount.to_le_bytes());
-    v.extend_from_slice(&[7u8; 40]); // make rows bigger: more pages, more steal
-    v
-}
-
-fn balance(v: &[u8]) -> i64 {
-    i64::from_le_bytes(v[..8].try_into().unwrap())
-}
-
-fn with_balance(b: i64) -> Vec<u8> {
-    let mut v = b.to_le_bytes().to_vec();
-    v.extend_from_slice(&[1u8; 60]);
-    v
 }
 
 /// Load the accounts and close cleanly: the durable starting point.
@@ -110,23 +82,15 @@ fn run_until_frozen(
                     let from = rng.gen_range(0..ACCOUNTS);
                     let to = (from + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
                     let amount = rng.gen_range(1..50i64);
-                    let result = s.run(20, |tx| {
-                        let a = balance(
-                            &tx.get(accounts, &account_key(from))?
-                                .ok_or(Error::KeyNotFound)?,
-                        );
-                        let b = balance(
-                            &tx.get(accounts, &account_key(to))?
-                                .ok_or(Error::KeyNotFound)?,
-                        );
-                        tx.update(accounts, &account_key(from), &with_balance(a - amount))?;
-                        tx.update(accounts, &account_key(to), &with_balance(b + amount))?;
-                        tx.insert(
-                            history,
-                            &history_key(w, seq),
-                            &encode_history(from, to, amount),
-                        )
-                    });
+                    let result = transfer(
+                        &mut s,
+                        accounts,
+                        history,
+                        from,
+                        to,
+                        amount,
+                        history_key(w, seq),
+                    );
                     match result {
                         Ok(()) => {
                             acked.lock().unwrap().insert(history_key(w, seq));
@@ -160,14 +124,7 @@ fn verify(db: &Database, acked: &HashSet<[u8; 8]>, seed: u64) {
             "seed {seed}: acknowledged transfer {k:?} lost"
         );
     }
-    let mut expected = vec![INITIAL; ACCOUNTS as usize];
-    for (_, v) in &rows {
-        let from = u32::from_le_bytes(v[0..4].try_into().unwrap());
-        let to = u32::from_le_bytes(v[4..8].try_into().unwrap());
-        let amount = i64::from_le_bytes(v[8..16].try_into().unwrap());
-        expected[from as usize] -= amount;
-        expected[to as usize] += amount;
-    }
+    let expected = expected_balances(rows.iter().map(|(_, v)| v.as_slice()));
     let mut total = 0;
     for a in 0..ACCOUNTS {
         let b = balance(

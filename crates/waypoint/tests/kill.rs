@@ -56,6 +56,8 @@
 //! `WAYPOINT_KILL_CHILD_SEED`, `WAYPOINT_KILL_CHILD_PROTOCOL`,
 //! `WAYPOINT_KILL_CHILD_CYCLE`, `WAYPOINT_KILL_CHILD_POOL`.
 
+mod common;
+use common::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -68,8 +70,6 @@ use std::time::{Duration, Instant};
 use waypoint::wal::CommitProtocol;
 use waypoint::{Database, Error, Options};
 
-const ACCOUNTS: u32 = 200;
-const INITIAL: i64 = 1_000;
 const WORKERS: u32 = 3;
 /// Page size chosen at creation: small, so the tiny-pool cycles hold only
 /// a fraction of the data and must steal dirty pages.
@@ -90,41 +90,6 @@ const PROTOCOLS: [CommitProtocol; 4] = [
 
 // ---------------------------------------------------------------------------
 // The workload's encoding (a private copy of tests/crash.rs's).
-
-fn account_key(a: u32) -> [u8; 4] {
-    a.to_be_bytes()
-}
-
-fn history_key(session: u32, seq: u32) -> [u8; 8] {
-    (((session as u64) << 32) | seq as u64).to_be_bytes()
-}
-
-fn encode_history(from: u32, to: u32, amount: i64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(16 + 40);
-    v.extend_from_slice(&from.to_le_bytes());
-    v.extend_from_slice(&to.to_le_bytes());
-    v.extend_from_slice(&amount.to_le_bytes());
-    v.extend_from_slice(&[7u8; 40]); // bigger rows: more pages, more steal
-    v
-}
-
-fn decode_history(v: &[u8]) -> (u32, u32, i64) {
-    (
-        u32::from_le_bytes(v[0..4].try_into().unwrap()),
-        u32::from_le_bytes(v[4..8].try_into().unwrap()),
-        i64::from_le_bytes(v[8..16].try_into().unwrap()),
-    )
-}
-
-fn balance(v: &[u8]) -> i64 {
-    i64::from_le_bytes(v[..8].try_into().unwrap())
-}
-
-fn with_balance(b: i64) -> Vec<u8> {
-    let mut v = b.to_le_bytes().to_vec();
-    v.extend_from_slice(&[1u8; 60]);
-    v
-}
 
 fn env_parse<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::env::var(name).ok().map(|s| {
@@ -187,23 +152,15 @@ fn child_entry() {
                     let from = rng.gen_range(0..ACCOUNTS);
                     let to = (from + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
                     let amount = rng.gen_range(1..50i64);
-                    let result = s.run(20, |tx| {
-                        let a = balance(
-                            &tx.get(accounts, &account_key(from))?
-                                .ok_or(Error::KeyNotFound)?,
-                        );
-                        let b = balance(
-                            &tx.get(accounts, &account_key(to))?
-                                .ok_or(Error::KeyNotFound)?,
-                        );
-                        tx.update(accounts, &account_key(from), &with_balance(a - amount))?;
-                        tx.update(accounts, &account_key(to), &with_balance(b + amount))?;
-                        tx.insert(
-                            history,
-                            &history_key(session, seq),
-                            &encode_history(from, to, amount),
-                        )
-                    });
+                    let result = transfer(
+                        &mut s,
+                        accounts,
+                        history,
+                        from,
+                        to,
+                        amount,
+                        history_key(session, seq),
+                    );
                     match result {
                         // Acknowledged: only now may the parent hold us to it.
                         Ok(()) => {
