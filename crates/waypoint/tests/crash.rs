@@ -12,7 +12,7 @@
 //!   rows that credit it minus those that debit it (no partial transfer);
 //! - the total balance is unchanged and every tree checks out.
 //!
-//! `WAYPOINT_CRASH_SEEDS` sets the number of seeds (default 40); a failing
+//! `WAYPOINT_CRASH_SEEDS` sets the number of seeds (default 200); a failing
 //! seed prints itself, and `WAYPOINT_CRASH_SEED=N` reruns just that one.
 
 mod common;
@@ -213,7 +213,7 @@ fn every_acknowledged_commit_survives_power_loss() {
     let seeds: u64 = std::env::var("WAYPOINT_CRASH_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(200);
     for seed in 0..seeds {
         let result = std::panic::catch_unwind(|| run_seed(seed));
         if let Err(panic) = result {

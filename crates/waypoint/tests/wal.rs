@@ -44,6 +44,32 @@ fn pipelined_commits_are_durable_once_their_handles_resolve() {
         }
         let stats = db.stats();
         assert!(stats.wal.commits >= 64, "{:?}", stats.wal);
+        // The session's own partition holds its 64 commits' records.
+        let own = stats
+            .wal
+            .per_partition
+            .iter()
+            .max_by_key(|p| p.records)
+            .unwrap();
+        assert!(
+            own.records >= 64 * 2 && own.durable_bytes == own.appended_bytes,
+            "{:?}",
+            stats.wal.per_partition
+        );
+        assert_eq!(
+            stats
+                .wal
+                .per_partition
+                .iter()
+                .map(|p| p.appended_bytes)
+                .sum::<u64>(),
+            stats.wal.appended_bytes
+        );
+        assert_eq!(
+            stats.wal.remote_flush_fraction(),
+            0.0,
+            "one session has no remote dependencies"
+        );
         assert!(
             stats.wal.syncs >= 1 && stats.wal.syncs <= 64 + 2,
             "{commit:?}: {:?}",

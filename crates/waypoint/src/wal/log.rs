@@ -104,6 +104,32 @@ pub struct WalStats {
     pub disk_bytes: u64,
     pub commits: u64,
     pub remote_flush_commits: u64,
+    /// The commit protocol the counts were taken under.
+    pub protocol: CommitProtocol,
+    /// Per log partition (= session slot): its own counters.
+    pub per_partition: Vec<PartitionLogStats>,
+}
+
+/// The counters of one log partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionLogStats {
+    pub partition: u32,
+    pub appended_bytes: u64,
+    pub durable_bytes: u64,
+    pub disk_bytes: u64,
+    pub records: u64,
+    pub syncs: u64,
+}
+
+impl WalStats {
+    /// Share of commits that had to wait for other partitions (RFA).
+    pub fn remote_flush_fraction(&self) -> f64 {
+        if self.commits == 0 {
+            0.0
+        } else {
+            self.remote_flush_commits as f64 / self.commits as f64
+        }
+    }
 }
 
 pub struct Wal {
@@ -298,14 +324,24 @@ impl Wal {
             partitions: parts.len(),
             commits: self.commits.load(Ordering::Relaxed),
             remote_flush_commits: self.remote_commits.load(Ordering::Relaxed),
+            protocol: self.protocol,
             ..Default::default()
         };
         for p in &parts {
             let ps = p.stats();
+            let disk = p.disk_bytes();
             s.appended_bytes += ps.appended_bytes;
             s.records += ps.records;
             s.syncs += ps.syncs;
-            s.disk_bytes += p.disk_bytes();
+            s.disk_bytes += disk;
+            s.per_partition.push(PartitionLogStats {
+                partition: p.id(),
+                appended_bytes: ps.appended_bytes,
+                durable_bytes: ps.durable_bytes,
+                disk_bytes: disk,
+                records: ps.records,
+                syncs: ps.syncs,
+            });
         }
         s
     }

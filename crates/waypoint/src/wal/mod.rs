@@ -9,13 +9,14 @@
 //! - [`log`]: the log manager, the GSN protocol, RFA, commit protocols, the
 //!   WAL-rule gate for page writes.
 //!
-//! Status: these pieces are built and unit-tested; wiring them into
-//! `Database` (logging every page change, recovery on open) is in progress
-//! (issue 3). Until then the database does not use them.
+//! - [`recovery`]: analysis, redo and undo on open.
+//!
+//! `Database` logs every page change through a session's
+//! [`WalSessionLog`] and recovers on open (see ARCHITECTURE.md).
 
 pub mod log;
 pub mod partition;
 pub mod record;
 pub mod recovery;
 
-pub use log::{CommitProtocol, CommitTicket, Wal, WalSessionLog, WalStats};
+pub use log::{CommitProtocol, CommitTicket, PartitionLogStats, Wal, WalSessionLog, WalStats};
