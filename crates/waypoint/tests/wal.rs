@@ -178,3 +178,49 @@ fn a_damaged_record_in_the_middle_of_the_log_is_corruption() {
         ),
     }
 }
+
+/// A segment missing from the middle of a partition's log (deleted by
+/// hand, lost with a disk) is corruption naming the segment after the gap;
+/// recovery never skips over lost history.
+#[test]
+fn a_missing_log_segment_is_corruption() {
+    let sim = SimStorage::new(23);
+    let small_segments = || Options {
+        wal_segment_bytes: 4096,
+        ..options(&sim, CommitProtocol::FlushAll)
+    };
+    let db = Database::open("/db", small_segments()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut s = db.session();
+    for i in 0..200u32 {
+        let mut tx = s.begin().unwrap();
+        tx.insert(&t, &i.to_be_bytes(), &[i as u8; 50]).unwrap();
+        tx.commit().unwrap();
+    }
+    drop((s, t));
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::KeepAll);
+    // The session's partition has several segments; delete one in the middle.
+    let mut longest = Vec::new();
+    for part in waypoint::io::Storage::list_dir(&sim, std::path::Path::new("/db/wal")).unwrap() {
+        let segs = waypoint::io::Storage::list_dir(&sim, &part).unwrap();
+        if segs.len() > longest.len() {
+            longest = segs;
+        }
+    }
+    assert!(longest.len() >= 3, "{longest:?}");
+    let victim = longest[longest.len() / 2].clone();
+    let after = longest[longest.len() / 2 + 1].clone();
+    waypoint::io::Storage::remove(&sim, &victim).unwrap();
+    match Database::open("/db", small_segments()) {
+        Err(waypoint::Error::Corruption { path, detail, .. }) => {
+            assert_eq!(path, after, "{detail}");
+            assert!(detail.contains("missing"), "{detail}");
+        }
+        other => panic!(
+            "expected corruption naming {}, got {:?}",
+            after.display(),
+            other.map(|_| ())
+        ),
+    }
+}

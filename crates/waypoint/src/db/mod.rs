@@ -75,6 +75,8 @@ pub struct Options {
     pub commit: CommitProtocol,
     /// Threads for each recovery phase.
     pub recovery_threads: usize,
+    /// A log segment file is closed and a new one started beyond this size.
+    pub wal_segment_bytes: u64,
 }
 
 impl Default for Options {
@@ -88,6 +90,7 @@ impl Default for Options {
             logging: Logging::PerWorker,
             commit: CommitProtocol::RfaGroup,
             recovery_threads: 2,
+            wal_segment_bytes: crate::wal::partition::SEGMENT_SIZE,
         }
     }
 }
@@ -415,6 +418,7 @@ impl Database {
                 partitions,
                 floor,
             )?;
+            w.set_segment_size(options.wal_segment_bytes);
             pool.set_flush_gate(Arc::clone(&w) as Arc<dyn crate::buffer::FlushGate>);
             let mut undo_log = w.session_log(SYSTEM_SLOT)?;
             recovery.undo(pool, &mut undo_log)?;

@@ -141,6 +141,7 @@ pub struct Wal {
     /// No new record may get a GSN at or below this (the superblock's log
     /// floor): recovery would ignore it.
     min_clock: u64,
+    segment_size: AtomicU64,
     /// Where recovery found each partition's end and GSN clock.
     recovered: RwLock<Vec<RecoveredPartition>>,
     commits: AtomicU64,
@@ -178,11 +179,20 @@ impl Wal {
             protocol,
             partitions: RwLock::new(Vec::new()),
             min_clock,
+            segment_size: AtomicU64::new(super::partition::SEGMENT_SIZE),
             recovered: RwLock::new(recovered),
             commits: AtomicU64::new(0),
             remote_commits: AtomicU64::new(0),
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Segment size for every partition (`Options::wal_segment_bytes`).
+    pub fn set_segment_size(&self, bytes: u64) {
+        self.segment_size.store(bytes, Ordering::Relaxed);
+        for p in self.all() {
+            p.set_segment_size(bytes);
+        }
     }
 
     pub fn protocol(&self) -> CommitProtocol {
@@ -224,6 +234,7 @@ impl Wal {
             clock,
             segments,
         )?;
+        p.set_segment_size(self.segment_size.load(Ordering::Relaxed));
         parts[slot as usize] = Some(Arc::clone(&p));
         Ok(p)
     }

@@ -31,7 +31,8 @@ pub const CHUNK_SIZE: usize = 256 << 10;
 /// How long a partition's writer waits for more group commits before it
 /// syncs for a lazy (group) request.
 pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(500);
-/// A segment is closed and a new one started once it exceeds this size.
+/// By default a segment is closed and a new one started once it exceeds
+/// this size (`Options::wal_segment_bytes`).
 pub const SEGMENT_SIZE: u64 = 16 << 20;
 
 /// File name of the segment starting at stream position `start`.
@@ -113,6 +114,7 @@ pub struct Partition {
     syncs: AtomicU64,
     /// TID of the newest commit record that is durable.
     durable_commit_tid: AtomicU64,
+    segment_size: AtomicU64,
     segments: Mutex<Vec<Segment>>,
     failure: Mutex<Option<String>>,
     failed: AtomicBool,
@@ -179,6 +181,7 @@ impl Partition {
             records: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             durable_commit_tid: AtomicU64::new(0),
+            segment_size: AtomicU64::new(SEGMENT_SIZE),
             segments: Mutex::new(segments),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
@@ -195,6 +198,11 @@ impl Partition {
 
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// Start a new segment once the current one exceeds `bytes`.
+    pub fn set_segment_size(&self, bytes: u64) {
+        self.segment_size.store(bytes.max(1), Ordering::Relaxed);
     }
 
     pub fn appended(&self) -> u64 {
@@ -419,7 +427,10 @@ impl Partition {
             }
             let roll = match segments.last() {
                 None => true,
-                Some(seg) => seg.len >= SEGMENT_SIZE || seg.start + seg.len != chunk.start,
+                Some(seg) => {
+                    seg.len >= self.segment_size.load(Ordering::Relaxed)
+                        || seg.start + seg.len != chunk.start
+                }
             };
             if roll {
                 let path = self.dir.join(segment_name(chunk.start));
