@@ -224,3 +224,59 @@ fn a_missing_log_segment_is_corruption() {
         ),
     }
 }
+
+/// Regression (found in review, 2026-11-22): with pipelining, a session's
+/// commit T1 was acknowledged after flushing only its own partition while
+/// its unresolved predecessor T0 depended on another session's unflushed
+/// record on the same page; power loss then cut the page's log at T0's
+/// dependency, recovery undid T0 and T1 (`committed_beyond_gap`), and the
+/// acknowledged T1 was lost. A commit now inherits the remote dependency of
+/// an unresolved predecessor.
+#[test]
+fn pipelined_successor_of_a_remote_dependent_commit_survives_power_loss() {
+    use waypoint::io::{Fault, FaultKind};
+    for commit in [CommitProtocol::Rfa, CommitProtocol::RfaGroup] {
+        let sim = SimStorage::new(7);
+        let db = Database::open("/db", options(&sim, commit)).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut a = db.session();
+        let mut tx = a.begin().unwrap();
+        tx.insert(&t, b"a", b"v0").unwrap();
+        tx.insert(&t, b"b", b"v0").unwrap();
+        tx.commit().unwrap();
+        let mut b = db.session();
+        // B's log writes fail: B's commit never becomes durable ("its
+        // writer is slow, then power fails").
+        sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path(format!("p{:05}/", b.slot())));
+        let mut tx = b.begin().unwrap();
+        tx.update(&t, b"b", b"vB").unwrap();
+        let pb = tx.commit_pipelined().unwrap();
+        let mut tx = a.begin().unwrap();
+        tx.update(&t, b"a", b"v1").unwrap();
+        let p0 = tx.commit_pipelined().unwrap(); // depends on B (same page)
+        let mut tx = a.begin().unwrap();
+        tx.update(&t, b"a", b"v2").unwrap();
+        let acknowledged = tx.commit_pipelined().unwrap().wait().is_ok();
+        drop((a, b, t, p0, pb));
+        std::mem::forget(db);
+        sim.crash(CrashPolicy::DropAll);
+        sim.clear_faults();
+        let db = Database::open("/db", options(&sim, commit)).unwrap();
+        let t = db.table("t").unwrap();
+        let mut s = db.session();
+        let mut tx = s.begin().unwrap();
+        let a_now = tx.get(&t, b"a").unwrap();
+        if acknowledged {
+            assert_eq!(
+                a_now.as_deref(),
+                Some(&b"v2"[..]),
+                "{commit:?}: an acknowledged commit was lost"
+            );
+        }
+        assert_eq!(
+            db.recovery_report().unwrap().committed_beyond_gap,
+            0,
+            "{commit:?}"
+        );
+    }
+}

@@ -367,6 +367,7 @@ impl Wal {
             state: RefCell::new(TxnState::default()),
             txn_seq: 0,
             pending: None,
+            unresolved_remote: None,
         })
     }
 }
@@ -440,6 +441,10 @@ pub struct WalSessionLog {
     state: RefCell<TxnState>,
     txn_seq: u64,
     pending: Option<CommitTicket>,
+    /// The session's last remote-dependent commit, while it may not be
+    /// durable: a pipelined successor depends on it (same partition, but its
+    /// remote dependencies are not covered by the own flush).
+    unresolved_remote: Option<CommitTicket>,
 }
 
 impl WalSessionLog {
@@ -562,6 +567,19 @@ impl SessionLog for WalSessionLog {
 
     fn on_commit(&mut self, tid: u64, observed: &mut dyn Iterator<Item = u64>) -> Result<()> {
         let mut st = self.state.borrow_mut();
+        // A pipelined predecessor that waits for other partitions makes this
+        // commit wait for them too (found in review: otherwise an own-only
+        // flush acknowledged a successor whose predecessor was then undone).
+        if let Some(prev) = &self.unresolved_remote {
+            if prev.is_durable() {
+                if let (Some(t), Some((own, _))) = (prev.remote_tid, prev.targets.first()) {
+                    own.mark_commit_durable(t);
+                }
+                self.unresolved_remote = None;
+            } else {
+                st.needs_remote = true;
+            }
+        }
         if !self.wal.broken_rfa.load(Ordering::Relaxed)
             && !st.needs_remote
             && self.any_remote_unflushed(observed)
@@ -639,10 +657,14 @@ impl SessionLog for WalSessionLog {
             }
             CommitProtocol::Async => self.partition.request_flush(end),
         }
-        self.pending = Some(CommitTicket {
+        let ticket = CommitTicket {
             targets,
             remote_tid: st.needs_remote.then_some(tid),
-        });
+        };
+        if st.needs_remote {
+            self.unresolved_remote = Some(ticket.clone());
+        }
+        self.pending = Some(ticket);
         Ok(())
     }
 
@@ -650,14 +672,41 @@ impl SessionLog for WalSessionLog {
         self.state.borrow_mut().compensating = true;
     }
 
+    /// Close a rollback that changed pages, and wait (still under the
+    /// transaction's locks) until it and everything its compensation records
+    /// depend on are durable. Otherwise a crash could keep a later
+    /// transaction's reuse of the keys but lose the end record (recovery
+    /// would undo the rolled-back transaction again, over the later work),
+    /// or keep the end record but lose a page predecessor of a compensation
+    /// record (leaving the transaction half undone). Rollbacks after
+    /// placeholders are rare (a conflict at validation), so the sync is.
     fn end_rollback(&mut self) -> Result<()> {
-        let txn = self.state.borrow().txn;
-        let wrote = self.state.borrow().wrote;
-        self.state.borrow_mut().compensating = false;
-        if wrote {
-            self.append_end(txn)?;
+        let (txn, wrote, remote) = {
+            let mut st = self.state.borrow_mut();
+            st.compensating = false;
+            (st.txn, st.wrote, st.needs_remote)
+        };
+        if !wrote {
+            return Ok(());
         }
-        Ok(())
+        let end = self.append_end(txn)?;
+        let mut targets = vec![(Arc::clone(&self.partition), end)];
+        if remote || self.unresolved_remote.is_some() {
+            for p in self.wal.all() {
+                if p.id() != self.slot as u32 {
+                    let pos = p.appended();
+                    targets.push((p, pos));
+                }
+            }
+        }
+        let ticket = CommitTicket {
+            targets,
+            remote_tid: None,
+        };
+        for (p, pos) in &ticket.targets {
+            p.request_flush(*pos);
+        }
+        ticket.wait()
     }
 
     fn take_pending(&mut self) -> Option<Box<dyn crate::txn::DurableWait>> {
