@@ -41,6 +41,7 @@ fn load(sim: &SimStorage, protocol: CommitProtocol) {
     let db = Database::open("/db", options(sim, protocol)).expect("open for load");
     let accounts = db.create_table("accounts").unwrap();
     db.create_table("history").unwrap();
+    db.create_table("toggles").unwrap();
     let mut s = db.session();
     let mut tx = s.begin().unwrap();
     for a in 0..ACCOUNTS {
@@ -66,12 +67,14 @@ fn run_until_frozen(
         .set_broken_rfa_for_tests(broken_rfa);
     let accounts = db.table("accounts").unwrap();
     let history = db.table("history").unwrap();
+    let toggles = db.table("toggles").unwrap();
     sim.inject(Fault::at(sim.op_count() + freeze_after, FaultKind::Freeze));
     let acked = Mutex::new(HashSet::new());
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         for w in 0..3u32 {
-            let (db, accounts, history, acked, stop) = (&db, &accounts, &history, &acked, &stop);
+            let (db, accounts, history, toggles, acked, stop) =
+                (&db, &accounts, &history, &toggles, &acked, &stop);
             scope.spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(seed * 31 + w as u64);
                 let mut s = db.session();
@@ -86,6 +89,7 @@ fn run_until_frozen(
                         &mut s,
                         accounts,
                         history,
+                        Some(toggles),
                         from,
                         to,
                         amount,
@@ -106,7 +110,7 @@ fn run_until_frozen(
             });
         }
     });
-    drop((accounts, history));
+    drop((accounts, history, toggles));
     let _ = db.close(); // fails once frozen: that is the crash
     acked.into_inner().unwrap()
 }
@@ -125,6 +129,17 @@ fn verify(db: &Database, acked: &HashSet<[u8; 8]>, seed: u64) {
         );
     }
     let expected = expected_balances(rows.iter().map(|(_, v)| v.as_slice()));
+    // Toggle rows: present exactly when flipped an odd number of times by
+    // the transfers that survived (rolled-back flips leave no trace).
+    let toggles = db.table("toggles").unwrap();
+    let want = expected_toggles(rows.iter().map(|(_, v)| v.as_slice()));
+    for (t, on) in want.iter().enumerate() {
+        let present = tx.get(&toggles, &[t as u8]).unwrap().is_some();
+        assert_eq!(
+            present, *on,
+            "seed {seed}: toggle {t} disagrees with the history"
+        );
+    }
     let mut total = 0;
     for a in 0..ACCOUNTS {
         let b = balance(

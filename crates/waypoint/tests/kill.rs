@@ -156,6 +156,7 @@ fn child_entry() {
                         &mut s,
                         accounts,
                         history,
+                        None,
                         from,
                         to,
                         amount,

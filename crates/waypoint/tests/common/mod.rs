@@ -45,12 +45,20 @@ pub fn with_balance(b: i64) -> Vec<u8> {
     v
 }
 
+/// Marks byte 16 of a history row whose transfer flipped a toggle row.
+const TOGGLED: u8 = 0x80;
+
 /// Move `amount` from `from` to `to` and record it under `key` in one
-/// transaction, retrying conflicts.
+/// transaction, retrying conflicts. With `toggles`, the transfer also flips
+/// the toggle row `amount % 16` (insert if absent, delete if present): many
+/// transfers insert the same absent key at once, so commits conflict at
+/// validation after their placeholders are in and must roll back.
+#[allow(clippy::too_many_arguments)]
 pub fn transfer(
     s: &mut Session,
     accounts: &Table,
     history: &Table,
+    toggles: Option<&Table>,
     from: u32,
     to: u32,
     amount: i64,
@@ -67,8 +75,31 @@ pub fn transfer(
         );
         tx.update(accounts, &account_key(from), &with_balance(a - amount))?;
         tx.update(accounts, &account_key(to), &with_balance(b + amount))?;
-        tx.insert(history, &key, &encode_history(from, to, amount))
+        let mut row = encode_history(from, to, amount);
+        if let Some(toggles) = toggles {
+            let t = [(amount % 16) as u8];
+            if tx.get(toggles, &t)?.is_some() {
+                tx.delete(toggles, &t)?;
+            } else {
+                tx.insert(toggles, &t, &key)?;
+            }
+            row[16] = TOGGLED | t[0];
+        }
+        tx.insert(history, &key, &row)
     })
+}
+
+/// Which toggle rows must exist given the history rows present: those
+/// flipped an odd number of times.
+pub fn expected_toggles<'a>(history_values: impl Iterator<Item = &'a [u8]>) -> [bool; 16] {
+    let mut on = [false; 16];
+    for v in history_values {
+        if v[16] & TOGGLED != 0 {
+            let t = (v[16] & 0x0F) as usize;
+            on[t] = !on[t];
+        }
+    }
+    on
 }
 
 /// Each account's balance implied by the history rows present.
