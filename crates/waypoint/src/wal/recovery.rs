@@ -518,18 +518,43 @@ impl Recovery {
         for txn in txns {
             let mut recs = per_txn.remove(&txn).unwrap_or_default();
             recs.sort_by_key(|&(pi, ri)| self.logs[pi].records[ri].gsn);
-            // Undo runs strictly newest-first, one compensation record per
-            // undone record: k compensation records mean the last k
-            // ordinary ones are already undone.
-            let compensated = recs
-                .iter()
-                .filter(|&&(pi, ri)| self.logs[pi].records[ri].compensation)
-                .count();
-            let ordinary: Vec<_> = recs
-                .into_iter()
-                .filter(|&(pi, ri)| !self.logs[pi].records[ri].compensation)
-                .collect();
-            let todo = ordinary.len().saturating_sub(compensated);
+            // A compensation record undoes the newest not yet compensated
+            // change of the same key (undo runs newest-first per key). Runtime
+            // rollbacks undo in undo-list order, which is not log order (a
+            // placeholder's value update has no undo entry of its own), so
+            // matching by key, not by counting, finds what is left to undo.
+            let mut open: Vec<(usize, usize, u32, Vec<u8>)> = Vec::new();
+            let mut compensated = 0;
+            for &(pi, ri) in &recs {
+                let r = &self.logs[pi].records[ri];
+                let rec = record::decode(&r.bytes).map_err(|e| {
+                    corruption(
+                        Path::new("log"),
+                        r.gsn,
+                        format!("record decoded in analysis fails now: {e}"),
+                    )
+                })?;
+                let key = match &rec.body {
+                    RecordBody::Insert { key, .. }
+                    | RecordBody::Update { key, .. }
+                    | RecordBody::Remove { key, .. } => key.to_vec(),
+                    _ => continue,
+                };
+                if r.compensation {
+                    if let Some(i) = open
+                        .iter()
+                        .rposition(|(_, _, t, k)| *t == r.tree && *k == key)
+                    {
+                        open.remove(i);
+                        compensated += 1;
+                    }
+                } else {
+                    open.push((pi, ri, r.tree, key));
+                }
+            }
+            let ordinary: Vec<(usize, usize)> =
+                open.into_iter().map(|(pi, ri, _, _)| (pi, ri)).collect();
+            let todo = ordinary.len();
             tracing::debug!(
                 txn = format_args!("{txn:#x}"),
                 records = ordinary.len(),
@@ -559,17 +584,25 @@ impl Recovery {
                             stored.extend_from_slice(&v);
                             stored
                         });
-                        let before = current
-                            .as_deref()
-                            .and_then(|c| diff.undo_update(c))
-                            .ok_or_else(|| {
-                                corruption(
+                        match current.as_deref().and_then(|c| diff.undo_update(c)) {
+                            Some(before) => tree.restore(pool, plog, key, Some(&before))?,
+                            // Already at its before-state: an earlier undo
+                            // of this change survived.
+                            None if current
+                                .as_deref()
+                                .and_then(|c| diff.apply_update(c))
+                                .is_some() =>
+                            {
+                                continue
+                            }
+                            None => {
+                                return Err(corruption(
                                     pool.file().path(),
                                     r.page * pool.page_size() as u64,
                                     "undo of an update does not match the current value",
-                                )
-                            })?;
-                        tree.restore(pool, plog, key, Some(&before))?
+                                ))
+                            }
+                        }
                     }
                     _ => {}
                 }
