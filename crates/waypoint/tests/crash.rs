@@ -225,19 +225,7 @@ fn every_acknowledged_commit_survives_power_loss() {
         run_seed(seed.parse().expect("WAYPOINT_CRASH_SEED is a number"));
         return;
     }
-    let seeds: u64 = std::env::var("WAYPOINT_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
-    for seed in 0..seeds {
-        let result = std::panic::catch_unwind(|| run_seed(seed));
-        if let Err(panic) = result {
-            eprintln!(
-                "crash test failed for seed {seed}; reproduce with WAYPOINT_CRASH_SEED={seed}"
-            );
-            std::panic::resume_unwind(panic);
-        }
-    }
+    run_seeds();
 }
 
 /// Sessions running transfers. One by default: with several, power-loss
@@ -248,6 +236,43 @@ static SESSIONS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::ne
 /// Whether the workload also flips contended toggle rows (see
 /// `rollbacks_after_placeholders_survive_power_loss`).
 static TOGGLING: AtomicBool = AtomicBool::new(false);
+
+/// Sets the workload for one test and restores the defaults when dropped,
+/// also when the test panics.
+struct Workload;
+
+impl Workload {
+    fn set(sessions: u32, toggling: bool) -> Self {
+        SESSIONS.store(sessions, Ordering::Relaxed);
+        TOGGLING.store(toggling, Ordering::Relaxed);
+        Workload
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        SESSIONS.store(1, Ordering::Relaxed);
+        TOGGLING.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Run `WAYPOINT_CRASH_SEEDS` seeds (default 200); a failure names its seed.
+fn run_seeds() {
+    let seeds: u64 = std::env::var("WAYPOINT_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    for seed in 0..seeds {
+        if let Err(panic) = std::panic::catch_unwind(|| run_seed(seed)) {
+            eprintln!(
+                "crash test failed for seed {seed} ({} sessions{}); reproduce with WAYPOINT_CRASH_SEED={seed}",
+                SESSIONS.load(Ordering::Relaxed),
+                if TOGGLING.load(Ordering::Relaxed) { ", toggling" } else { "" }
+            );
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
 
 /// The tests of this file run one at a time: they are CPU-bound thread
 /// interleavings, and the detection tests swap the process-wide panic hook.
@@ -275,9 +300,8 @@ fn first_failing_seed(max_seeds: u64, protocol: CommitProtocol, broken_rfa: bool
 #[test]
 fn a_broken_rfa_check_is_caught() {
     let _serial = serial();
-    SESSIONS.store(3, Ordering::Relaxed);
+    let _workload = Workload::set(3, false);
     let failed = first_failing_seed(400, CommitProtocol::Rfa, true);
-    SESSIONS.store(1, Ordering::Relaxed);
     assert!(
         failed.is_some(),
         "400 seeds with RFA's dependency check disabled all passed: the crash test cannot see it"
@@ -289,9 +313,8 @@ fn a_broken_rfa_check_is_caught() {
 #[test]
 fn async_commits_are_lost_on_power_loss_and_the_test_sees_it() {
     let _serial = serial();
-    SESSIONS.store(3, Ordering::Relaxed);
+    let _workload = Workload::set(3, false);
     let failed = first_failing_seed(400, CommitProtocol::Async, false);
-    SESSIONS.store(1, Ordering::Relaxed);
     assert!(
         failed.is_some(),
         "async commits never lost in 400 power failures: the crash test cannot see lost commits"
@@ -354,22 +377,8 @@ fn crash_during_clean_close_after_recovery_recovers() {
 #[ignore = "exposes open recovery bugs with rollbacks after placeholders; see the doc comment"]
 fn rollbacks_after_placeholders_survive_power_loss() {
     let _serial = serial();
-    TOGGLING.store(true, Ordering::Relaxed);
-    SESSIONS.store(3, Ordering::Relaxed);
-    let seeds: u64 = std::env::var("WAYPOINT_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
-    for seed in 0..seeds {
-        if let Err(panic) = std::panic::catch_unwind(|| run_seed(seed)) {
-            TOGGLING.store(false, Ordering::Relaxed);
-            SESSIONS.store(1, Ordering::Relaxed);
-            eprintln!("toggle crash test failed for seed {seed}");
-            std::panic::resume_unwind(panic);
-        }
-    }
-    TOGGLING.store(false, Ordering::Relaxed);
-    SESSIONS.store(1, Ordering::Relaxed);
+    let _workload = Workload::set(3, true);
+    run_seeds();
 }
 
 /// The power-loss test with three sessions: log records of one transaction
@@ -389,17 +398,6 @@ fn rollbacks_after_placeholders_survive_power_loss() {
 #[ignore = "open recovery bug: structure modifications are not atomic under the gap rule; see the doc comment"]
 fn several_sessions_survive_power_loss() {
     let _serial = serial();
-    SESSIONS.store(3, Ordering::Relaxed);
-    let seeds: u64 = std::env::var("WAYPOINT_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
-    for seed in 0..seeds {
-        if let Err(panic) = std::panic::catch_unwind(|| run_seed(seed)) {
-            SESSIONS.store(1, Ordering::Relaxed);
-            eprintln!("multi-session crash test failed for seed {seed}");
-            std::panic::resume_unwind(panic);
-        }
-    }
-    SESSIONS.store(1, Ordering::Relaxed);
+    let _workload = Workload::set(3, false);
+    run_seeds();
 }

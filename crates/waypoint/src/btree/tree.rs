@@ -293,6 +293,24 @@ impl BTree {
         }
     }
 
+    /// In an exclusively latched leaf: the slot for `key` and, if the key is
+    /// present, a copy of its stored value (TID and value).
+    fn locate(
+        pool: &BufferPool,
+        leaf: &ExclusiveGuard<'_>,
+        key: &[u8],
+    ) -> Result<(usize, Option<Vec<u8>>)> {
+        let unreadable = || Self::corruption(pool, leaf.page_id(), "unreadable leaf");
+        let n = Node::new(leaf.data());
+        let (idx, found) = n.lower_bound(key).ok_or_else(unreadable)?;
+        let existing = if found {
+            Some(n.value(idx).ok_or_else(unreadable)?.to_vec())
+        } else {
+            None
+        };
+        Ok((idx, existing))
+    }
+
     /// Insert a new tuple. Fails with `KeyExists` if `key` is present.
     pub fn insert(
         &self,
@@ -305,13 +323,11 @@ impl BTree {
         let stored = encode_value(tid, value);
         loop {
             let mut leaf = self.leaf_for_write(pool, key)?;
-            let n = Node::new(leaf.data());
-            let (idx, found) = n
-                .lower_bound(key)
-                .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?;
-            if found {
+            let (idx, existing) = Self::locate(pool, &leaf, key)?;
+            if existing.is_some() {
                 return Err(Error::KeyExists);
             }
+            let n = Node::new(leaf.data());
             if !n.fits(key.len(), stored.len()) {
                 drop(leaf);
                 self.split_for(pool, log, key, stored.len())?;
@@ -346,18 +362,11 @@ impl BTree {
         let stored = encode_value(tid, value);
         loop {
             let mut leaf = self.leaf_for_write(pool, key)?;
-            let n = Node::new(leaf.data());
-            let (idx, found) = n
-                .lower_bound(key)
-                .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?;
-            if !found {
+            let (idx, existing) = Self::locate(pool, &leaf, key)?;
+            let Some(before) = existing else {
                 return Ok(false);
-            }
-            let before = n
-                .value(idx)
-                .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?
-                .to_vec();
-            if stored.len() > before.len() && n.free_space() < stored.len() {
+            };
+            if stored.len() > before.len() && Node::new(leaf.data()).free_space() < stored.len() {
                 drop(leaf);
                 self.split_for(pool, log, key, stored.len())?;
                 continue;
@@ -388,17 +397,10 @@ impl BTree {
         key: &[u8],
     ) -> Result<Option<(u64, Vec<u8>)>> {
         let mut leaf = self.leaf_for_write(pool, key)?;
-        let n = Node::new(leaf.data());
-        let (idx, found) = n
-            .lower_bound(key)
-            .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?;
-        if !found {
+        let (idx, existing) = Self::locate(pool, &leaf, key)?;
+        let Some(before) = existing else {
             return Ok(None);
-        }
-        let before = n
-            .value(idx)
-            .ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?
-            .to_vec();
+        };
         NodeMut::new(leaf.data_mut()).remove_at(idx);
         log.logged(
             self.root,
