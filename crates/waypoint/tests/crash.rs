@@ -217,14 +217,6 @@ fn run_seed_with(seed: u64, protocol: CommitProtocol, broken_rfa: bool) {
 #[test]
 fn every_acknowledged_commit_survives_power_loss() {
     let _serial = serial();
-    if let Ok(seed) = std::env::var("WAYPOINT_CRASH_SEED") {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-        run_seed(seed.parse().expect("WAYPOINT_CRASH_SEED is a number"));
-        return;
-    }
     run_seeds();
 }
 
@@ -256,8 +248,17 @@ impl Drop for Workload {
     }
 }
 
-/// Run `WAYPOINT_CRASH_SEEDS` seeds (default 200); a failure names its seed.
+/// Run `WAYPOINT_CRASH_SEEDS` seeds (default 200), or only seed
+/// `WAYPOINT_CRASH_SEED` (with `RUST_LOG` tracing); a failure names its seed.
 fn run_seeds() {
+    if let Ok(seed) = std::env::var("WAYPOINT_CRASH_SEED") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        run_seed(seed.parse().expect("WAYPOINT_CRASH_SEED is a number"));
+        return;
+    }
     let seeds: u64 = std::env::var("WAYPOINT_CRASH_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -36,7 +36,8 @@ pub enum PageOp<'a> {
     /// A leaf tuple was removed; `before` is its value (for undo).
     Remove { key: &'a [u8], before: &'a [u8] },
     /// The page was rewritten by a structure modification; the record is
-    /// the page's body after the change.
+    /// the page's body after the change. Trees log images only through
+    /// [`PageLog::logged_smo`], never one page at a time.
     Image,
 }
 
@@ -49,6 +50,15 @@ pub trait PageLog {
     /// undo of a tuple op goes through the tree, since a split may have moved
     /// the key to another page).
     fn logged(&self, tree: RootId, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()>;
+
+    /// A structure modification (split, merge, new or collapsed root, new
+    /// tree) rewrote every page in `pages`, all still exclusively latched:
+    /// log their new images as one group. Recovery redoes a group all or
+    /// nothing, since a tree with half a split in it has keys no path
+    /// reaches. A freed page belongs in the group too (as a `Free` page),
+    /// so a later reuse of it cannot be redone while the structure
+    /// modification that freed it is not.
+    fn logged_smo(&self, tree: RootId, pages: &mut [&mut ExclusiveGuard<'_>]) -> Result<()>;
 }
 
 /// Logging switched off: pages change, nothing is recorded. Used until a
@@ -58,6 +68,10 @@ pub struct NoLog;
 
 impl PageLog for NoLog {
     fn logged(&self, _tree: RootId, _page: &mut ExclusiveGuard<'_>, _op: PageOp<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    fn logged_smo(&self, _tree: RootId, _pages: &mut [&mut ExclusiveGuard<'_>]) -> Result<()> {
         Ok(())
     }
 }

@@ -87,6 +87,56 @@ impl<'p> Spares<'p> {
     }
 }
 
+/// The pages one structure modification changed, logged as one group
+/// ([`PageLog::logged_smo`]) at its end, while every one of them is still
+/// latched.
+#[derive(Default)]
+struct Smo<'p> {
+    /// Pages of the latched path that changed.
+    changed: Vec<PageId>,
+    /// New nodes taken from the spares, still latched.
+    fresh: Vec<ExclusiveGuard<'p>>,
+}
+
+impl<'p> Smo<'p> {
+    fn changed(&mut self, pid: PageId) {
+        if !self.changed.contains(&pid) {
+            self.changed.push(pid);
+        }
+    }
+
+    /// Keep a new node latched until the modification is logged; returns
+    /// its index in `fresh`.
+    fn fresh(&mut self, page: ExclusiveGuard<'p>) -> usize {
+        self.fresh.push(page);
+        self.fresh.len() - 1
+    }
+
+    fn log(
+        &mut self,
+        log: &dyn PageLog,
+        root: RootId,
+        path: &mut [ExclusiveGuard<'p>],
+    ) -> Result<()> {
+        let expected = self.changed.len() + self.fresh.len();
+        let changed = &self.changed;
+        let mut pages: Vec<&mut ExclusiveGuard<'p>> = path
+            .iter_mut()
+            .filter(|g| changed.contains(&g.page_id()))
+            .chain(self.fresh.iter_mut())
+            .collect();
+        debug_assert_eq!(
+            pages.len(),
+            expected,
+            "every changed page is on the latched path"
+        );
+        if pages.is_empty() {
+            return Ok(());
+        }
+        log.logged_smo(root, &mut pages)
+    }
+}
+
 /// Called by [`BTree::scan`] with each tuple's key, TID and value; returns
 /// false to stop.
 pub type Visitor<'a> = dyn FnMut(&[u8], u64, &[u8]) -> bool + 'a;
@@ -146,7 +196,7 @@ impl BTree {
         let mut root = pool.allocate(PageKind::BtreeLeaf)?;
         NodeMut::new(root.data_mut()).init_leaf(Fence::Infinite, Fence::Infinite);
         let id = root.page_id();
-        log.logged(id, &mut root, PageOp::Image)?;
+        log.logged_smo(id, &mut [&mut root])?;
         Ok(BTree { root: id })
     }
 
@@ -517,7 +567,11 @@ impl BTree {
         // unreachable. Each latched level splits at most once and a root
         // split takes two pages.
         let mut spares = Spares::allocate(pool, path.len() + 1)?;
-        let result = self.split_path(pool, log, &mut path, &mut spares);
+        let mut smo = Smo::default();
+        let result = self
+            .split_path(pool, &mut path, &mut spares, &mut smo)
+            .and_then(|()| smo.log(log, self.root, &mut path));
+        drop(smo);
         spares.release(pool);
         result
     }
@@ -525,30 +579,28 @@ impl BTree {
     fn split_path<'p>(
         &self,
         pool: &'p BufferPool,
-        log: &dyn PageLog,
         path: &mut [ExclusiveGuard<'p>],
         spares: &mut Spares<'p>,
+        smo: &mut Smo<'p>,
     ) -> Result<()> {
         // Split bottom-up; each split hands a separator to the level above.
         let level = path.len() - 1;
-        {
-            let pid = path[level].page_id();
-            if pid == self.root {
-                return self.split_root(pool, log, &mut path[level], spares);
-            }
-            let (sep, right_pid) = {
-                let node = &mut path[level];
-                let kind = page_kind(node.data()).unwrap_or(PageKind::BtreeLeaf);
-                let mut right = spares.take(kind);
-                let mut nm = NodeMut::new(node.data_mut());
-                let at = nm.split_index();
-                let sep = nm.split(at, right.data_mut());
-                log.logged(self.root, &mut right, PageOp::Image)?;
-                log.logged(self.root, node, PageOp::Image)?;
-                (sep, right.page_id())
-            };
-            self.place_separator(pool, log, path, spares, level - 1, &sep, pid, right_pid)
+        let pid = path[level].page_id();
+        if pid == self.root {
+            return self
+                .split_root(pool, &mut path[level], spares, smo)
+                .map(|_| ());
         }
+        let node = &mut path[level];
+        let kind = page_kind(node.data()).unwrap_or(PageKind::BtreeLeaf);
+        let mut right = spares.take(kind);
+        let mut nm = NodeMut::new(node.data_mut());
+        let at = nm.split_index();
+        let sep = nm.split(at, right.data_mut());
+        let right_pid = right.page_id();
+        smo.changed(pid);
+        smo.fresh(right);
+        self.place_separator(pool, path, spares, smo, level - 1, &sep, pid, right_pid)
     }
 
     /// The parent at `path[level]` cannot take the separator `sep` for the
@@ -558,9 +610,9 @@ impl BTree {
     fn split_parent_then_insert<'p>(
         &self,
         pool: &'p BufferPool,
-        log: &dyn PageLog,
         path: &mut [ExclusiveGuard<'p>],
         spares: &mut Spares<'p>,
+        smo: &mut Smo<'p>,
         level: usize,
         sep: &[u8],
         left: PageId,
@@ -569,36 +621,30 @@ impl BTree {
         let pid = path[level].page_id();
         if pid == self.root {
             // Grow the tree: the root's content moves into two new children.
-            let (l, r, root_sep) = self.split_root_inner(pool, log, &mut path[level], spares)?;
-            let mut target = if sep <= root_sep.as_slice() { l } else { r };
-            Self::insert_separator(self.root, pool, log, &mut target, sep, left, right)?;
-            return Ok(());
+            let (l, r, root_sep) = self.split_root(pool, &mut path[level], spares, smo)?;
+            let target = if sep <= root_sep.as_slice() { l } else { r };
+            return Self::insert_separator(pool, &mut smo.fresh[target], sep, left, right);
         }
-        let (parent_sep, new_right) = {
-            let node = &mut path[level];
-            let mut right_node = spares.take(PageKind::BtreeInner);
-            let mut nm = NodeMut::new(node.data_mut());
-            let at = nm.split_index();
-            let s = nm.split(at, right_node.data_mut());
-            log.logged(self.root, &mut right_node, PageOp::Image)?;
-            log.logged(self.root, node, PageOp::Image)?;
-            (s, right_node)
-        };
+        let node = &mut path[level];
+        let mut new_right = spares.take(PageKind::BtreeInner);
+        let mut nm = NodeMut::new(node.data_mut());
+        let at = nm.split_index();
+        let parent_sep = nm.split(at, new_right.data_mut());
         let new_right_pid = new_right.page_id();
+        smo.changed(pid);
+        let nr = smo.fresh(new_right);
         // Place the pending separator in the half that covers it.
         if sep <= parent_sep.as_slice() {
-            drop(new_right);
-            Self::insert_separator(self.root, pool, log, &mut path[level], sep, left, right)?;
+            Self::insert_separator(pool, &mut path[level], sep, left, right)?;
         } else {
-            let mut nr = new_right;
-            Self::insert_separator(self.root, pool, log, &mut nr, sep, left, right)?;
+            Self::insert_separator(pool, &mut smo.fresh[nr], sep, left, right)?;
         }
         // Now hand the parent's separator one level up.
         self.place_separator(
             pool,
-            log,
             path,
             spares,
+            smo,
             level - 1,
             &parent_sep,
             pid,
@@ -614,18 +660,19 @@ impl BTree {
     fn place_separator<'p>(
         &self,
         pool: &'p BufferPool,
-        log: &dyn PageLog,
         path: &mut [ExclusiveGuard<'p>],
         spares: &mut Spares<'p>,
+        smo: &mut Smo<'p>,
         level: usize,
         sep: &[u8],
         left: PageId,
         right: PageId,
     ) -> Result<()> {
         if Node::new(path[level].data()).fits(sep.len(), 8) {
-            Self::insert_separator(self.root, pool, log, &mut path[level], sep, left, right)
+            smo.changed(path[level].page_id());
+            Self::insert_separator(pool, &mut path[level], sep, left, right)
         } else {
-            self.split_parent_then_insert(pool, log, path, spares, level, sep, left, right)
+            self.split_parent_then_insert(pool, path, spares, smo, level, sep, left, right)
         }
     }
 
@@ -633,9 +680,7 @@ impl BTree {
     /// <= sep) and `right`: point the old entry at `right` and insert
     /// (sep → left) before it.
     fn insert_separator(
-        root: RootId,
         pool: &BufferPool,
-        log: &dyn PageLog,
         parent: &mut ExclusiveGuard<'_>,
         sep: &[u8],
         left: PageId,
@@ -658,29 +703,19 @@ impl BTree {
                 parent.page_id(),
                 "separator does not fit after a parent split",
             )
-        })?;
-        log.logged(root, parent, PageOp::Image)
+        })
     }
 
     /// Split a full root in place: its content moves to two new children and
-    /// the root becomes an inner node with one separator.
+    /// the root becomes an inner node with one separator. Returns the
+    /// children's indices in `smo.fresh` and the separator.
     fn split_root<'p>(
         &self,
         pool: &'p BufferPool,
-        log: &dyn PageLog,
         root: &mut ExclusiveGuard<'p>,
         spares: &mut Spares<'p>,
-    ) -> Result<()> {
-        self.split_root_inner(pool, log, root, spares).map(|_| ())
-    }
-
-    fn split_root_inner<'p>(
-        &self,
-        pool: &'p BufferPool,
-        log: &dyn PageLog,
-        root: &mut ExclusiveGuard<'_>,
-        spares: &mut Spares<'p>,
-    ) -> Result<(ExclusiveGuard<'p>, ExclusiveGuard<'p>, Vec<u8>)> {
+        smo: &mut Smo<'p>,
+    ) -> Result<(usize, usize, Vec<u8>)> {
         let kind = page_kind(root.data()).unwrap_or(PageKind::BtreeLeaf);
         let mut left = spares.take(kind);
         let mut right = spares.take(kind);
@@ -696,10 +731,10 @@ impl BTree {
                     Self::corruption(pool, self.root, "separator does not fit in a new root")
                 })?;
         }
-        log.logged(self.root, &mut left, PageOp::Image)?;
-        log.logged(self.root, &mut right, PageOp::Image)?;
-        log.logged(self.root, root, PageOp::Image)?;
-        Ok((left, right, sep))
+        smo.changed(self.root);
+        let l = smo.fresh(left);
+        let r = smo.fresh(right);
+        Ok((l, r, sep))
     }
 
     /// Merge underfull nodes on the path to `key` with a sibling, bottom-up,
@@ -728,10 +763,11 @@ impl BTree {
                 .upper_child()
                 .ok_or_else(|| Self::corruption(pool, self.root, "root without children"))?;
             drop(path.drain(1..));
-            let child = pool.exclusive(only)?;
+            let mut child = pool.exclusive(only)?;
             let mut root_guard = path.pop().expect("root");
             copy_body(root_guard.data_mut(), child.data());
-            log.logged(self.root, &mut root_guard, PageOp::Image)?;
+            page::set_page_kind(child.data_mut(), PageKind::Free);
+            log.logged_smo(self.root, &mut [&mut root_guard, &mut child])?;
             pool.free_page(child);
         }
         Ok(())
@@ -784,18 +820,15 @@ impl BTree {
                 (&mut sibling, &mut *child)
             };
             let right_node = right.data().to_vec();
-            let ok = NodeMut::new(left.data_mut())
+            NodeMut::new(left.data_mut())
                 .merge_from_right(&Node::new(&right_node), &sep)
-                .is_ok();
-            if ok {
-                log.logged(self.root, left, PageOp::Image)?;
-            }
-            ok
+                .is_ok()
         };
         if !merged {
             return Ok(false);
         }
-        let (left_pid, freed) = if child_is_left {
+        // From here `child` is the left (surviving) node.
+        let (left_pid, mut freed) = if child_is_left {
             (child.page_id(), sibling)
         } else {
             (sibling_pid, std::mem::replace(child, sibling))
@@ -803,7 +836,8 @@ impl BTree {
         let mut pm = NodeMut::new(parent.data_mut());
         pm.remove_at(left_idx);
         pm.set_child_at(left_idx, left_pid);
-        log.logged(self.root, parent, PageOp::Image)?;
+        page::set_page_kind(freed.data_mut(), PageKind::Free);
+        log.logged_smo(self.root, &mut [&mut *child, &mut *parent, &mut freed])?;
         pool.free_page(freed);
         Ok(true)
     }

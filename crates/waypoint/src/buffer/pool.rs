@@ -157,7 +157,10 @@ pub struct BufferPool {
     free_target: usize,
     cool_target: usize,
     next_page_id: AtomicU64,
-    free_pages: Mutex<Vec<PageId>>,
+    /// Freed page ids with the GSN of their last logged change: a reused
+    /// page starts from that GSN, so its next record's `prev_gsn` continues
+    /// the page's chain in the log and recovery does not see a gap.
+    free_pages: Mutex<Vec<(PageId, u64)>>,
     /// The first I/O failure of a page write; the pool refuses further
     /// modifications once set (fjall/redb "poisoned" habit).
     failure: Mutex<Option<String>>,
@@ -220,7 +223,9 @@ impl BufferPool {
             free_target: (frames / 64).clamp(4, 1024),
             cool_target: (frames / 8).max(8),
             next_page_id: AtomicU64::new(next_page_id),
-            free_pages: Mutex::new(free_pages),
+            // Pages freed before the last clean close: their changes are all
+            // below the log floor, which recovery treats as one state.
+            free_pages: Mutex::new(free_pages.into_iter().map(|p| (p, 0)).collect()),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             gate: parking_lot::RwLock::new(None),
@@ -272,7 +277,7 @@ impl BufferPool {
     pub fn ensure_allocated(&self, next: PageId) {
         self.next_page_id
             .fetch_max(next.min(MAX_PAGES), Ordering::AcqRel);
-        self.free_pages.lock().retain(|&p| p >= next);
+        self.free_pages.lock().retain(|&(p, _)| p >= next);
     }
 
     /// Exclusive access to `pid` for redo: a page that was never written (or
@@ -283,10 +288,10 @@ impl BufferPool {
         match self.exclusive(pid) {
             Ok(g) => Ok(g),
             Err(Error::Corruption { detail, .. }) if detail.contains("never written") => {
-                self.claim(pid, PageKind::Free)
+                self.claim(pid, PageKind::Free, 0)
             }
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
-                self.claim(pid, PageKind::Free)
+                self.claim(pid, PageKind::Free, 0)
             }
             Err(e) => Err(e),
         }
@@ -298,7 +303,7 @@ impl BufferPool {
     }
 
     pub fn free_pages(&self) -> Vec<PageId> {
-        self.free_pages.lock().clone()
+        self.free_pages.lock().iter().map(|&(p, _)| p).collect()
     }
 
     /// Error if an earlier page write failed (the pool is poisoned).
@@ -472,8 +477,8 @@ impl BufferPool {
     pub fn allocate(&self, kind: PageKind) -> Result<ExclusiveGuard<'_>> {
         self.check_healthy()?;
         let reused = self.free_pages.lock().pop();
-        let pid = match reused {
-            Some(pid) => pid,
+        let (pid, gsn) = match reused {
+            Some(free) => free,
             None => {
                 let pid = self.next_page_id.fetch_add(1, Ordering::AcqRel);
                 if pid >= MAX_PAGES {
@@ -482,18 +487,18 @@ impl BufferPool {
                         "the data file is full: {MAX_PAGES} pages"
                     )));
                 }
-                pid
+                (pid, 0)
             }
         };
-        self.claim(pid, kind)
-            .inspect_err(|_| self.free_pages.lock().push(pid))
+        self.claim(pid, kind, gsn)
+            .inspect_err(|_| self.free_pages.lock().push((pid, gsn)))
     }
 
     /// Give `pid` a fresh image of `kind`. The page table stays the single
     /// source of truth: a freed page may still be resident, or be read back
     /// by a reader that followed a pointer just before the page was freed
     /// (it will fail validation), so the id is claimed through its entry.
-    fn claim(&self, pid: PageId, kind: PageKind) -> Result<ExclusiveGuard<'_>> {
+    fn claim(&self, pid: PageId, kind: PageKind, gsn: u64) -> Result<ExclusiveGuard<'_>> {
         let entry = self.table.entry(pid);
         let mut backoff = Backoff::new();
         loop {
@@ -529,6 +534,7 @@ impl BufferPool {
             let data =
                 unsafe { std::slice::from_raw_parts_mut(self.frame_data(idx), self.page_size) };
             page::init_page(data, pid, kind);
+            page::set_page_gsn(data, gsn);
             if fresh_frame {
                 frame.persisted_gsn.store(0, Ordering::Relaxed);
                 frame.last_writer.store(u32::MAX, Ordering::Relaxed);
@@ -555,8 +561,9 @@ impl BufferPool {
             .dirty
             .store(false, Ordering::Release);
         let pid = guard.pid;
+        let gsn = page::page_gsn(guard.data());
         drop(guard);
-        self.free_pages.lock().push(pid);
+        self.free_pages.lock().push((pid, gsn));
     }
 
     // ---------------------------------------------------------------

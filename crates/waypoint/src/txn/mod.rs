@@ -137,6 +137,16 @@ impl PageLog for FailedPageLog {
             cause: self.0.clone(),
         })
     }
+
+    fn logged_smo(
+        &self,
+        _tree: crate::btree::RootId,
+        _pages: &mut [&mut crate::buffer::ExclusiveGuard<'_>],
+    ) -> Result<()> {
+        Err(Error::Poisoned {
+            cause: self.0.clone(),
+        })
+    }
 }
 
 impl FailedSessionLog {

@@ -27,7 +27,7 @@
 //! [`CommitProtocol`] (for `Async` it returns at once and says so).
 
 use super::partition::Partition;
-use super::record::{self, RecordBody, RecordHeader};
+use super::record::{self, RecordBody, RecordHeader, RecordKind};
 use super::recovery::RecoveredPartition;
 use crate::btree::{PageLog, PageOp, RootId};
 use crate::buffer::page;
@@ -505,6 +505,28 @@ impl WalSessionLog {
 
 impl PageLog for WalSessionLog {
     fn logged(&self, tree: RootId, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()> {
+        debug_assert!(
+            !matches!(op, PageOp::Image),
+            "page images are logged as structure modifications"
+        );
+        self.log_pages(tree, &mut [page], op)
+    }
+
+    fn logged_smo(&self, tree: RootId, pages: &mut [&mut ExclusiveGuard<'_>]) -> Result<()> {
+        self.log_pages(tree, pages, PageOp::Image)
+    }
+}
+
+impl WalSessionLog {
+    /// Log `op` on each of `pages` (one page, or the pages of one structure
+    /// modification) and stamp the GSNs into the pages.
+    fn log_pages(
+        &self,
+        tree: RootId,
+        pages: &mut [&mut ExclusiveGuard<'_>],
+        op: PageOp<'_>,
+    ) -> Result<()> {
+        assert!(!pages.is_empty(), "a log record needs a page");
         let mut st = self.state.borrow_mut();
         if !st.wrote {
             // GSN_flushed is needed only by transactions that write; any
@@ -512,38 +534,59 @@ impl PageLog for WalSessionLog {
             // than making every (read-only) transaction pay for it.
             st.flushed_at_start = self.wal.flushed_gsn();
         }
-        let prev = page::page_gsn(page.data());
-        if prev > st.flushed_at_start && page.last_writer() != self.slot as u32 {
-            st.needs_remote = true;
+        let mut floor = st.gsn;
+        for page in pages.iter() {
+            let prev = page::page_gsn(page.data());
+            if prev > st.flushed_at_start && page.last_writer() != self.slot as u32 {
+                st.needs_remote = true;
+            }
+            floor = floor.max(prev);
         }
-        let gsn = self.partition.reserve_gsn(st.gsn.max(prev));
-        st.gsn = gsn;
+        // Every record of a group gets a GSN above every page's previous
+        // GSN: a copy of any page of the group reaching disk then implies
+        // (WAL rule) that every predecessor on every page of the group was
+        // durable, so recovery never finds a group half on disk and half
+        // beyond a gap.
+        let count = pages.len() as u64;
+        let first = self.partition.reserve_gsns(floor, count);
+        let last = first + count - 1;
+        st.gsn = last;
         st.wrote = true;
-        let data = page.data();
-        let header = RecordHeader {
-            gsn,
-            txn: st.txn,
-            page: page.page_id(),
-            prev_gsn: prev,
-            compensation: st.compensating,
-            page_kind: if matches!(op, PageOp::Image) {
-                data[6]
-            } else {
-                0
-            },
-            tree: u32::try_from(tree).expect("page ids are below 2^32"),
-            watermark: self.partition.durable(),
-        };
-        let body = RecordBody::from_page_op(op, data);
+        let tree = u32::try_from(tree).expect("page ids are below 2^32");
+        let watermark = self.partition.durable();
+        let image = matches!(op, PageOp::Image);
         let mut buf = std::mem::take(&mut st.buf);
         buf.clear();
-        record::encode(&header, &body, &mut buf);
-        let appended = self.partition.append(&buf, gsn);
+        for (i, page) in pages.iter().enumerate() {
+            let data = page.data();
+            let body = RecordBody::from_page_op(op, data);
+            let header = RecordHeader {
+                gsn: first + i as u64,
+                txn: st.txn,
+                page: page.page_id(),
+                prev_gsn: page::page_gsn(data),
+                compensation: st.compensating,
+                smo_more: image && i + 1 < pages.len(),
+                page_kind: if body.kind() == RecordKind::Image {
+                    data[6]
+                } else {
+                    0
+                },
+                tree,
+                watermark,
+            };
+            record::encode(&header, &body, &mut buf);
+        }
+        let appended = self.partition.append_group(&buf, count, last);
         st.buf = buf;
-        appended?;
-        page::set_page_gsn(page.data_mut(), gsn);
-        page.set_last_writer(self.slot as u32);
-        Ok(())
+        // Stamped even when the append failed: the partition is then poisoned
+        // and never durable up to these GSNs, so the WAL rule keeps the
+        // unlogged change from ever reaching the data file.
+        for (i, page) in pages.iter_mut().enumerate() {
+            page::set_page_gsn(page.data_mut(), first + i as u64);
+            page.set_last_writer(self.slot as u32);
+        }
+        appended.map(|_| ())
     }
 }
 

@@ -9,7 +9,9 @@
 //! - [`log`]: the log manager, the GSN protocol, RFA, commit protocols, the
 //!   WAL-rule gate for page writes.
 //!
-//! - [`recovery`]: analysis, redo and undo on open.
+//! - [`recovery`]: analysis, redo and undo on open; `redo` decides which
+//!   records redo applies (page chains, gaps, structure modifications all
+//!   or nothing) and applies them.
 //!
 //! `Database` logs every page change through a session's
 //! [`WalSessionLog`] and recovers on open (see ARCHITECTURE.md).
@@ -18,5 +20,6 @@ pub mod log;
 pub mod partition;
 pub mod record;
 pub mod recovery;
+mod redo;
 
 pub use log::{CommitProtocol, CommitTicket, PartitionLogStats, Wal, WalSessionLog, WalStats};

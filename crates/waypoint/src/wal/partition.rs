@@ -226,11 +226,18 @@ impl Partition {
     /// the page GSN) and above the clock. Reserved under the stage-1 lock so
     /// `flushed_gsn` cannot vouch for a clock value the record will undercut.
     pub fn reserve_gsn(&self, floor: u64) -> u64 {
+        self.reserve_gsns(floor, 1)
+    }
+
+    /// `count` consecutive GSNs for the records of one structure
+    /// modification; returns the first.
+    pub fn reserve_gsns(&self, floor: u64, count: u64) -> u64 {
+        debug_assert!(count > 0);
         let mut s = self.stage1.lock();
-        let gsn = floor.max(self.clock()) + 1;
-        self.clock.store(gsn, Ordering::Release);
+        let first = floor.max(self.clock()) + 1;
+        self.clock.store(first + count - 1, Ordering::Release);
         s.reserved = true;
-        gsn
+        first
     }
 
     /// Every record of this partition with a GSN at or below the result is
@@ -258,23 +265,31 @@ impl Partition {
     /// Append one encoded record (8-byte aligned) with GSN `gsn`; returns
     /// the stream position after it. Only the owning session appends.
     pub fn append(&self, record: &[u8], gsn: u64) -> Result<u64> {
+        self.append_group(record, 1, gsn)
+    }
+
+    /// Append `count` encoded records whose largest GSN is `max_gsn` as one
+    /// unit: they land in one chunk, so the writer writes and syncs all of
+    /// them or none, and the durable position never falls between them (a
+    /// structure modification is durable whole or not at all).
+    pub fn append_group(&self, records: &[u8], count: u64, max_gsn: u64) -> Result<u64> {
         self.check_healthy()?;
-        debug_assert!(gsn > 0);
+        debug_assert!(max_gsn > 0);
         let mut s = self.stage1.lock();
-        if !s.current.bytes.is_empty() && s.current.bytes.len() + record.len() > CHUNK_SIZE {
+        if !s.current.bytes.is_empty() && s.current.bytes.len() + records.len() > CHUNK_SIZE {
             self.seal_current(&mut s);
         }
         debug_assert!(
-            gsn >= s.current.max_gsn,
+            max_gsn >= s.current.max_gsn,
             "records of a partition are in GSN order"
         );
         s.reserved = false;
-        s.current.bytes.extend_from_slice(record);
-        s.current.max_gsn = s.current.max_gsn.max(gsn);
+        s.current.bytes.extend_from_slice(records);
+        s.current.max_gsn = s.current.max_gsn.max(max_gsn);
         let end = s.current.start + s.current.bytes.len() as u64;
         self.appended.store(end, Ordering::Release);
-        self.clock.fetch_max(gsn, Ordering::AcqRel);
-        self.records.fetch_add(1, Ordering::Relaxed);
+        self.clock.fetch_max(max_gsn, Ordering::AcqRel);
+        self.records.fetch_add(count, Ordering::Relaxed);
         if s.current.bytes.len() >= CHUNK_SIZE {
             self.seal_current(&mut s);
             self.work.notify_one();

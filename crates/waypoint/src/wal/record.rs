@@ -28,9 +28,13 @@
 //!      0    4 CRC32C (Castagnoli) of bytes 4..len (header rest, payload, padding)
 //!      4    4 len (u32): total record length in bytes, including header and
 //!             padding; a multiple of 8, 56 <= len <= 16 MiB
-//!      8    1 kind: 1 insert, 2 update, 3 remove, 4 page image, 5 commit, 6 end
+//!      8    1 kind: 1 insert, 2 update, 3 remove, 4 page image, 5 commit, 6 end,
+//!             7 page freed
 //!      9    1 flags: bit 0 = compensation (a CLR written while undoing: redo-only,
-//!             never undone); other bits zero
+//!             never undone); bit 1 = structure modification continues (this
+//!             image or page-freed record and the next record of the partition
+//!             belong to one structure modification, redone all or nothing);
+//!             other bits zero
 //!     10    1 page kind: the page's kind byte (`buffer::page::PageKind as u8`)
 //!             for image records, where it is nonzero; 0 for every other kind
 //!     11    1 reserved, zero
@@ -65,6 +69,8 @@
 //!           the dependency vector: this commit counts only once every named
 //!           log partition is durable up to the named byte position
 //! 6 end     (empty) the transaction's rollback is complete
+//! 7 freed   (empty) a structure modification (merge, root collapse) released
+//!           the page; redo makes it a free page
 //! ```
 //!
 //! The payload must fill the record exactly: `len` is the payload's end
@@ -120,7 +126,7 @@
 //!   bytes themselves is a candidate.
 
 use crate::btree::PageOp;
-use crate::buffer::page::{MAX_PAGE_SIZE, PAGE_HEADER_SIZE};
+use crate::buffer::page::{PageKind, MAX_PAGE_SIZE, PAGE_HEADER_SIZE};
 use crate::error::Error;
 use std::path::PathBuf;
 
@@ -134,6 +140,8 @@ pub const MAX_RECORD_LEN: usize = 16 << 20;
 pub const MAX_IMAGE_BODY: usize = MAX_PAGE_SIZE - PAGE_HEADER_SIZE;
 
 const FLAG_COMPENSATION: u8 = 1;
+const FLAG_SMO_MORE: u8 = 2;
+const KNOWN_FLAGS: u8 = FLAG_COMPENSATION | FLAG_SMO_MORE;
 /// Bytes of one commit dependency: partition u32 + position u64.
 const DEP_SIZE: usize = 12;
 
@@ -147,6 +155,7 @@ pub enum RecordKind {
     Image = 4,
     Commit = 5,
     End = 6,
+    Freed = 7,
 }
 
 impl RecordKind {
@@ -158,6 +167,7 @@ impl RecordKind {
             4 => RecordKind::Image,
             5 => RecordKind::Commit,
             6 => RecordKind::End,
+            7 => RecordKind::Freed,
             _ => return None,
         })
     }
@@ -167,8 +177,18 @@ impl RecordKind {
     pub fn has_page(self) -> bool {
         matches!(
             self,
-            RecordKind::Insert | RecordKind::Update | RecordKind::Remove | RecordKind::Image
+            RecordKind::Insert
+                | RecordKind::Update
+                | RecordKind::Remove
+                | RecordKind::Image
+                | RecordKind::Freed
         )
+    }
+
+    /// Whether records of this kind are written by structure modifications
+    /// (and so may carry the structure-modification flag).
+    pub fn is_structural(self) -> bool {
+        matches!(self, RecordKind::Image | RecordKind::Freed)
     }
 }
 
@@ -192,6 +212,11 @@ pub struct RecordHeader {
     /// A compensation log record: written while rolling back, redone but
     /// never undone (so a rollback interrupted by a crash is not undone twice).
     pub compensation: bool,
+    /// More records of the same structure modification follow this one
+    /// (only on page images). A structure modification is one group of
+    /// image records, consecutive in one partition, ended by an image
+    /// without this flag; recovery redoes a group all or nothing.
+    pub smo_more: bool,
     /// The partition's durable stream position when the record was appended:
     /// every byte of the stream below it was durable by then. The segment
     /// scan uses it to tell a crash-torn write from corruption.
@@ -417,6 +442,8 @@ pub enum RecordBody<'a> {
     Commit { tid: u64, deps: Deps<'a> },
     /// The transaction's rollback is complete.
     End,
+    /// A structure modification released the page.
+    Freed,
 }
 
 impl<'a> RecordBody<'a> {
@@ -428,12 +455,15 @@ impl<'a> RecordBody<'a> {
             RecordBody::Image(_) => RecordKind::Image,
             RecordBody::Commit { .. } => RecordKind::Commit,
             RecordBody::End => RecordKind::End,
+            RecordBody::Freed => RecordKind::Freed,
         }
     }
 
     /// The record body for a page modification reported through
     /// [`PageLog`](crate::btree::PageLog). `page` is the whole page after the
-    /// change; only [`PageOp::Image`] reads it.
+    /// change; only [`PageOp::Image`] reads it. The image of a page a
+    /// structure modification freed is a [`RecordBody::Freed`]: none of its
+    /// bytes matter any more.
     pub fn from_page_op(op: PageOp<'a>, page: &'a [u8]) -> Self {
         match op {
             PageOp::Insert { key, value } => RecordBody::Insert { key, value },
@@ -442,6 +472,7 @@ impl<'a> RecordBody<'a> {
                 diff: encode_update(before, after),
             },
             PageOp::Remove { key, before } => RecordBody::Remove { key, before },
+            PageOp::Image if page[6] == PageKind::Free as u8 => RecordBody::Freed,
             PageOp::Image => RecordBody::Image(PageImage::from_body(&page[PAGE_HEADER_SIZE..])),
         }
     }
@@ -470,7 +501,7 @@ fn payload_len(body: &RecordBody) -> usize {
         RecordBody::Remove { key, before } => 2 + 4 + key.len() + before.len(),
         RecordBody::Image(img) => 4 + 4 + 4 + img.head.len() + img.tail.len(),
         RecordBody::Commit { deps, .. } => 8 + 4 + DEP_SIZE * deps.len(),
-        RecordBody::End => 0,
+        RecordBody::End | RecordBody::Freed => 0,
     }
 }
 
@@ -514,6 +545,10 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
         "{kind:?} record with a tree, page id or prev GSN"
     );
     assert!(
+        !header.smo_more || kind.is_structural(),
+        "structure-modification flag on a {kind:?} record"
+    );
+    assert!(
         (kind == RecordKind::Image) == (header.page_kind != 0),
         "{kind:?} record with page kind {}",
         header.page_kind
@@ -523,11 +558,14 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
     out.extend_from_slice(&[0; 4]); // checksum, filled in last
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.push(kind as u8);
-    out.push(if header.compensation {
-        FLAG_COMPENSATION
-    } else {
-        0
-    });
+    let mut flags = 0;
+    if header.compensation {
+        flags |= FLAG_COMPENSATION;
+    }
+    if header.smo_more {
+        flags |= FLAG_SMO_MORE;
+    }
+    out.push(flags);
     out.push(header.page_kind);
     out.push(0);
     out.extend_from_slice(&header.tree.to_le_bytes());
@@ -573,7 +611,7 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
                 out.extend_from_slice(&position.to_le_bytes());
             }
         }
-        RecordBody::End => {}
+        RecordBody::End | RecordBody::Freed => {}
     }
     debug_assert_eq!(out.len() - start, HEADER_SIZE + payload_len(body));
     out.resize(start + len, 0);
@@ -685,8 +723,13 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
     let rec = frame(buf)?;
     let kind = RecordKind::from_byte(rec[8]).ok_or(DecodeError::BadKind(rec[8]))?;
     let flags = rec[9];
-    if flags & !FLAG_COMPENSATION != 0 {
+    if flags & !KNOWN_FLAGS != 0 {
         return Err(DecodeError::Malformed("unknown flag bits"));
+    }
+    if flags & FLAG_SMO_MORE != 0 && !kind.is_structural() {
+        return Err(DecodeError::Malformed(
+            "structure-modification flag on a record no structure modification writes",
+        ));
     }
     if rec[11] != 0 {
         return Err(DecodeError::Malformed("reserved header byte is not zero"));
@@ -699,6 +742,7 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
         page: le_u64(&rec[32..]),
         prev_gsn: le_u64(&rec[40..]),
         compensation: flags & FLAG_COMPENSATION != 0,
+        smo_more: flags & FLAG_SMO_MORE != 0,
         watermark: le_u64(&rec[48..]),
     };
     if kind == RecordKind::Image && header.page_kind == 0 {
@@ -778,6 +822,7 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
             }
         }
         RecordKind::End => RecordBody::End,
+        RecordKind::Freed => RecordBody::Freed,
     };
     // The payload must fill the record exactly, so one record has one
     // encoding and `encoded_len` of the decoded body is the record's length.
@@ -914,7 +959,7 @@ fn later_durable_proof(buf: &[u8], pos: usize, bad_at: u64) -> Option<(usize, u6
         // byte compares per candidate rather than a checksum each.
         let plausible = RecordKind::from_byte(h[8])
             .is_some_and(|kind| (kind == RecordKind::Image) == (h[10] != 0))
-            && h[9] & !FLAG_COMPENSATION == 0
+            && h[9] & !KNOWN_FLAGS == 0
             && h[11] == 0;
         if plausible {
             if let Ok(rec) = frame(h) {
@@ -947,6 +992,7 @@ mod tests {
         Image(Vec<u8>),
         Commit(u64, Vec<(u32, u64)>),
         End,
+        Freed,
     }
 
     impl Owned {
@@ -964,6 +1010,7 @@ mod tests {
                     deps: Deps::new(deps),
                 },
                 Owned::End => RecordBody::End,
+                Owned::Freed => RecordBody::Freed,
             }
         }
 
@@ -979,6 +1026,7 @@ mod tests {
                 page: if page { gsn * 7 + 2 } else { 0 },
                 prev_gsn: if page { gsn.saturating_sub(5) } else { 0 },
                 compensation: gsn % 4 == 1,
+                smo_more: (image || matches!(self, Owned::Freed)) && gsn.is_multiple_of(3),
                 watermark,
             }
         }
@@ -1014,6 +1062,7 @@ mod tests {
             )
                 .prop_map(|(t, d)| Owned::Commit(t, d)),
             Just(Owned::End),
+            Just(Owned::Freed),
         ]
     }
 
@@ -1066,6 +1115,7 @@ mod tests {
             Owned::Remove(b"beta".to_vec(), b"gone value".to_vec()),
             Owned::Commit(99, vec![(1, 4096), (3, 80)]),
             Owned::End,
+            Owned::Freed,
             Owned::Update(
                 b"gamma".to_vec(),
                 b"hello world".to_vec(),
@@ -1686,6 +1736,7 @@ mod tests {
             page: 9,
             prev_gsn: 4,
             compensation: false,
+            smo_more: false,
             watermark: 4096,
         };
         encode(
@@ -1721,8 +1772,9 @@ mod tests {
         assert_eq!(edited(&set_len(16 << 20), false), Some(Truncated));
         assert_eq!(edited(&|r| r[50] ^= 1, false), Some(BadChecksum));
         assert_eq!(edited(&|r| r[8] = 0, true), Some(BadKind(0)));
-        assert_eq!(edited(&|r| r[8] = 7, true), Some(BadKind(7)));
+        assert_eq!(edited(&|r| r[8] = 8, true), Some(BadKind(8)));
         assert!(matches!(edited(&|r| r[9] = 2, true), Some(Malformed(_))));
+        assert!(matches!(edited(&|r| r[9] = 4, true), Some(Malformed(_))));
         assert!(matches!(edited(&|r| r[11] = 1, true), Some(Malformed(_))));
         // A page kind on a record that is not an image.
         assert!(matches!(edited(&|r| r[10] = 2, true), Some(Malformed(_))));

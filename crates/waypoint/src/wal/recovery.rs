@@ -7,13 +7,15 @@
 //! - **Winners**: a transaction with a commit record all of whose
 //!   dependencies survived (every named partition reaches the named
 //!   position).
-//! - **Redo**, threads over disjoint page-id ranges: per page, records
-//!   sorted by GSN are applied from the page's on-disk GSN on. Each record
-//!   names the page GSN it was made on (`prev_gsn`); a record whose
-//!   predecessor is missing (it lived in another partition and was lost)
-//!   marks a **gap**: redo of that page stops there, and every transaction
-//!   with a record beyond a gap is a loser even if its commit survived
-//!   (ARCHITECTURE.md, "the gap rule").
+//!   A structure modification cut short by the crash (its last image
+//!   missing) is the torn tail; the log is truncated before it.
+//! - **Redo** (`redo.rs`): per page, records follow the page's chain of
+//!   `prev_gsn` from its on-disk GSN; a record whose predecessor is missing
+//!   (it lived in another partition and was lost) marks a **gap**, nothing
+//!   after it on that page is applied, and a structure modification is
+//!   applied on all its pages or on none. Every transaction with a record
+//!   not applied is a loser even if its commit survived (ARCHITECTURE.md,
+//!   "the gap rule"). Applying runs on threads over page-id ranges.
 //! - **Undo**: each loser's applied tuple records are reverted logically,
 //!   newest first, through its tree (a split may have moved the key),
 //!   logged as compensation records and closed with an end record, so a
@@ -26,15 +28,14 @@
 
 use super::partition::{parse_segment_name, partition_dir};
 use super::record::{self, RecordBody, RecordKind, ScanEnd};
-use crate::btree::node::{Node, NodeMut};
+use super::redo;
 use crate::btree::{BTree, PageLog};
-use crate::buffer::page;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
+use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What recovery did, for `waypoint recover` and the logs.
@@ -88,25 +89,31 @@ pub struct RecoveredPartition {
 }
 
 /// One record kept in memory between analysis and undo.
-struct Logged {
-    gsn: u64,
-    txn: u64,
-    page: u64,
-    prev: u64,
-    tree: u32,
-    kind: RecordKind,
-    compensation: bool,
+pub(super) struct Logged {
+    pub gsn: u64,
+    pub txn: u64,
+    pub page: u64,
+    pub prev: u64,
+    pub tree: u32,
+    pub kind: RecordKind,
+    pub compensation: bool,
+    /// Structure modification this image belongs to (numbered per
+    /// partition from 1); 0 for records outside one.
+    pub smo: u32,
     /// The whole encoded record.
-    bytes: Box<[u8]>,
+    pub bytes: Box<[u8]>,
 }
 
-struct PartitionLog {
+pub(super) struct PartitionLog {
     recovered: RecoveredPartition,
-    records: Vec<Logged>,
+    /// Page records in log order, which is GSN order.
+    pub records: Vec<Logged>,
     commits: Vec<(u64, Vec<(u32, u64)>)>,
     ended: Vec<u64>,
     bytes: u64,
     torn_tails: usize,
+    /// Structure modifications seen so far (numbers `Logged::smo`).
+    smos: u32,
 }
 
 fn corruption(path: &Path, offset: u64, detail: impl Into<String>) -> Error {
@@ -131,6 +138,20 @@ fn partition_ids(storage: &dyn Storage, log_dir: &Path) -> Result<Vec<u32>> {
     }
     ids.sort_unstable();
     Ok(ids)
+}
+
+/// Index of the first record of an unfinished structure modification at
+/// the end of `records`, if the last record says more should follow.
+fn unfinished_smo(records: &[(u64, record::Record<'_>)]) -> Option<usize> {
+    let last = records.len().checked_sub(1)?;
+    if !records[last].1.header.smo_more {
+        return None;
+    }
+    let mut first = last;
+    while first > 0 && records[first - 1].1.header.smo_more {
+        first -= 1;
+    }
+    Some(first)
 }
 
 fn analyze_partition(
@@ -162,6 +183,7 @@ fn analyze_partition(
         ended: Vec::new(),
         bytes: 0,
         torn_tails: 0,
+        smos: 0,
     };
     // Once the log has ended (torn tail, or a segment that does not start
     // where the previous one ended), later segments can only hold writes
@@ -198,16 +220,45 @@ fn analyze_partition(
         if let Some(err) = scan.end.to_error(&path, 0) {
             return Err(err);
         }
-        let valid = scan.valid_len;
+        let mut valid = scan.valid_len;
+        let mut records = scan.records.as_slice();
         if let ScanEnd::TornTail { offset, .. } = &scan.end {
             tracing::info!(path = %path.display(), offset, "log ends with a torn record; truncating");
             log.torn_tails += 1;
             ended = true;
         }
+        // A structure modification is appended and synced whole, so one
+        // without its last record can only be a tail a crash cut short.
+        if let Some(cut) = unfinished_smo(records) {
+            valid = records[cut].0;
+            records = &records[..cut];
+            tracing::info!(path = %path.display(), offset = valid, "log ends inside a structure modification; truncating");
+            if !ended {
+                log.torn_tails += 1;
+                ended = true;
+            }
+        }
         let mut max_gsn = 0;
-        for (offset, rec) in &scan.records {
+        let mut in_smo = false;
+        for (offset, rec) in records {
             let h = &rec.header;
             max_gsn = max_gsn.max(h.gsn);
+            if in_smo && rec.body.kind() != RecordKind::Image {
+                return Err(corruption(
+                    &path,
+                    *offset,
+                    "a structure modification is interrupted by another record",
+                ));
+            }
+            let smo = if in_smo || h.smo_more {
+                if !in_smo {
+                    log.smos += 1;
+                }
+                log.smos
+            } else {
+                0
+            };
+            in_smo = h.smo_more;
             if h.gsn <= floor {
                 continue; // reflected in the data file at a clean close
             }
@@ -226,6 +277,7 @@ fn analyze_partition(
                     tree: h.tree,
                     kind: rec.body.kind(),
                     compensation: h.compensation,
+                    smo,
                     bytes: buf[*offset as usize..end].into(),
                 });
             }
@@ -233,61 +285,16 @@ fn analyze_partition(
         if valid < len {
             // Cut the torn tail so new records follow the last valid one.
             file.set_len(valid)?;
-            file.sync_data()?;
         }
+        // What recovery reads may include writes that were never synced.
+        // Redo and undo build on it, so it must not vanish in a later crash.
+        file.sync_data()?;
         log.bytes += valid;
         log.recovered.clock = log.recovered.clock.max(max_gsn);
         log.recovered.segments.push((start, valid, max_gsn));
         log.recovered.end = start + valid;
     }
     Ok(log)
-}
-
-/// Apply one page record to a page image (redo). Shared with nothing else:
-/// the runtime path changes pages through the tree and logs what it did;
-/// this re-does exactly that change from the record.
-fn apply(page: &mut [u8], rec: &record::Record<'_>) -> std::result::Result<(), String> {
-    match &rec.body {
-        RecordBody::Image(image) => {
-            if !image.write_to_page(page) {
-                return Err("page image does not fit the page".into());
-            }
-            page[6] = rec.header.page_kind;
-            Ok(())
-        }
-        RecordBody::Insert { key, value } => {
-            let (idx, found) = Node::new(page).lower_bound(key).ok_or("unreadable node")?;
-            if found {
-                return Err("redo of an insert finds the key present".into());
-            }
-            NodeMut::new(page)
-                .insert_at(idx, key, value)
-                .map_err(|_| "redo of an insert does not fit".to_string())
-        }
-        RecordBody::Update { key, diff } => {
-            let node = Node::new(page);
-            let (idx, found) = node.lower_bound(key).ok_or("unreadable node")?;
-            if !found {
-                return Err("redo of an update finds no key".into());
-            }
-            let old = node.value(idx).ok_or("unreadable value")?;
-            let new = diff
-                .apply_update(old)
-                .ok_or("redo of an update does not match the value")?;
-            NodeMut::new(page)
-                .set_value_at(idx, &new)
-                .map_err(|_| "redo of an update does not fit".to_string())
-        }
-        RecordBody::Remove { key, .. } => {
-            let (idx, found) = Node::new(page).lower_bound(key).ok_or("unreadable node")?;
-            if !found {
-                return Err("redo of a remove finds no key".into());
-            }
-            NodeMut::new(page).remove_at(idx);
-            Ok(())
-        }
-        RecordBody::Commit { .. } | RecordBody::End => Ok(()),
-    }
 }
 
 /// The result of analysis and redo, ready for undo.
@@ -365,99 +372,12 @@ impl Recovery {
             "log analysis done"
         );
 
-        // Redo, partitioned by page id.
         let t1 = Instant::now();
-        let mut by_page: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
-        for (pi, l) in logs.iter().enumerate() {
-            for (ri, r) in l.records.iter().enumerate() {
-                by_page.entry(r.page).or_default().push((pi, ri));
-            }
-        }
-        if let Some(max) = by_page.keys().max() {
-            pool.ensure_allocated(max + 1);
-        }
-        let mut pages: Vec<u64> = by_page.keys().copied().collect();
-        pages.sort_unstable();
-        let applied: Vec<Vec<AtomicBool>> = logs
-            .iter()
-            .map(|l| {
-                (0..l.records.len())
-                    .map(|_| AtomicBool::new(false))
-                    .collect()
-            })
-            .collect();
-        let beyond_gap: parking_lot::Mutex<HashSet<u64>> = parking_lot::Mutex::new(HashSet::new());
-        let gaps = AtomicU64::new(0);
-        let redone = AtomicU64::new(0);
-        let threads = threads.max(1);
-        let chunk = pages.len().div_ceil(threads).max(1);
-        let page_size = pool.page_size();
-        let redo_result: Result<()> = std::thread::scope(|s| {
-            let handles: Vec<_> = pages
-                .chunks(chunk)
-                .map(|range| {
-                    let (by_page, logs, applied, beyond_gap, gaps, redone) =
-                        (&by_page, &logs, &applied, &beyond_gap, &gaps, &redone);
-                    s.spawn(move || -> Result<()> {
-                        for pid in range {
-                            let mut recs = by_page[pid].clone();
-                            recs.sort_by_key(|&(pi, ri)| logs[pi].records[ri].gsn);
-                            let mut guard = pool.exclusive_for_redo(*pid)?;
-                            let mut current = page::page_gsn(guard.data());
-                            for (n, &(pi, ri)) in recs.iter().enumerate() {
-                                let r = &logs[pi].records[ri];
-                                if r.gsn <= current {
-                                    applied[pi][ri].store(true, Ordering::Relaxed);
-                                    continue;
-                                }
-                                if r.prev != current {
-                                    gaps.fetch_add(1, Ordering::Relaxed);
-                                    let mut g = beyond_gap.lock();
-                                    for &(pj, rj) in &recs[n..] {
-                                        g.insert(logs[pj].records[rj].txn);
-                                    }
-                                    break;
-                                }
-                                let rec = record::decode(&r.bytes).map_err(|e| {
-                                    corruption(
-                                        Path::new("log"),
-                                        r.gsn,
-                                        format!("record decoded in analysis fails now: {e}"),
-                                    )
-                                })?;
-                                let data = guard.data_mut();
-                                apply(data, &rec).map_err(|detail| {
-                                    corruption(
-                                        pool.file().path(),
-                                        pid * page_size as u64,
-                                        format!(
-                                            "redo of record GSN {} on page {pid}: {detail}",
-                                            r.gsn
-                                        ),
-                                    )
-                                })?;
-                                page::set_page_gsn(data, r.gsn);
-                                current = r.gsn;
-                                applied[pi][ri].store(true, Ordering::Relaxed);
-                                redone.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            for h in handles {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::InvalidOptions("redo thread panicked".into()))
-                })?;
-            }
-            Ok(())
-        });
-        redo_result?;
-        let beyond_gap = beyond_gap.into_inner();
-        report.gaps = gaps.load(Ordering::Relaxed) as usize;
-        report.records_redone = redone.load(Ordering::Relaxed);
-        report.pages_redone = pages.len();
+        let redone = redo::redo(&logs, pool, threads.max(1), floor)?;
+        let beyond_gap = redone.beyond_gap;
+        report.gaps = redone.gaps;
+        report.records_redone = redone.records_redone;
+        report.pages_redone = redone.pages;
         report.committed_beyond_gap = winners.intersection(&beyond_gap).count();
         if report.committed_beyond_gap > 0 {
             tracing::warn!(
@@ -484,10 +404,7 @@ impl Recovery {
             gaps = report.gaps,
             "redo done"
         );
-        let applied = applied
-            .into_iter()
-            .map(|v| v.into_iter().map(|a| a.into_inner()).collect())
-            .collect();
+        let applied = redone.applied;
         Ok(Recovery {
             logs,
             applied,
@@ -504,10 +421,7 @@ impl Recovery {
         let mut per_txn: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
         for (pi, l) in self.logs.iter().enumerate() {
             for (ri, r) in l.records.iter().enumerate() {
-                if self.losers.contains(&r.txn)
-                    && self.applied[pi][ri]
-                    && r.kind != RecordKind::Image
-                {
+                if self.losers.contains(&r.txn) && self.applied[pi][ri] && !r.kind.is_structural() {
                     per_txn.entry(r.txn).or_default().push((pi, ri));
                 }
             }
@@ -515,7 +429,9 @@ impl Recovery {
         let mut undone = 0;
         let mut txns: Vec<u64> = per_txn.keys().copied().collect();
         txns.sort_unstable();
-        for txn in txns {
+        // What is left to undo of every loser.
+        let mut todo: Vec<(usize, usize)> = Vec::new();
+        for &txn in &txns {
             let mut recs = per_txn.remove(&txn).unwrap_or_default();
             recs.sort_by_key(|&(pi, ri)| self.logs[pi].records[ri].gsn);
             // A compensation record undoes the newest not yet compensated
@@ -552,62 +468,67 @@ impl Recovery {
                     open.push((pi, ri, r.tree, key));
                 }
             }
-            let ordinary: Vec<(usize, usize)> =
-                open.into_iter().map(|(pi, ri, _, _)| (pi, ri)).collect();
-            let todo = ordinary.len();
             tracing::debug!(
                 txn = format_args!("{txn:#x}"),
-                records = ordinary.len(),
+                records = open.len(),
                 compensated,
                 "undoing a loser"
             );
-            log.begin_undo(txn);
-            for &(pi, ri) in ordinary[..todo].iter().rev() {
-                let r = &self.logs[pi].records[ri];
-                let rec = record::decode(&r.bytes).map_err(|e| {
-                    corruption(
-                        Path::new("log"),
-                        r.gsn,
-                        format!("record decoded in analysis fails now: {e}"),
-                    )
-                })?;
-                let tree = BTree::open(r.tree as u64);
-                let plog = log.page_log();
-                match &rec.body {
-                    RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
-                    RecordBody::Remove { key, before } => {
-                        tree.restore(pool, plog, key, Some(before))?
-                    }
-                    RecordBody::Update { key, diff } => {
-                        let current = tree.get(pool, key)?.map(|(tid, v)| {
-                            let mut stored = tid.to_le_bytes().to_vec();
-                            stored.extend_from_slice(&v);
-                            stored
-                        });
-                        match current.as_deref().and_then(|c| diff.undo_update(c)) {
-                            Some(before) => tree.restore(pool, plog, key, Some(&before))?,
-                            // Already at its before-state: an earlier undo
-                            // of this change survived.
-                            None if current
-                                .as_deref()
-                                .and_then(|c| diff.apply_update(c))
-                                .is_some() =>
-                            {
-                                continue
-                            }
-                            None => {
-                                return Err(corruption(
-                                    pool.file().path(),
-                                    r.page * pool.page_size() as u64,
-                                    "undo of an update does not match the current value",
-                                ))
-                            }
+            todo.extend(open.into_iter().map(|(pi, ri, _, _)| (pi, ri)));
+        }
+        // Newest first across all losers, as in ARIES: with early lock
+        // release a loser may have changed a key after another loser whose
+        // commit it saw, and the later change must be undone first.
+        todo.sort_by_key(|&(pi, ri)| Reverse(self.logs[pi].records[ri].gsn));
+        for &(pi, ri) in &todo {
+            let r = &self.logs[pi].records[ri];
+            log.begin_undo(r.txn);
+            let rec = record::decode(&r.bytes).map_err(|e| {
+                corruption(
+                    Path::new("log"),
+                    r.gsn,
+                    format!("record decoded in analysis fails now: {e}"),
+                )
+            })?;
+            let tree = BTree::open(r.tree as u64);
+            let plog = log.page_log();
+            match &rec.body {
+                RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
+                RecordBody::Remove { key, before } => {
+                    tree.restore(pool, plog, key, Some(before))?
+                }
+                RecordBody::Update { key, diff } => {
+                    let current = tree.get(pool, key)?.map(|(tid, v)| {
+                        let mut stored = tid.to_le_bytes().to_vec();
+                        stored.extend_from_slice(&v);
+                        stored
+                    });
+                    match current.as_deref().and_then(|c| diff.undo_update(c)) {
+                        Some(before) => tree.restore(pool, plog, key, Some(&before))?,
+                        // Already at its before-state: an earlier undo
+                        // of this change survived.
+                        None if current
+                            .as_deref()
+                            .and_then(|c| diff.apply_update(c))
+                            .is_some() =>
+                        {
+                            continue
+                        }
+                        None => {
+                            return Err(corruption(
+                                pool.file().path(),
+                                r.page * pool.page_size() as u64,
+                                "undo of an update does not match the current value",
+                            ))
                         }
                     }
-                    _ => {}
                 }
-                undone += 1;
+                _ => {}
             }
+            undone += 1;
+        }
+        for &txn in &txns {
+            log.begin_undo(txn);
             log.end_undo(txn)?;
         }
         self.report.records_undone = undone;

@@ -1,0 +1,354 @@
+//! Redo: which logged page changes recovery re-applies, and applying them
+//! (seed 000 §3.7, with the gap rule of ARCHITECTURE.md).
+//!
+//! Each page record names the page GSN it was made on (`prev_gsn`), so the
+//! records of one page form chains. Redo of a page follows the chain from
+//! the GSN its copy on disk has; a record whose predecessor is missing (it
+//! lived in another partition and was lost) is not applied, nor is anything
+//! chained after it: a **gap**. Transactions with a record that is not
+//! applied are losers even if their commit survived.
+//!
+//! A structure modification is a **group** of page images (split, merge,
+//! root change; `RecordHeader::smo_more`). Half a split is not a tree, so a
+//! group is applied all or nothing: if one of its pages cannot take its
+//! image, none of them does, and that stops the chains of the other pages
+//! too. The decision for a group depends only on records with lower GSNs
+//! (every GSN of a group is above every previous GSN of its pages, see
+//! `WalSessionLog::log_pages`), so one sweep over all records in GSN order
+//! decides every record exactly once. Applying the decisions then runs in
+//! parallel over disjoint page ranges.
+//!
+//! Invariants checked here:
+//! - a group is never half on disk and half not redoable (the WAL rule plus
+//!   the GSN ordering of groups make that impossible; finding it is
+//!   corruption);
+//! - records of a page are applied in chain order, each to the exact state
+//!   it was made on.
+//!
+//! Records below the superblock's log floor are not in the log: every page
+//! state at or below the floor is on disk. A record made on such a state
+//! (`prev_gsn <= floor`) therefore continues any on-disk state at or below
+//! the floor (a page freed before a clean close and reused after it starts
+//! from GSN 0).
+//!
+//! Records that were not applied stay in the log. A later recovery decides
+//! them the same way (the log prefix is synced before anything new is
+//! appended, and the surviving records do not change), and records written
+//! after a recovery carry GSNs above every record that survived it, so they
+//! chain from the recovered page states and never collide with the
+//! abandoned records.
+
+use super::record::{self, RecordBody};
+use super::recovery::{Logged, PartitionLog};
+use crate::btree::node::{Node, NodeMut};
+use crate::buffer::page;
+use crate::buffer::BufferPool;
+use crate::error::{Error, Result};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What redo decided and did.
+pub(super) struct RedoOutcome {
+    /// Per partition, per record: applied now or already in the page on disk.
+    pub applied: Vec<Vec<bool>>,
+    /// Transactions with a record that was not applied.
+    pub beyond_gap: HashSet<u64>,
+    /// Records or groups that could not be applied.
+    pub gaps: usize,
+    pub pages: usize,
+    pub records_redone: u64,
+}
+
+/// A record's relation to the page it changes, before the sweep.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum OnDisk {
+    /// The page on disk already contains it.
+    Contained,
+    /// Its GSN is at or below the page's on-disk GSN but the page never had
+    /// it: an abandoned record of an earlier recovery.
+    Abandoned,
+    /// Above the on-disk GSN: redo may apply it.
+    Above,
+}
+
+/// The records of one page, sorted by GSN, as (partition, record) indices.
+type PageRecords = Vec<(usize, usize)>;
+
+/// A page's GSN on disk and the records its disk copy contains.
+type DiskState = (u64, u64, PageRecords);
+
+fn log_corruption(gsn: u64, detail: impl Into<String>) -> Error {
+    Error::Corruption {
+        path: Path::new("log").to_path_buf(),
+        offset: gsn,
+        detail: detail.into(),
+    }
+}
+
+fn page_corruption(pool: &BufferPool, pid: u64, detail: impl Into<String>) -> Error {
+    Error::Corruption {
+        path: pool.file().path().to_path_buf(),
+        offset: pid * pool.page_size() as u64,
+        detail: detail.into(),
+    }
+}
+
+/// Does a record made on page GSN `prev` continue a page now at `current`?
+fn continues(prev: u64, current: u64, floor: u64) -> bool {
+    prev == current || (prev <= floor && current <= floor)
+}
+
+/// Run `work` over `pages` split into `threads` contiguous ranges.
+fn parallel<T: Send>(
+    pages: &[u64],
+    threads: usize,
+    work: impl Fn(&[u64]) -> Result<Vec<T>> + Sync,
+) -> Result<Vec<T>> {
+    let chunk = pages.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = pages
+            .chunks(chunk)
+            .map(|range| {
+                let work = &work;
+                s.spawn(move || work(range))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(pages.len());
+        for h in handles {
+            let part = h
+                .join()
+                .unwrap_or_else(|_| Err(Error::InvalidOptions("redo thread panicked".into())))?;
+            out.extend(part);
+        }
+        Ok(out)
+    })
+}
+
+pub(super) fn redo(
+    logs: &[PartitionLog],
+    pool: &BufferPool,
+    threads: usize,
+    floor: u64,
+) -> Result<RedoOutcome> {
+    let record = |(pi, ri): (usize, usize)| -> &Logged { &logs[pi].records[ri] };
+    let mut by_page: HashMap<u64, PageRecords> = HashMap::new();
+    for (pi, l) in logs.iter().enumerate() {
+        for ri in 0..l.records.len() {
+            by_page
+                .entry(l.records[ri].page)
+                .or_default()
+                .push((pi, ri));
+        }
+    }
+    for recs in by_page.values_mut() {
+        recs.sort_by_key(|&at| record(at).gsn);
+    }
+    if let Some(max) = by_page.keys().max() {
+        pool.ensure_allocated(max + 1);
+    }
+    let mut pages: Vec<u64> = by_page.keys().copied().collect();
+    pages.sort_unstable();
+
+    // 1. Each page's GSN on disk, and which of its records the disk copy
+    //    already contains: the chain ending at that GSN.
+    let disk: Vec<DiskState> = parallel(&pages, threads, |range| {
+        let mut out = Vec::with_capacity(range.len());
+        for &pid in range {
+            let d = page::page_gsn(pool.exclusive_for_redo(pid)?.data());
+            let recs = &by_page[&pid];
+            let mut contained = Vec::new();
+            let mut at = d;
+            while let Ok(i) = recs.binary_search_by_key(&at, |&r| record(r).gsn) {
+                contained.push(recs[i]);
+                let prev = record(recs[i]).prev;
+                if prev >= at {
+                    return Err(log_corruption(
+                        at,
+                        "a record's previous page GSN is not below its own",
+                    ));
+                }
+                at = prev;
+            }
+            out.push((pid, d, contained));
+        }
+        Ok(out)
+    })?;
+    let mut state: Vec<Vec<OnDisk>> = logs
+        .iter()
+        .map(|l| vec![OnDisk::Above; l.records.len()])
+        .collect();
+    let mut current: HashMap<u64, u64> = HashMap::with_capacity(disk.len());
+    let mut disk_gsn: HashMap<u64, u64> = HashMap::with_capacity(disk.len());
+    for (pid, d, contained) in &disk {
+        for &(pi, ri) in &by_page[pid] {
+            if logs[pi].records[ri].gsn <= *d {
+                state[pi][ri] = OnDisk::Abandoned;
+            }
+        }
+        for &(pi, ri) in contained {
+            state[pi][ri] = OnDisk::Contained;
+        }
+        current.insert(*pid, *d);
+        disk_gsn.insert(*pid, *d);
+    }
+
+    // 2. One sweep in GSN order decides every record; a group is one event.
+    let mut applied: Vec<Vec<bool>> = logs.iter().map(|l| vec![false; l.records.len()]).collect();
+    let mut beyond_gap = HashSet::new();
+    let mut gaps = 0;
+    let mut next = vec![0usize; logs.len()];
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = logs
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.records.is_empty())
+        .map(|(pi, l)| Reverse((l.records[0].gsn, pi)))
+        .collect();
+    while let Some(Reverse((_, pi))) = heap.pop() {
+        let recs = &logs[pi].records;
+        let start = next[pi];
+        let mut end = start + 1;
+        if recs[start].smo != 0 {
+            while end < recs.len() && recs[end].smo == recs[start].smo {
+                end += 1;
+            }
+        }
+        next[pi] = end;
+        if end < recs.len() {
+            heap.push(Reverse((recs[end].gsn, pi)));
+        }
+        let mut redoable = true;
+        let mut contained = None;
+        for (ri, r) in recs.iter().enumerate().take(end).skip(start) {
+            match state[pi][ri] {
+                OnDisk::Contained => contained = Some(r.page),
+                OnDisk::Abandoned => redoable = false,
+                OnDisk::Above => redoable &= continues(r.prev, current[&r.page], floor),
+            }
+        }
+        if redoable {
+            for ri in start..end {
+                applied[pi][ri] = true;
+                if state[pi][ri] == OnDisk::Above {
+                    current.insert(recs[ri].page, recs[ri].gsn);
+                }
+            }
+            continue;
+        }
+        if let Some(on_disk) = contained {
+            let stuck = recs[start..end]
+                .iter()
+                .find(|r| r.page != on_disk)
+                .map_or(on_disk, |r| r.page);
+            return Err(page_corruption(
+                pool,
+                on_disk,
+                format!(
+                    "structure modification at GSN {} is on disk for page {on_disk} but cannot be redone on page {stuck}",
+                    recs[start].gsn
+                ),
+            ));
+        }
+        gaps += 1;
+        for r in &recs[start..end] {
+            beyond_gap.insert(r.txn);
+        }
+    }
+
+    // 3. Apply the decided records, pages in parallel.
+    let redone = AtomicU64::new(0);
+    let page_size = pool.page_size();
+    parallel(&pages, threads, |range| -> Result<Vec<()>> {
+        for &pid in range {
+            let d = disk_gsn[&pid];
+            let mut guard = pool.exclusive_for_redo(pid)?;
+            let mut at = page::page_gsn(guard.data());
+            if at != d {
+                return Err(page_corruption(
+                    pool,
+                    pid,
+                    format!("page GSN changed from {d} to {at} between redo passes"),
+                ));
+            }
+            for &(pi, ri) in &by_page[&pid] {
+                let r = &logs[pi].records[ri];
+                if !applied[pi][ri] || r.gsn <= d {
+                    continue;
+                }
+                debug_assert!(continues(r.prev, at, floor), "redo follows the page chain");
+                let rec = record::decode(&r.bytes).map_err(|e| {
+                    log_corruption(r.gsn, format!("record decoded in analysis fails now: {e}"))
+                })?;
+                let data = guard.data_mut();
+                apply(data, &rec).map_err(|detail| Error::Corruption {
+                    path: pool.file().path().to_path_buf(),
+                    offset: pid * page_size as u64,
+                    detail: format!("redo of record GSN {} on page {pid}: {detail}", r.gsn),
+                })?;
+                page::set_page_gsn(data, r.gsn);
+                at = r.gsn;
+                redone.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(Vec::new())
+    })?;
+    Ok(RedoOutcome {
+        applied,
+        beyond_gap,
+        gaps,
+        pages: pages.len(),
+        records_redone: redone.into_inner(),
+    })
+}
+
+/// Apply one page record to a page image (redo). Shared with nothing else:
+/// the runtime path changes pages through the tree and logs what it did;
+/// this re-does exactly that change from the record.
+fn apply(page: &mut [u8], rec: &record::Record<'_>) -> std::result::Result<(), String> {
+    match &rec.body {
+        RecordBody::Image(image) => {
+            if !image.write_to_page(page) {
+                return Err("page image does not fit the page".into());
+            }
+            page[6] = rec.header.page_kind;
+            Ok(())
+        }
+        RecordBody::Insert { key, value } => {
+            let (idx, found) = Node::new(page).lower_bound(key).ok_or("unreadable node")?;
+            if found {
+                return Err("redo of an insert finds the key present".into());
+            }
+            NodeMut::new(page)
+                .insert_at(idx, key, value)
+                .map_err(|_| "redo of an insert does not fit".to_string())
+        }
+        RecordBody::Update { key, diff } => {
+            let node = Node::new(page);
+            let (idx, found) = node.lower_bound(key).ok_or("unreadable node")?;
+            if !found {
+                return Err("redo of an update finds no key".into());
+            }
+            let old = node.value(idx).ok_or("unreadable value")?;
+            let new = diff
+                .apply_update(old)
+                .ok_or("redo of an update does not match the value")?;
+            NodeMut::new(page)
+                .set_value_at(idx, &new)
+                .map_err(|_| "redo of an update does not fit".to_string())
+        }
+        RecordBody::Remove { key, .. } => {
+            let (idx, found) = Node::new(page).lower_bound(key).ok_or("unreadable node")?;
+            if !found {
+                return Err("redo of a remove finds no key".into());
+            }
+            NodeMut::new(page).remove_at(idx);
+            Ok(())
+        }
+        RecordBody::Freed => {
+            page[6] = crate::buffer::page::PageKind::Free as u8;
+            Ok(())
+        }
+        RecordBody::Commit { .. } | RecordBody::End => Ok(()),
+    }
+}
