@@ -714,6 +714,10 @@ impl Transaction<'_> {
             .map(|(t, k)| LockTable::stripe(*t, k))
             .collect();
         let locks = StripeGuard::lock(&db.locks, stripes, me);
+        // A rollback that failed left its placeholders behind and poisoned
+        // the database before releasing these locks: seen from here, so no
+        // commit builds on what it left.
+        db.check_open()?;
         let mut undo = Vec::new();
         let result = self.install(&db, me, &mut undo);
         if result.is_err() {
