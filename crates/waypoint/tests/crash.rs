@@ -220,8 +220,7 @@ fn every_acknowledged_commit_survives_power_loss() {
     run_seeds();
 }
 
-/// Sessions running transfers. One by default: with several, power-loss
-/// recovery still has open bugs (see `several_sessions_survive_power_loss`);
+/// Sessions running transfers: one by default; the multi-session tests and
 /// the tests that expect failures use three.
 static SESSIONS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
@@ -368,14 +367,12 @@ fn crash_during_clean_close_after_recovery_recovers() {
 /// after their placeholders are in, so rollbacks (and the inserts, deletes,
 /// splits and merges of the toggle table) run under crashes.
 ///
-/// Ignored: it exposes open recovery bugs (found 2026-11-22, session 1),
-/// failing in roughly one run in three at 200 seeds with, variously,
-/// "undo of an update does not match the current value", a placeholder left
-/// in a tree after recovery ("placeholder under a held lock"), and "leaf
-/// fences do not cover the key its parent routes to it". Run it with
-/// `cargo test --test crash -- --ignored` while fixing them.
+/// It found three bugs (2026-11-22): half-redone structure modifications
+/// ("leaf fences do not cover the key"), losers undone in the wrong order
+/// ("undo of an update does not match the current value"), and a commit
+/// building on the placeholders a failed rollback left behind ("placeholder
+/// under a held lock").
 #[test]
-#[ignore = "exposes open recovery bugs with rollbacks after placeholders; see the doc comment"]
 fn rollbacks_after_placeholders_survive_power_loss() {
     let _serial = serial();
     let _workload = Workload::set(3, true);
@@ -386,17 +383,11 @@ fn rollbacks_after_placeholders_survive_power_loss() {
 /// can depend on records of another partition, and power loss can cut one
 /// partition's log short of the other's (gaps).
 ///
-/// Ignored: it exposes an open recovery bug (found 2026-11-22, session 1),
-/// failing in about one run in four at 200 seeds (one in ten at 40) with
-/// "leaf fences do not cover the key its parent routes to it", "fences
-/// differ from the parent's separators" or "undo of an update does not match
-/// the current value". Diagnosis so far: redo stops a page at a gap, but a
-/// split logs separate images of the left, right and parent pages, so a gap
-/// on one of them leaves the tree structure half redone (structure
-/// modifications are not atomic under the gap rule). Run with
-/// `cargo test --test crash -- --ignored` while fixing it.
+/// It found (2026-11-22) that structure modifications were not atomic
+/// under the gap rule: a split logged its pages separately, so a gap on one
+/// of them left the tree half redone ("fences differ from the parent's
+/// separators"); splits are now redone all or nothing (`wal/redo.rs`).
 #[test]
-#[ignore = "open recovery bug: structure modifications are not atomic under the gap rule; see the doc comment"]
 fn several_sessions_survive_power_loss() {
     let _serial = serial();
     let _workload = Workload::set(3, false);

@@ -280,3 +280,42 @@ fn pipelined_successor_of_a_remote_dependent_commit_survives_power_loss() {
         );
     }
 }
+
+/// A segment written in another log format version is refused with a typed
+/// error naming it, and left as it was: this build must not misread it, and
+/// must not truncate or delete it as if it were a torn tail. The header is
+/// built here from docs/FORMAT.md, not by the engine's own encoder.
+#[test]
+fn a_log_segment_of_another_format_version_is_refused_untouched() {
+    let sim = SimStorage::new(12);
+    let segment = committed_log(&sim, 20);
+    let before = sim.read_current(&segment).unwrap();
+    assert_eq!(&before[0..8], b"WPLOGSEG", "segments start with the magic");
+    assert_eq!(u32::from_le_bytes(before[8..12].try_into().unwrap()), 1);
+    let mut header = before[..32].to_vec();
+    header[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32c::crc32c(&header[0..24]);
+    header[24..28].copy_from_slice(&crc.to_le_bytes());
+    let file =
+        waypoint::io::Storage::open(&sim, &segment, waypoint::io::OpenMode::Existing).unwrap();
+    file.write_at(&header, 0).unwrap();
+    file.sync_data().unwrap();
+    drop(file);
+    let changed = sim.read_current(&segment).unwrap();
+    match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
+        Err(waypoint::Error::UnsupportedFormatVersion {
+            path,
+            found,
+            supported,
+        }) => {
+            assert_eq!(path, segment);
+            assert_eq!((found, supported), (2, 1));
+        }
+        other => panic!("expected UnsupportedFormatVersion, got {:?}", other.err()),
+    }
+    assert_eq!(
+        sim.read_current(&segment).unwrap(),
+        changed,
+        "the refused segment is left untouched"
+    );
+}

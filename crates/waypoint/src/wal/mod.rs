@@ -4,6 +4,7 @@
 //!
 //! - [`record`]: the record format and the segment scan (torn tail vs.
 //!   corruption).
+//! - [`segment`]: segment file names and the segment header (format version).
 //! - [`partition`]: one partition: stage-1 chunk ring, stage-2 segment
 //!   files, its writer thread, pruning.
 //! - [`log`]: the log manager, the GSN protocol, RFA, commit protocols, the
@@ -21,5 +22,6 @@ pub mod partition;
 pub mod record;
 pub mod recovery;
 mod redo;
+pub mod segment;
 
 pub use log::{CommitProtocol, CommitTicket, PartitionLogStats, Wal, WalSessionLog, WalStats};

@@ -17,6 +17,8 @@
 //! failed write or sync the partition is poisoned and never reports
 //! durability again.
 
+use super::segment;
+pub use super::segment::{parse_segment_name, segment_name};
 use crate::error::{Error, IoOp, Result};
 use crate::io::{OpenMode, Storage, StorageFile};
 use parking_lot::{Condvar, Mutex};
@@ -35,20 +37,6 @@ pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(5
 /// this size (`Options::wal_segment_bytes`).
 pub const SEGMENT_SIZE: u64 = 16 << 20;
 
-/// File name of the segment starting at stream position `start`.
-pub fn segment_name(start: u64) -> String {
-    format!("{start:020}.wal")
-}
-
-/// Parse a segment file name back into its start position.
-pub fn parse_segment_name(path: &Path) -> Option<u64> {
-    let name = path.file_name()?.to_str()?;
-    let digits = name.strip_suffix(".wal")?;
-    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
-        .flatten()
-}
-
 /// Directory of partition `id` below the log directory.
 pub fn partition_dir(log_dir: &Path, id: u32) -> PathBuf {
     log_dir.join(format!("p{id:05}"))
@@ -65,6 +53,7 @@ struct Chunk {
 struct Segment {
     start: u64,
     file: Arc<dyn StorageFile>,
+    /// Bytes of records (the file is `segment::HEADER_SIZE` longer).
     len: u64,
     max_gsn: u64,
 }
@@ -450,6 +439,8 @@ impl Partition {
             if roll {
                 let path = self.dir.join(segment_name(chunk.start));
                 let file = self.storage.open(&path, OpenMode::CreateNew)?;
+                // Synced with the segment's first records below.
+                file.write_at(&segment::encode_header(self.id, chunk.start), 0)?;
                 segments.push(Segment {
                     start: chunk.start,
                     file,
@@ -460,7 +451,8 @@ impl Partition {
             }
             let seg = segments.last_mut().expect("a segment exists");
             debug_assert_eq!(seg.start + seg.len, chunk.start, "chunks are contiguous");
-            seg.file.write_at(&chunk.bytes, seg.len)?;
+            seg.file
+                .write_at(&chunk.bytes, segment::HEADER_SIZE + seg.len)?;
             seg.len += chunk.bytes.len() as u64;
             seg.max_gsn = seg.max_gsn.max(chunk.max_gsn);
             if !touched.iter().any(|f| Arc::ptr_eq(f, &seg.file)) {
@@ -579,7 +571,8 @@ mod tests {
         let mut gsns = Vec::new();
         for seg in sim.list_dir(dir).unwrap() {
             let bytes = sim.read_current(&seg).unwrap();
-            let scan = record::scan_segment(&bytes, parse_segment_name(&seg).unwrap());
+            let records = &bytes[segment::HEADER_SIZE as usize..];
+            let scan = record::scan_segment(records, parse_segment_name(&seg).unwrap());
             assert!(matches!(
                 scan.end,
                 ScanEnd::Clean | ScanEnd::TornTail { .. }

@@ -29,6 +29,7 @@
 use super::partition::{parse_segment_name, partition_dir};
 use super::record::{self, RecordBody, RecordKind, ScanEnd};
 use super::redo;
+use super::segment;
 use crate::btree::{BTree, PageLog};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
@@ -193,17 +194,40 @@ fn analyze_partition(
     let mut ended = false;
     for (start, path) in starts {
         let file = storage.open(&path, OpenMode::Existing)?;
-        let len = file.len()?;
-        let mut buf = vec![0u8; len as usize];
-        file.read_at(&mut buf, 0)?;
-        let scan = record::scan_segment(&buf, start);
+        let file_len = file.len()?;
+        let mut whole = vec![0u8; file_len as usize];
+        file.read_at(&mut whole, 0)?;
+        match segment::decode_header(&path, &whole)? {
+            segment::Header::Valid { partition, start: s } if partition == id && s == start => {}
+            segment::Header::Valid { partition, start: s } => {
+                return Err(corruption(
+                    &path,
+                    0,
+                    format!("segment header names partition {partition} at {s}, the file is partition {id} at {start}"),
+                ))
+            }
+            segment::Header::Torn => {
+                // The header is synced with the first records: nothing in
+                // this file was ever durable.
+                tracing::info!(path = %path.display(), "removing a log segment whose header was never synced");
+                drop(file);
+                storage.remove(&path)?;
+                storage.sync_dir(&dir)?;
+                ended = true;
+                continue;
+            }
+        }
+        // Offsets below are within `buf`; file offsets are `HEADER_SIZE` more.
+        let buf = &whole[segment::HEADER_SIZE as usize..];
+        let len = buf.len() as u64;
+        let scan = record::scan_segment(buf, start);
         if ended || start != log.recovered.end {
             let end = log.recovered.end;
             if let Some((offset, rec)) = scan.records.iter().find(|(_, r)| r.header.watermark > end)
             {
                 return Err(corruption(
                     &path,
-                    *offset,
+                    segment::HEADER_SIZE + *offset,
                     format!(
                         "log segment missing or damaged: this record was written after stream position {} was durable, but the log ends at {end}",
                         rec.header.watermark
@@ -217,7 +241,7 @@ fn analyze_partition(
             ended = true;
             continue;
         }
-        if let Some(err) = scan.end.to_error(&path, 0) {
+        if let Some(err) = scan.end.to_error(&path, segment::HEADER_SIZE) {
             return Err(err);
         }
         let mut valid = scan.valid_len;
@@ -246,7 +270,7 @@ fn analyze_partition(
             if in_smo && rec.body.kind() != RecordKind::Image {
                 return Err(corruption(
                     &path,
-                    *offset,
+                    segment::HEADER_SIZE + *offset,
                     "a structure modification is interrupted by another record",
                 ));
             }
@@ -284,7 +308,7 @@ fn analyze_partition(
         }
         if valid < len {
             // Cut the torn tail so new records follow the last valid one.
-            file.set_len(valid)?;
+            file.set_len(segment::HEADER_SIZE + valid)?;
         }
         // What recovery reads may include writes that were never synced.
         // Redo and undo build on it, so it must not vanish in a later crash.

@@ -365,6 +365,7 @@ mod tests {
     use crate::wal::partition::{parse_segment_name, partition_dir};
     use crate::wal::record::{self, RecordKind};
     use crate::wal::recovery::{Recovery, RecoveryReport};
+    use crate::wal::segment;
     use crate::wal::{CommitProtocol, Wal, WalSessionLog};
     use std::path::Path;
     use std::sync::Arc;
@@ -415,7 +416,10 @@ mod tests {
         }
         sys.on_commit(1, &mut std::iter::empty()).unwrap();
         sys.wait_durable().unwrap();
-        assert!(depth(&pool, tree) == 2, "the setup tree has one inner level");
+        assert!(
+            depth(&pool, tree) == 2,
+            "the setup tree has one inner level"
+        );
         (pool, wal, tree)
     }
 
@@ -449,8 +453,7 @@ mod tests {
 
     fn recover(sim: &SimStorage) -> (Arc<BufferPool>, RecoveryReport) {
         let pool = pool(sim);
-        let recovery =
-            Recovery::analyze_and_redo(sim, Path::new("/db/wal"), &pool, 2, 0).unwrap();
+        let recovery = Recovery::analyze_and_redo(sim, Path::new("/db/wal"), &pool, 2, 0).unwrap();
         (pool, recovery.report)
     }
 
@@ -486,9 +489,16 @@ mod tests {
         assert!(report.gaps >= 1, "the lost record is a gap: {report:?}");
         let tuples = tree.check(&pool).expect("the tree is whole after redo");
         assert_eq!(tuples, 60, "only the durable setup keys are in the tree");
-        assert_eq!(leaves(&pool, tree), setup_leaves, "the split was not redone");
+        assert_eq!(
+            leaves(&pool, tree),
+            setup_leaves,
+            "the split was not redone"
+        );
         for i in 0..60 {
-            assert!(tree.get(&pool, &key(i * 1000)).unwrap().is_some(), "key {i}");
+            assert!(
+                tree.get(&pool, &key(i * 1000)).unwrap().is_some(),
+                "key {i}"
+            );
         }
     }
 
@@ -512,15 +522,19 @@ mod tests {
         let mut buf = vec![0; file.len().unwrap() as usize];
         file.read_at(&mut buf, 0).unwrap();
         let base = parse_segment_name(&segment).unwrap();
-        let scan = record::scan_segment(&buf, base);
+        let header = segment::HEADER_SIZE as usize;
+        let scan = record::scan_segment(&buf[header..], base);
         let last_of_group = scan
             .records
             .windows(2)
             .rposition(|w| w[0].1.header.smo_more && !w[1].1.header.smo_more)
             .map(|i| scan.records[i + 1].0)
             .expect("the log holds a structure modification of several pages");
-        assert!(scan.records.iter().any(|(_, r)| r.body.kind() == RecordKind::Image));
-        file.set_len(last_of_group).unwrap();
+        assert!(scan
+            .records
+            .iter()
+            .any(|(_, r)| r.body.kind() == RecordKind::Image));
+        file.set_len(segment::HEADER_SIZE + last_of_group).unwrap();
         file.sync_data().unwrap();
         drop(file);
         sim.crash(CrashPolicy::DropAll);
@@ -528,12 +542,16 @@ mod tests {
         let (pool, report) = recover(&sim);
         assert_eq!(report.torn_tails, 1, "{report:?}");
         tree.check(&pool).expect("the tree is whole after redo");
-        assert_eq!(leaves(&pool, tree), setup_leaves, "the split was not redone");
+        assert_eq!(
+            leaves(&pool, tree),
+            setup_leaves,
+            "the split was not redone"
+        );
         // The partition's log now ends where the structure modification began.
         let file = sim.open(&segment, OpenMode::Existing).unwrap();
         let mut buf = vec![0; file.len().unwrap() as usize];
         file.read_at(&mut buf, 0).unwrap();
-        let scan = record::scan_segment(&buf, base);
+        let scan = record::scan_segment(&buf[header..], base);
         assert!(
             scan.records.last().is_none_or(|(_, r)| !r.header.smo_more),
             "the unfinished structure modification was truncated"
