@@ -250,7 +250,7 @@ fn recover(dir: PathBuf, json: bool) -> Result<()> {
             "partitions": r.partitions, "segments": r.segments, "records": r.records,
             "log_bytes": r.log_bytes, "torn_tails": r.torn_tails, "winners": r.winners,
             "losers": r.losers, "pages_redone": r.pages_redone, "records_redone": r.records_redone,
-            "records_undone": r.records_undone, "gaps": r.gaps,
+            "records_undone": r.records_undone, "undo_groups": r.undo_groups, "gaps": r.gaps,
             "committed_beyond_gap": r.committed_beyond_gap, "repaired_torn_pages": r.repaired_torn_pages,
             "analysis_seconds": r.analysis.as_secs_f64(), "redo_seconds": r.redo.as_secs_f64(),
             "undo_seconds": r.undo.as_secs_f64(), "gb_per_sec": r.gb_per_sec(),
@@ -274,10 +274,11 @@ fn recover(dir: PathBuf, json: bool) -> Result<()> {
             r.gaps
         );
         println!(
-            "  undo     {:>10.3} ms   {} records of {} losers",
+            "  undo     {:>10.3} ms   {} records of {} losers in {} independent groups",
             r.undo.as_secs_f64() * 1e3,
             r.records_undone,
-            r.losers
+            r.losers,
+            r.undo_groups
         );
         println!(
             "  {} winners, {} torn log tails, {} torn pages repaired, {:.3} GB/s",

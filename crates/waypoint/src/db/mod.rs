@@ -420,8 +420,11 @@ impl Database {
             )?;
             w.set_segment_size(options.wal_segment_bytes);
             pool.set_flush_gate(Arc::clone(&w) as Arc<dyn crate::buffer::FlushGate>);
-            let mut undo_log = w.session_log(SYSTEM_SLOT)?;
-            recovery.undo(pool, &mut undo_log)?;
+            // One log per undo thread, in slots no session holds yet.
+            let mut undo_logs = (0..options.recovery_threads.max(1) as u16)
+                .map(|i| w.session_log(SYSTEM_SLOT - i))
+                .collect::<Result<Vec<_>>>()?;
+            recovery.undo(pool, &mut undo_logs)?;
             w.flush_all()?;
             recovery.report.repaired_torn_pages = repaired;
             if recovery.report.records > 0 {

@@ -23,5 +23,7 @@ pub mod record;
 pub mod recovery;
 mod redo;
 pub mod segment;
+#[cfg(test)]
+mod test_support;
 
 pub use log::{CommitProtocol, CommitTicket, PartitionLogStats, Wal, WalSessionLog, WalStats};

@@ -37,6 +37,7 @@ use crate::io::{OpenMode, Storage};
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What recovery did, for `waypoint recover` and the logs.
@@ -52,6 +53,8 @@ pub struct RecoveryReport {
     pub pages_redone: usize,
     pub records_redone: u64,
     pub records_undone: u64,
+    /// Groups of losers with no key in common, undone in parallel.
+    pub undo_groups: usize,
     pub gaps: usize,
     /// Transactions whose commit record survived but which had a record
     /// beyond a gap: never an acknowledged one (the commit protocols wait
@@ -437,11 +440,18 @@ impl Recovery {
         })
     }
 
-    /// Undo every loser through `log` (which marks its records as
-    /// compensation and closes each loser with an end record).
-    pub fn undo(&mut self, pool: &BufferPool, log: &mut dyn UndoLog) -> Result<()> {
+    /// Undo every loser, on one thread per log in `logs` (each marks its
+    /// records as compensation and closes each loser with an end record).
+    ///
+    /// Losers that changed a common key are undone together, newest change
+    /// first across them (as in ARIES: with early lock release a loser may
+    /// have overwritten another loser's change, and the later change must go
+    /// first). Losers with no key in common are independent and are undone
+    /// in parallel.
+    pub fn undo<L: UndoLog + Send>(&mut self, pool: &BufferPool, logs: &mut [L]) -> Result<()> {
+        assert!(!logs.is_empty(), "undo needs a log");
         let t0 = Instant::now();
-        // Records of each loser, applied ones only, in GSN order.
+        // Records of each loser, applied ones only.
         let mut per_txn: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
         for (pi, l) in self.logs.iter().enumerate() {
             for (ri, r) in l.records.iter().enumerate() {
@@ -450,116 +460,219 @@ impl Recovery {
                 }
             }
         }
-        let mut undone = 0;
         let mut txns: Vec<u64> = per_txn.keys().copied().collect();
         txns.sort_unstable();
-        // What is left to undo of every loser.
-        let mut todo: Vec<(usize, usize)> = Vec::new();
+        // What is left to undo of every loser, with the key it changes.
+        let mut todo: Vec<(usize, usize, u32, Vec<u8>)> = Vec::new();
         for &txn in &txns {
             let mut recs = per_txn.remove(&txn).unwrap_or_default();
             recs.sort_by_key(|&(pi, ri)| self.logs[pi].records[ri].gsn);
-            // A compensation record undoes the newest not yet compensated
-            // change of the same key (undo runs newest-first per key). Runtime
-            // rollbacks undo in undo-list order, which is not log order (a
-            // placeholder's value update has no undo entry of its own), so
-            // matching by key, not by counting, finds what is left to undo.
-            let mut open: Vec<(usize, usize, u32, Vec<u8>)> = Vec::new();
-            let mut compensated = 0;
-            for &(pi, ri) in &recs {
-                let r = &self.logs[pi].records[ri];
-                let rec = record::decode(&r.bytes).map_err(|e| {
-                    corruption(
-                        Path::new("log"),
-                        r.gsn,
-                        format!("record decoded in analysis fails now: {e}"),
-                    )
-                })?;
-                let key = match &rec.body {
-                    RecordBody::Insert { key, .. }
-                    | RecordBody::Update { key, .. }
-                    | RecordBody::Remove { key, .. } => key.to_vec(),
-                    _ => continue,
-                };
-                if r.compensation {
-                    if let Some(i) = open
-                        .iter()
-                        .rposition(|(_, _, t, k)| *t == r.tree && *k == key)
-                    {
-                        open.remove(i);
-                        compensated += 1;
-                    }
-                } else {
-                    open.push((pi, ri, r.tree, key));
-                }
-            }
+            let (open, compensated) = self.uncompensated(&recs)?;
             tracing::debug!(
                 txn = format_args!("{txn:#x}"),
                 records = open.len(),
                 compensated,
                 "undoing a loser"
             );
-            todo.extend(open.into_iter().map(|(pi, ri, _, _)| (pi, ri)));
+            todo.extend(open);
         }
-        // Newest first across all losers, as in ARIES: with early lock
-        // release a loser may have changed a key after another loser whose
-        // commit it saw, and the later change must be undone first.
-        todo.sort_by_key(|&(pi, ri)| Reverse(self.logs[pi].records[ri].gsn));
-        for &(pi, ri) in &todo {
-            let r = &self.logs[pi].records[ri];
-            log.begin_undo(r.txn);
-            let rec = record::decode(&r.bytes).map_err(|e| {
-                corruption(
-                    Path::new("log"),
-                    r.gsn,
-                    format!("record decoded in analysis fails now: {e}"),
-                )
-            })?;
-            let tree = BTree::open(r.tree as u64);
-            let plog = log.page_log();
-            match &rec.body {
-                RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
-                RecordBody::Remove { key, before } => {
-                    tree.restore(pool, plog, key, Some(before))?
-                }
-                RecordBody::Update { key, diff } => {
-                    let current = tree.get(pool, key)?.map(|(tid, v)| {
-                        let mut stored = tid.to_le_bytes().to_vec();
-                        stored.extend_from_slice(&v);
-                        stored
-                    });
-                    match current.as_deref().and_then(|c| diff.undo_update(c)) {
-                        Some(before) => tree.restore(pool, plog, key, Some(&before))?,
-                        // Already at its before-state: an earlier undo
-                        // of this change survived.
-                        None if current
-                            .as_deref()
-                            .and_then(|c| diff.apply_update(c))
-                            .is_some() =>
-                        {
-                            continue
+        let groups = self.independent_groups(&txns, todo);
+        self.report.undo_groups = groups.len();
+        // Largest groups first, each to the least loaded thread.
+        let mut work: Vec<Vec<UndoGroup>> = (0..logs.len()).map(|_| Vec::new()).collect();
+        let mut load = vec![0usize; logs.len()];
+        for group in groups {
+            let t = (0..load.len()).min_by_key(|&t| load[t]).expect("a thread");
+            load[t] += group.records.len() + 1;
+            work[t].push(group);
+        }
+        let undone = AtomicU64::new(0);
+        let this = &*self;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = logs
+                .iter_mut()
+                .zip(work)
+                .map(|(log, groups)| {
+                    let undone = &undone;
+                    s.spawn(move || -> Result<()> {
+                        for group in groups {
+                            for &(pi, ri) in &group.records {
+                                let r = &this.logs[pi].records[ri];
+                                log.begin_undo(r.txn);
+                                if this.undo_record(pool, log.page_log(), r)? {
+                                    undone.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            for &txn in &group.txns {
+                                log.begin_undo(txn);
+                                log.end_undo(txn)?;
+                            }
                         }
-                        None => {
-                            return Err(corruption(
-                                pool.file().path(),
-                                r.page * pool.page_size() as u64,
-                                "undo of an update does not match the current value",
-                            ))
-                        }
-                    }
-                }
-                _ => {}
-            }
-            undone += 1;
-        }
-        for &txn in &txns {
-            log.begin_undo(txn);
-            log.end_undo(txn)?;
-        }
-        self.report.records_undone = undone;
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::InvalidOptions("undo thread panicked".into())))
+            })
+        })?;
+        self.report.records_undone = undone.into_inner();
         self.report.undo = t0.elapsed();
-        tracing::info!(losers = self.report.losers, records = undone, "undo done");
+        tracing::info!(
+            losers = self.report.losers,
+            records = self.report.records_undone,
+            "undo done"
+        );
         Ok(())
     }
+
+    /// Of one loser's records (in GSN order), those not yet compensated,
+    /// with their keys; and how many were. A compensation record undoes the
+    /// newest not yet compensated change of the same key (undo runs
+    /// newest-first per key). Runtime rollbacks undo in undo-list order,
+    /// which is not log order (a placeholder's value update has no undo
+    /// entry of its own), so matching by key, not by counting, finds what is
+    /// left to undo.
+    #[allow(clippy::type_complexity)]
+    fn uncompensated(
+        &self,
+        recs: &[(usize, usize)],
+    ) -> Result<(Vec<(usize, usize, u32, Vec<u8>)>, usize)> {
+        let mut open: Vec<(usize, usize, u32, Vec<u8>)> = Vec::new();
+        let mut compensated = 0;
+        for &(pi, ri) in recs {
+            let r = &self.logs[pi].records[ri];
+            let rec = decode_again(r)?;
+            let key = match &rec.body {
+                RecordBody::Insert { key, .. }
+                | RecordBody::Update { key, .. }
+                | RecordBody::Remove { key, .. } => key.to_vec(),
+                _ => continue,
+            };
+            if r.compensation {
+                if let Some(i) = open
+                    .iter()
+                    .rposition(|(_, _, t, k)| *t == r.tree && *k == key)
+                {
+                    open.remove(i);
+                    compensated += 1;
+                }
+            } else {
+                open.push((pi, ri, r.tree, key));
+            }
+        }
+        Ok((open, compensated))
+    }
+
+    /// Split the records left to undo into groups of losers that share no
+    /// key (union-find over losers by the keys they changed); each group's
+    /// records newest first. Every loser in `txns` is in exactly one group.
+    fn independent_groups(
+        &self,
+        txns: &[u64],
+        todo: Vec<(usize, usize, u32, Vec<u8>)>,
+    ) -> Vec<UndoGroup> {
+        let index: HashMap<u64, usize> = txns.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+        let mut parent: Vec<usize> = (0..txns.len()).collect();
+        fn root(parent: &mut [usize], mut i: usize) -> usize {
+            while parent[i] != i {
+                parent[i] = parent[parent[i]];
+                i = parent[i];
+            }
+            i
+        }
+        let mut key_owner: HashMap<(u32, &[u8]), usize> = HashMap::new();
+        for (pi, ri, tree, key) in &todo {
+            let t = index[&self.logs[*pi].records[*ri].txn];
+            match key_owner.get(&(*tree, key.as_slice())) {
+                Some(&o) => {
+                    let (a, b) = (root(&mut parent, o), root(&mut parent, t));
+                    parent[a] = b;
+                }
+                None => {
+                    key_owner.insert((*tree, key.as_slice()), t);
+                }
+            }
+        }
+        let mut groups: HashMap<usize, UndoGroup> = HashMap::new();
+        for (i, &txn) in txns.iter().enumerate() {
+            let r = root(&mut parent, i);
+            groups.entry(r).or_default().txns.push(txn);
+        }
+        for (pi, ri, _, _) in &todo {
+            let t = index[&self.logs[*pi].records[*ri].txn];
+            let r = root(&mut parent, t);
+            groups
+                .get_mut(&r)
+                .expect("every loser has a group")
+                .records
+                .push((*pi, *ri));
+        }
+        let mut groups: Vec<UndoGroup> = groups.into_values().collect();
+        for g in &mut groups {
+            g.records
+                .sort_by_key(|&(pi, ri)| Reverse(self.logs[pi].records[ri].gsn));
+        }
+        groups.sort_by_key(|g| Reverse(g.records.len()));
+        groups
+    }
+
+    /// Revert one change logically through its tree. Returns false if the
+    /// key was already at its before-state (an earlier undo survived).
+    fn undo_record(&self, pool: &BufferPool, plog: &dyn PageLog, r: &Logged) -> Result<bool> {
+        let rec = decode_again(r)?;
+        let tree = BTree::open(r.tree as u64);
+        match &rec.body {
+            RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
+            RecordBody::Remove { key, before } => tree.restore(pool, plog, key, Some(before))?,
+            RecordBody::Update { key, diff } => {
+                let current = tree.get(pool, key)?.map(|(tid, v)| {
+                    let mut stored = tid.to_le_bytes().to_vec();
+                    stored.extend_from_slice(&v);
+                    stored
+                });
+                match current.as_deref().and_then(|c| diff.undo_update(c)) {
+                    Some(before) => tree.restore(pool, plog, key, Some(&before))?,
+                    None if current
+                        .as_deref()
+                        .and_then(|c| diff.apply_update(c))
+                        .is_some() =>
+                    {
+                        return Ok(false)
+                    }
+                    None => {
+                        return Err(corruption(
+                            pool.file().path(),
+                            r.page * pool.page_size() as u64,
+                            "undo of an update does not match the current value",
+                        ))
+                    }
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// Losers that share keys, undone together on one thread.
+#[derive(Default)]
+struct UndoGroup {
+    txns: Vec<u64>,
+    /// Their records left to undo, newest first.
+    records: Vec<(usize, usize)>,
+}
+
+/// Decode a record kept since analysis (it decoded then).
+fn decode_again(r: &Logged) -> Result<record::Record<'_>> {
+    record::decode(&r.bytes).map_err(|e| {
+        corruption(
+            Path::new("log"),
+            r.gsn,
+            format!("record decoded in analysis fails now: {e}"),
+        )
+    })
 }
 
 /// What undo needs from the log: compensation logging of the reverting
@@ -568,4 +681,69 @@ pub trait UndoLog {
     fn begin_undo(&mut self, txn: u64);
     fn page_log(&self) -> &dyn PageLog;
     fn end_undo(&mut self, txn: u64) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{CrashPolicy, SimStorage};
+    use crate::txn::SessionLog;
+    use crate::wal::test_support::{durable, key, pool, small_tree, VALUE};
+    use crate::wal::{CommitProtocol, Wal};
+    use std::sync::Arc;
+
+    /// Losers with no key in common are undone as independent groups (on
+    /// two threads here); two losers that changed the same key are one
+    /// group, undone newest change first: the later update before the
+    /// earlier insert, or the update's undo would find no key.
+    #[test]
+    fn independent_losers_are_undone_in_parallel_and_dependent_ones_newest_first() {
+        let sim = SimStorage::new(3);
+        let (pool_before, wal, tree) = small_tree(&sim);
+        let mut logs = [wal.session_log(1).unwrap(), wal.session_log(2).unwrap()];
+        // Eight losers, each inserting its own keys; none commits.
+        for t in 0..8u64 {
+            let log = &mut logs[(t % 2) as usize];
+            log.on_begin();
+            for k in 0..5 {
+                tree.insert(&pool_before, log, &key(1 + t * 10 + k), 2, &VALUE)
+                    .unwrap();
+            }
+        }
+        // Two more: one inserts a key, the next (other session) updates it.
+        logs[0].on_begin();
+        tree.insert(&pool_before, &logs[0], &key(500), 3, &VALUE)
+            .unwrap();
+        logs[1].on_begin();
+        assert!(tree
+            .update(&pool_before, &logs[1], &key(500), 4, &[9; 100])
+            .unwrap());
+        durable(&wal, 1);
+        durable(&wal, 2);
+        pool_before.stop();
+        drop(logs);
+        sim.crash(CrashPolicy::DropAll);
+
+        let pool = pool(&sim);
+        let mut recovery =
+            Recovery::analyze_and_redo(&sim, Path::new("/db/wal"), &pool, 2, 0).unwrap();
+        assert_eq!(recovery.report.losers, 10, "{:?}", recovery.report);
+        let wal = Wal::new(
+            Arc::new(sim.clone()),
+            Path::new("/db/wal"),
+            CommitProtocol::Rfa,
+            recovery.partitions(),
+            0,
+        )
+        .unwrap();
+        let mut undo_logs = [
+            wal.session_log(u16::MAX).unwrap(),
+            wal.session_log(u16::MAX - 1).unwrap(),
+        ];
+        recovery.undo(&pool, &mut undo_logs).unwrap();
+        assert_eq!(recovery.report.undo_groups, 9, "{:?}", recovery.report);
+        assert_eq!(recovery.report.records_undone, 8 * 5 + 2);
+        assert_eq!(tree.check(&pool).unwrap(), 60, "only the setup keys remain");
+        assert!(tree.get(&pool, &key(500)).unwrap().is_none());
+    }
 }

@@ -359,80 +359,17 @@ mod tests {
     //! test reaches exactly the log state it is about (the randomized
     //! power-loss tests in `tests/crash.rs` hunt for the rest).
     use crate::btree::BTree;
-    use crate::buffer::{BufferPool, FlushGate, PoolConfig};
+    use crate::buffer::BufferPool;
     use crate::io::{CrashPolicy, OpenMode, SimStorage, Storage};
     use crate::txn::SessionLog;
     use crate::wal::partition::{parse_segment_name, partition_dir};
     use crate::wal::record::{self, RecordKind};
     use crate::wal::recovery::{Recovery, RecoveryReport};
     use crate::wal::segment;
-    use crate::wal::{CommitProtocol, Wal, WalSessionLog};
+    use crate::wal::test_support::{durable, key, leaves, pool, small_tree, VALUE};
+    use crate::wal::WalSessionLog;
     use std::path::Path;
     use std::sync::Arc;
-
-    const VALUE: [u8; 100] = [7; 100];
-
-    fn key(i: u64) -> [u8; 8] {
-        i.to_be_bytes()
-    }
-
-    fn pool(sim: &SimStorage) -> Arc<BufferPool> {
-        let file = sim
-            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
-            .unwrap();
-        BufferPool::start(
-            PoolConfig {
-                page_size: 4096,
-                frames: 64,
-            },
-            file,
-            1,
-            Vec::new(),
-        )
-        .unwrap()
-    }
-
-    /// A tree of a few leaves holding the keys 0, 1000, .., 59000, durable.
-    fn small_tree(sim: &SimStorage) -> (Arc<BufferPool>, Arc<Wal>, BTree) {
-        sim.create_dir_all(Path::new("/db")).unwrap();
-        let pool = pool(sim);
-        sim.sync_dir(Path::new("/")).unwrap();
-        sim.sync_dir(Path::new("/db")).unwrap();
-        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let wal = Wal::new(
-            storage,
-            Path::new("/db/wal"),
-            CommitProtocol::Rfa,
-            Vec::new(),
-            0,
-        )
-        .unwrap();
-        pool.set_flush_gate(Arc::clone(&wal) as Arc<dyn FlushGate>);
-        let mut sys = wal.session_log(100).unwrap();
-        sys.on_begin();
-        let tree = BTree::create(&pool, &sys).unwrap();
-        for i in 0..60 {
-            tree.insert(&pool, &sys, &key(i * 1000), 1, &VALUE).unwrap();
-        }
-        sys.on_commit(1, &mut std::iter::empty()).unwrap();
-        sys.wait_durable().unwrap();
-        assert!(
-            depth(&pool, tree) == 2,
-            "the setup tree has one inner level"
-        );
-        (pool, wal, tree)
-    }
-
-    fn depth(pool: &BufferPool, tree: BTree) -> usize {
-        let root = pool.exclusive(tree.root()).unwrap();
-        if crate::buffer::page::page_kind(root.data())
-            == Some(crate::buffer::page::PageKind::BtreeLeaf)
-        {
-            1
-        } else {
-            2
-        }
-    }
 
     /// Insert keys `from`, `from + 1`, .. (all below 1000, so into the
     /// leftmost leaf) through `log` until that leaf splits.
@@ -446,20 +383,10 @@ mod tests {
         }
     }
 
-    fn leaves(pool: &BufferPool, tree: BTree) -> usize {
-        let root = pool.exclusive(tree.root()).unwrap();
-        crate::btree::node::Node::new(root.data()).count() + 1
-    }
-
     fn recover(sim: &SimStorage) -> (Arc<BufferPool>, RecoveryReport) {
         let pool = pool(sim);
         let recovery = Recovery::analyze_and_redo(sim, Path::new("/db/wal"), &pool, 2, 0).unwrap();
         (pool, recovery.report)
-    }
-
-    fn durable(wal: &Wal, slot: u16) {
-        let p = wal.partition(slot).unwrap();
-        p.wait_durable(p.appended()).unwrap();
     }
 
     /// A split whose left leaf's previous record (in another partition) was

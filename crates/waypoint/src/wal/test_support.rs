@@ -1,0 +1,73 @@
+//! Building blocks for the log's unit tests: a small tree on a simulated
+//! disk whose log and pages the tests then steer record by record.
+
+use crate::btree::BTree;
+use crate::buffer::{BufferPool, FlushGate, PoolConfig};
+use crate::io::{OpenMode, SimStorage, Storage};
+use crate::txn::SessionLog;
+use crate::wal::{CommitProtocol, Wal};
+use std::path::Path;
+use std::sync::Arc;
+
+pub const VALUE: [u8; 100] = [7; 100];
+
+pub fn key(i: u64) -> [u8; 8] {
+    i.to_be_bytes()
+}
+
+/// A buffer pool of 64 frames of 4 KiB over `/db/data`.
+pub fn pool(sim: &SimStorage) -> Arc<BufferPool> {
+    let file = sim
+        .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
+        .unwrap();
+    BufferPool::start(
+        PoolConfig {
+            page_size: 4096,
+            frames: 64,
+        },
+        file,
+        1,
+        Vec::new(),
+    )
+    .unwrap()
+}
+
+/// A tree of a few leaves holding the keys 0, 1000, .., 59000, durable in
+/// the log of slot 100 (the data file holds nothing yet).
+pub fn small_tree(sim: &SimStorage) -> (Arc<BufferPool>, Arc<Wal>, BTree) {
+    sim.create_dir_all(Path::new("/db")).unwrap();
+    let pool = pool(sim);
+    sim.sync_dir(Path::new("/")).unwrap();
+    sim.sync_dir(Path::new("/db")).unwrap();
+    let wal = Wal::new(
+        Arc::new(sim.clone()),
+        Path::new("/db/wal"),
+        CommitProtocol::Rfa,
+        Vec::new(),
+        0,
+    )
+    .unwrap();
+    pool.set_flush_gate(Arc::clone(&wal) as Arc<dyn FlushGate>);
+    let mut sys = wal.session_log(100).unwrap();
+    sys.on_begin();
+    let tree = BTree::create(&pool, &sys).unwrap();
+    for i in 0..60 {
+        tree.insert(&pool, &sys, &key(i * 1000), 1, &VALUE).unwrap();
+    }
+    sys.on_commit(1, &mut std::iter::empty()).unwrap();
+    sys.wait_durable().unwrap();
+    assert!(leaves(&pool, tree) >= 2, "the setup tree has an inner root");
+    (pool, wal, tree)
+}
+
+/// Leaves under the root of a two-level tree.
+pub fn leaves(pool: &BufferPool, tree: BTree) -> usize {
+    let root = pool.exclusive(tree.root()).unwrap();
+    crate::btree::node::Node::new(root.data()).count() + 1
+}
+
+/// Make everything slot `slot` logged so far durable.
+pub fn durable(wal: &Wal, slot: u16) {
+    let p = wal.partition(slot).unwrap();
+    p.wait_durable(p.appended()).unwrap();
+}
