@@ -6,6 +6,7 @@
 pub mod btree;
 pub mod buffer;
 pub mod catalog;
+pub mod checkpoint;
 pub mod db;
 pub mod error;
 pub mod io;
@@ -13,6 +14,7 @@ pub mod txn;
 pub mod wal;
 
 pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
+pub use checkpoint::CheckpointMode;
 pub use db::Logging;
 pub use db::{Database, Options, Stats};
 pub use error::{Error, IoOp, Result};

@@ -32,6 +32,10 @@ fn options(sim: &SimStorage, protocol: CommitProtocol) -> Options {
         buffer_pool_bytes: 24 * 4096,
         storage: Some(Arc::new(sim.clone())),
         commit: protocol,
+        // Small enough that checkpoint increments, pruning and metadata
+        // renames happen in most runs, so crashes land inside them too.
+        wal_limit_bytes: 64 << 10,
+        checkpoint_shards: 4,
         ..Options::default()
     }
 }

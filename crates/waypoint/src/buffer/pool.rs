@@ -119,6 +119,7 @@ pub struct PoolStats {
     pub pages_read: u64,
     pub pages_written_by_provider: u64,
     pub pages_written_by_flush: u64,
+    pub pages_written_by_checkpoint: u64,
     pub evictions: u64,
     pub page_syncs: u64,
 }
@@ -128,6 +129,7 @@ struct Counters {
     pages_read: AtomicU64,
     written_provider: AtomicU64,
     written_flush: AtomicU64,
+    written_checkpoint: AtomicU64,
     evictions: AtomicU64,
     syncs: AtomicU64,
 }
@@ -137,6 +139,7 @@ struct Counters {
 pub enum Writer {
     Provider,
     Flush,
+    Checkpoint,
 }
 
 /// Configuration of a pool.
@@ -770,6 +773,7 @@ impl BufferPool {
             let counter = match writer {
                 Writer::Provider => &self.counters.written_provider,
                 Writer::Flush => &self.counters.written_flush,
+                Writer::Checkpoint => &self.counters.written_checkpoint,
             };
             counter.fetch_add(batch.items.len() as u64, Ordering::Relaxed);
         }
@@ -840,6 +844,68 @@ impl BufferPool {
         }
     }
 
+    /// One checkpoint increment's writes (seed 000 §3.4): every page that
+    /// is dirty in buffer shard `shard` of `shards` (the frames whose index
+    /// is `shard` modulo `shards`) when the call starts reaches the data
+    /// file before it returns. Each page is latched only to copy it into
+    /// the writeback buffer, never during I/O. A page the page provider is
+    /// writing meanwhile is waited for and, if it changed during that
+    /// write, written again. Returns the number of pages this call wrote.
+    pub fn checkpoint_shard(&self, shard: usize, shards: usize) -> Result<u64> {
+        assert!(shard < shards, "shard {shard} of {shards}");
+        self.check_healthy()?;
+        let mut batch = WritebackBatch::new(self.page_size, WRITEBACK_BATCH_PAGES);
+        let mut written = 0u64;
+        let flush = |batch: &mut WritebackBatch, written: &mut u64| -> Result<()> {
+            if !batch.is_empty() {
+                *written += batch.items.len() as u64;
+                self.write_batch(batch, Writer::Checkpoint)
+                    .inspect_err(|e| self.poison(e))?;
+            }
+            Ok(())
+        };
+        // Frames whose dirty page another writeback holds: revisit.
+        let mut pending: Vec<u32> = Vec::new();
+        for idx in (shard..self.frames.len()).step_by(shards) {
+            let frame = &self.frames[idx];
+            let busy = frame.writeback.load(Ordering::Acquire);
+            if busy
+                || (frame.dirty.load(Ordering::Acquire)
+                    && !self.stage(&mut batch, idx as u32, true))
+            {
+                pending.push(idx as u32);
+            }
+            if batch.is_full() {
+                flush(&mut batch, &mut written)?;
+            }
+        }
+        flush(&mut batch, &mut written)?;
+        let mut backoff = Backoff::new();
+        while !pending.is_empty() {
+            self.check_healthy()?;
+            let mut still = Vec::new();
+            for idx in pending {
+                let frame = &self.frames[idx as usize];
+                // Still being written by someone else, or written by them
+                // and changed during that write (then it is ours to write).
+                if frame.writeback.load(Ordering::Acquire)
+                    || (frame.dirty.load(Ordering::Acquire) && !self.stage(&mut batch, idx, true))
+                {
+                    still.push(idx);
+                }
+                if batch.is_full() {
+                    flush(&mut batch, &mut written)?;
+                }
+            }
+            flush(&mut batch, &mut written)?;
+            pending = still;
+            if !pending.is_empty() {
+                backoff.wait();
+            }
+        }
+        Ok(written)
+    }
+
     /// Stop the page provider. Pages stay resident; call after `flush_all`.
     pub fn stop(&self) {
         self.shutdown.store(true, Ordering::Release);
@@ -868,6 +934,7 @@ impl BufferPool {
             pages_read: self.counters.pages_read.load(Ordering::Relaxed),
             pages_written_by_provider: self.counters.written_provider.load(Ordering::Relaxed),
             pages_written_by_flush: self.counters.written_flush.load(Ordering::Relaxed),
+            pages_written_by_checkpoint: self.counters.written_checkpoint.load(Ordering::Relaxed),
             evictions: self.counters.evictions.load(Ordering::Relaxed),
             page_syncs: self.counters.syncs.load(Ordering::Relaxed),
         }

@@ -21,6 +21,7 @@ use crate::buffer::double_write;
 use crate::buffer::page::{self, DEFAULT_PAGE_SIZE};
 use crate::buffer::{BufferPool, PoolConfig, PoolStats};
 use crate::catalog::{self, Catalog, Index, KeyExtractor, Table, CATALOG_ROOT};
+use crate::checkpoint::{meta, CheckpointConfig, CheckpointMode, CheckpointStats, Checkpointer};
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage, StorageFile};
 use crate::txn::epoch::EpochClock;
@@ -75,8 +76,17 @@ pub struct Options {
     pub commit: CommitProtocol,
     /// Threads for each recovery phase.
     pub recovery_threads: usize,
-    /// A log segment file is closed and a new one started beyond this size.
+    /// A log segment file is closed and a new one started beyond this size
+    /// (with checkpoints on, at most an eighth of `wal_limit_bytes`, so
+    /// pruning whole segments can follow the limit).
     pub wal_segment_bytes: u64,
+    /// How dirty pages are written and the log pruned while running.
+    pub checkpoint: CheckpointMode,
+    /// The WAL limit: with checkpoints on, the log on disk stays near it
+    /// (continuous) or below it plus one burst (full); see ARCHITECTURE.md.
+    pub wal_limit_bytes: u64,
+    /// Buffer shards of continuous checkpointing (one per increment).
+    pub checkpoint_shards: usize,
 }
 
 impl Default for Options {
@@ -91,6 +101,9 @@ impl Default for Options {
             commit: CommitProtocol::RfaGroup,
             recovery_threads: 2,
             wal_segment_bytes: crate::wal::partition::SEGMENT_SIZE,
+            checkpoint: CheckpointMode::Continuous,
+            wal_limit_bytes: 1 << 30,
+            checkpoint_shards: 64,
         }
     }
 }
@@ -103,6 +116,11 @@ impl std::fmt::Debug for Options {
             .field("create_if_missing", &self.create_if_missing)
             .field("direct_io", &self.direct_io)
             .field("storage", &self.storage.as_ref().map(|_| "custom"))
+            .field("logging", &self.logging)
+            .field("commit", &self.commit)
+            .field("checkpoint", &self.checkpoint)
+            .field("wal_limit_bytes", &self.wal_limit_bytes)
+            .field("checkpoint_shards", &self.checkpoint_shards)
             .finish()
     }
 }
@@ -162,6 +180,7 @@ struct DbInner {
     /// Logs catalog changes (the system slot's partition).
     system: Mutex<Box<dyn SessionLog>>,
     recovery: Option<RecoveryReport>,
+    checkpointer: Option<Checkpointer>,
     next_session: AtomicU32,
     epoch_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     closed: Mutex<bool>,
@@ -188,6 +207,10 @@ pub struct Stats {
     pub page_size: usize,
     pub pool: PoolStats,
     pub wal: crate::wal::WalStats,
+    pub checkpoint: CheckpointStats,
+    /// Time transactions waited at begin for the checkpointer to bring the
+    /// log under its limit.
+    pub backpressure: std::time::Duration,
 }
 
 impl Database {
@@ -222,6 +245,11 @@ impl Database {
                     page::MAX_PAGE_SIZE
                 )));
             }
+        }
+        if options.checkpoint_shards == 0 || options.wal_limit_bytes == 0 {
+            return Err(Error::InvalidOptions(
+                "checkpoint_shards and wal_limit_bytes must be positive".into(),
+            ));
         }
         let path = dir.join(DATA_FILE);
         let exists = storage.exists(&path);
@@ -313,12 +341,18 @@ impl Database {
             free_pages,
         )?;
         pool.set_double_write(dw_file);
+        // The log floor: the clean close's (superblock) or the last
+        // checkpoint's (metadata file), whichever is newer.
+        let floor = superblock
+            .log_floor
+            .max(meta::read(storage.as_ref(), &dir)?);
         let opened = Self::recover_and_load(
             &storage,
             &dir,
             &pool,
             file.as_ref(),
             &superblock,
+            floor,
             fresh,
             &options,
             repaired,
@@ -329,6 +363,24 @@ impl Database {
                 pool.stop();
                 return Err(e);
             }
+        };
+        let checkpointer = match &wal {
+            Some(w) => Some(
+                Checkpointer::start(
+                    Arc::clone(&pool),
+                    Arc::clone(w),
+                    Arc::clone(&storage),
+                    dir.clone(),
+                    CheckpointConfig {
+                        mode: options.checkpoint,
+                        wal_limit: options.wal_limit_bytes,
+                        shards: options.checkpoint_shards,
+                    },
+                    floor,
+                )
+                .inspect_err(|_| pool.stop())?,
+            ),
+            None => None,
         };
         let system: Box<dyn SessionLog> = match &wal {
             Some(w) => Box::new(w.session_log(SYSTEM_SLOT)?),
@@ -358,11 +410,23 @@ impl Database {
                 catalog: Mutex::new(catalog),
                 system: Mutex::new(system),
                 recovery,
+                checkpointer,
                 next_session: AtomicU32::new(0),
                 epoch_thread: Mutex::new(Some(epoch_thread)),
                 closed: Mutex::new(false),
             }),
         })
+    }
+
+    /// Segment size: pruning removes whole segments, so with checkpoints
+    /// on a segment is at most an eighth of the WAL limit.
+    fn segment_bytes(options: &Options) -> u64 {
+        match options.checkpoint {
+            CheckpointMode::None => options.wal_segment_bytes,
+            _ => options
+                .wal_segment_bytes
+                .min((options.wal_limit_bytes / 8).max(64 << 10)),
+        }
     }
 
     /// Recover from the log (if logging), then load the catalog. A new
@@ -374,6 +438,7 @@ impl Database {
         pool: &Arc<BufferPool>,
         file: &dyn StorageFile,
         superblock: &Superblock,
+        floor: u64,
         fresh: bool,
         options: &Options,
         repaired: usize,
@@ -402,7 +467,6 @@ impl Database {
         let mut report = None;
         if options.logging == Logging::PerWorker {
             let log_dir = dir.join(WAL_DIR);
-            let floor = superblock.log_floor;
             let mut recovery = Recovery::analyze_and_redo(
                 storage.as_ref(),
                 &log_dir,
@@ -418,7 +482,7 @@ impl Database {
                 partitions,
                 floor,
             )?;
-            w.set_segment_size(options.wal_segment_bytes);
+            w.set_segment_size(Self::segment_bytes(options));
             pool.set_flush_gate(Arc::clone(&w) as Arc<dyn crate::buffer::FlushGate>);
             // One log per undo thread, in slots no session holds yet.
             let mut undo_logs = (0..options.recovery_threads.max(1) as u16)
@@ -651,6 +715,19 @@ impl Database {
                 .as_ref()
                 .map(|w| w.stats())
                 .unwrap_or_default(),
+            checkpoint: self
+                .inner
+                .checkpointer
+                .as_ref()
+                .map(|c| c.stats())
+                .unwrap_or_default(),
+            backpressure: self
+                .inner
+                .shared
+                .wal
+                .as_ref()
+                .map(|w| w.backpressure_time())
+                .unwrap_or_default(),
         }
     }
 
@@ -688,6 +765,9 @@ impl DbInner {
             return Ok(());
         }
         *closed = true;
+        if let Some(c) = &self.checkpointer {
+            c.stop();
+        }
         let shared = &self.shared;
         let result = {
             let _quiesce = shared.quiesce.write();

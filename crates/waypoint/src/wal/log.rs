@@ -38,6 +38,7 @@ use crate::txn::epoch::SLOT_BITS;
 use crate::txn::SessionLog;
 use parking_lot::RwLock;
 use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -149,7 +150,32 @@ pub struct Wal {
     /// Test-only: ignore remote dependencies (proves the crash tests catch
     /// a broken RFA check).
     broken_rfa: std::sync::atomic::AtomicBool,
+    /// Per session slot, its transactions whose records recovery may still
+    /// need to undo (the prune rule's "oldest active transaction").
+    unresolved: parking_lot::Mutex<HashMap<u16, Arc<parking_lot::Mutex<VecDeque<Unresolved>>>>>,
+    /// Bytes every partition moved to stage 2 since open.
+    stage2: Arc<AtomicU64>,
+    /// Back-pressure (set by the checkpointer): new transactions wait while
+    /// more than `max_lag` bytes reached stage 2 after `checkpointed_through`,
+    /// the stage-2 count the checkpointer has caught up with.
+    checkpointed_through: AtomicU64,
+    max_lag: AtomicU64,
+    relief: (parking_lot::Mutex<()>, parking_lot::Condvar),
+    backpressure_nanos: AtomicU64,
 }
+
+/// A transaction that logged changes and may still become a loser: until
+/// its commit is durable with everything it depends on (its ticket), or its
+/// rollback has ended, recovery may need its records to undo it.
+struct Unresolved {
+    first_gsn: u64,
+    ticket: Option<CommitTicket>,
+}
+
+/// The longest a commit waits for the checkpointer to bring the log under
+/// its limit before it goes on regardless (a limit the dirty data cannot
+/// follow must slow commits, not stop them).
+const BACKPRESSURE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl std::fmt::Debug for Wal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -184,7 +210,17 @@ impl Wal {
             commits: AtomicU64::new(0),
             remote_commits: AtomicU64::new(0),
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
+            unresolved: parking_lot::Mutex::new(HashMap::new()),
+            stage2: Arc::new(AtomicU64::new(0)),
+            checkpointed_through: AtomicU64::new(0),
+            max_lag: AtomicU64::new(u64::MAX),
+            relief: (parking_lot::Mutex::new(()), parking_lot::Condvar::new()),
+            backpressure_nanos: AtomicU64::new(0),
         }))
+    }
+
+    pub fn segment_size(&self) -> u64 {
+        self.segment_size.load(Ordering::Relaxed)
     }
 
     /// Segment size for every partition (`Options::wal_segment_bytes`).
@@ -235,6 +271,7 @@ impl Wal {
             segments,
         )?;
         p.set_segment_size(self.segment_size.load(Ordering::Relaxed));
+        p.set_stage2_counter(Arc::clone(&self.stage2));
         parts[slot as usize] = Some(Arc::clone(&p));
         Ok(p)
     }
@@ -265,6 +302,115 @@ impl Wal {
             .map(|p| p.flushed_gsn(global))
             .min()
             .unwrap_or(u64::MAX)
+    }
+
+    /// Open every partition recovery found (a session may not have reopened
+    /// it yet), so pruning and the disk-size figures cover all of them.
+    pub fn open_recovered(&self) -> Result<()> {
+        let ids: Vec<u32> = self.recovered.read().iter().map(|r| r.id).collect();
+        for id in ids {
+            self.partition(u16::try_from(id).expect("partition ids are session slots"))?;
+        }
+        Ok(())
+    }
+
+    /// The checkpointer's GSN_min (seed 000 §3.4, Fig. 4): every record
+    /// logged after this call has a larger GSN.
+    pub fn checkpoint_gsn(&self) -> u64 {
+        // Raises the clocks of idle, fully durable partitions first.
+        let _ = self.flushed_gsn();
+        let min = self.all().iter().map(|p| p.clock()).min().unwrap_or(0);
+        // A GSN reserved for a record not yet appended equals its clock.
+        min.saturating_sub(1).max(self.min_clock)
+    }
+
+    /// The smallest first GSN of a transaction recovery might still have to
+    /// undo, or `u64::MAX` if there is none.
+    pub fn oldest_unresolved_gsn(&self) -> u64 {
+        let sessions: Vec<_> = self.unresolved.lock().values().cloned().collect();
+        let mut oldest = u64::MAX;
+        for queue in sessions {
+            let mut q = queue.lock();
+            while q
+                .front()
+                .is_some_and(|u| u.ticket.as_ref().is_some_and(|t| t.is_durable()))
+            {
+                q.pop_front();
+            }
+            if let Some(u) = q.front() {
+                oldest = oldest.min(u.first_gsn);
+            }
+        }
+        oldest
+    }
+
+    fn unresolved_queue(&self, slot: u16) -> Arc<parking_lot::Mutex<VecDeque<Unresolved>>> {
+        Arc::clone(self.unresolved.lock().entry(slot).or_default())
+    }
+
+    /// Delete, in every partition, the segments whose records all have a
+    /// GSN below `gsn` (never a partition's newest). Returns bytes removed.
+    pub fn prune_below(&self, gsn: u64) -> Result<u64> {
+        let mut removed = 0;
+        for p in self.all() {
+            removed += p.prune_below(gsn)?;
+        }
+        Ok(removed)
+    }
+
+    /// Bytes of log in segment files now.
+    pub fn disk_bytes(&self) -> u64 {
+        self.all().iter().map(|p| p.disk_bytes()).sum()
+    }
+
+    /// Log bytes moved to stage 2 since open (all partitions).
+    pub fn stage2_bytes(&self) -> u64 {
+        self.stage2.load(Ordering::Acquire)
+    }
+
+    /// Back-pressure: from now on new transactions wait while more than
+    /// `max_lag` bytes reached stage 2 past what the checkpointer reported
+    /// through [`Wal::checkpointed_through`]. `u64::MAX` switches it off.
+    pub fn set_max_lag(&self, max_lag: u64) {
+        self.max_lag.store(max_lag, Ordering::Release);
+        self.checkpointed_through(self.stage2_bytes());
+    }
+
+    /// The checkpointer has caught up with `stage2` bytes of log.
+    pub fn checkpointed_through(&self, stage2: u64) {
+        self.checkpointed_through
+            .fetch_max(stage2, Ordering::AcqRel);
+        let _g = self.relief.0.lock();
+        self.relief.1.notify_all();
+    }
+
+    fn over_limit(&self) -> bool {
+        let lag = self
+            .stage2_bytes()
+            .saturating_sub(self.checkpointed_through.load(Ordering::Acquire));
+        lag > self.max_lag.load(Ordering::Acquire)
+    }
+
+    /// Total time commits spent waiting for the log to fall under its limit.
+    pub fn backpressure_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.backpressure_nanos.load(Ordering::Relaxed))
+    }
+
+    /// Wait while the checkpointer reports the log over its limit (bounded).
+    fn wait_under_limit(&self) {
+        if !self.over_limit() {
+            return;
+        }
+        let start = std::time::Instant::now();
+        let deadline = start + BACKPRESSURE_WAIT_LIMIT;
+        let mut g = self.relief.0.lock();
+        while self.over_limit() {
+            if self.relief.1.wait_until(&mut g, deadline).timed_out() {
+                break;
+            }
+        }
+        self.backpressure_nanos
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Make every partition durable up to its current end.
@@ -362,6 +508,7 @@ impl Wal {
         let partition = self.partition(slot)?;
         Ok(WalSessionLog {
             wal: Arc::clone(self),
+            unresolved: self.unresolved_queue(slot),
             partition,
             slot,
             state: RefCell::new(TxnState::default()),
@@ -436,6 +583,8 @@ impl CommitTicket {
 /// session's partition, and the commit protocol.
 pub struct WalSessionLog {
     wal: Arc<Wal>,
+    /// This session's entries in `Wal::unresolved`.
+    unresolved: Arc<parking_lot::Mutex<VecDeque<Unresolved>>>,
     partition: Arc<Partition>,
     slot: u16,
     state: RefCell<TxnState>,
@@ -549,6 +698,12 @@ impl WalSessionLog {
         // beyond a gap.
         let count = pages.len() as u64;
         let first = self.partition.reserve_gsns(floor, count);
+        if !st.wrote {
+            self.unresolved.lock().push_back(Unresolved {
+                first_gsn: first,
+                ticket: None,
+            });
+        }
         let last = first + count - 1;
         st.gsn = last;
         st.wrote = true;
@@ -596,6 +751,7 @@ impl SessionLog for WalSessionLog {
     }
 
     fn on_begin(&mut self) {
+        self.wal.wait_under_limit();
         self.txn_seq += 1;
         let mut st = self.state.borrow_mut();
         // Unique across restarts too: the partition's end position grows
@@ -704,6 +860,10 @@ impl SessionLog for WalSessionLog {
             targets,
             remote_tid: st.needs_remote.then_some(tid),
         };
+        if let Some(u) = self.unresolved.lock().back_mut() {
+            debug_assert!(u.ticket.is_none(), "one commit per logged transaction");
+            u.ticket = Some(ticket.clone());
+        }
         if st.needs_remote {
             self.unresolved_remote = Some(ticket.clone());
         }
@@ -749,7 +909,11 @@ impl SessionLog for WalSessionLog {
         for (p, pos) in &ticket.targets {
             p.request_flush(*pos);
         }
-        ticket.wait()
+        ticket.wait()?;
+        // Rolled back for good: recovery will not need its records.
+        let done = self.unresolved.lock().pop_back();
+        debug_assert!(done.is_some_and(|u| u.ticket.is_none()));
+        Ok(())
     }
 
     fn take_pending(&mut self) -> Option<Box<dyn crate::txn::DurableWait>> {

@@ -108,6 +108,8 @@ pub struct Partition {
     failure: Mutex<Option<String>>,
     failed: AtomicBool,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Log-wide count of bytes moved to stage 2 (the checkpointer's clock).
+    stage2: std::sync::OnceLock<Arc<AtomicU64>>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -175,6 +177,7 @@ impl Partition {
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             writer: Mutex::new(None),
+            stage2: std::sync::OnceLock::new(),
         });
         let writer = Arc::clone(&p);
         let handle = std::thread::Builder::new()
@@ -187,6 +190,11 @@ impl Partition {
 
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// Count the bytes this partition writes to stage 2 into `counter` too.
+    pub fn set_stage2_counter(&self, counter: Arc<AtomicU64>) {
+        let _ = self.stage2.set(counter);
     }
 
     /// Start a new segment once the current one exceeds `bytes`.
@@ -475,7 +483,10 @@ impl Partition {
         if max_gsn > 0 {
             self.durable_gsn.fetch_max(max_gsn, Ordering::AcqRel);
         }
-        self.durable.fetch_max(end, Ordering::AcqRel);
+        let before = self.durable.fetch_max(end, Ordering::AcqRel);
+        if let Some(counter) = self.stage2.get() {
+            counter.fetch_add(end.saturating_sub(before), Ordering::Relaxed);
+        }
         Ok(())
     }
 
