@@ -96,6 +96,19 @@ impl Counters {
     }
 }
 
+/// A database directory must be missing, empty, or hold a database.
+pub fn check_dir(dir: &std::path::Path) -> BenchResult<()> {
+    let exists = dir.join(waypoint::db::DATA_FILE).exists();
+    if !exists && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(BenchError::Config(format!(
+            "{} is not a waypoint database (no {}) and not empty",
+            dir.display(),
+            waypoint::db::DATA_FILE
+        )));
+    }
+    Ok(())
+}
+
 /// Open the database `dir` (or a temporary one). An existing directory
 /// must be empty or hold a waypoint database.
 fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDir>)> {
@@ -106,14 +119,8 @@ fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDi
             (t.path().to_path_buf(), Some(t))
         }
     };
+    check_dir(&dir)?;
     let exists = dir.join(waypoint::db::DATA_FILE).exists();
-    if !exists && std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(BenchError::Config(format!(
-            "{} is not a waypoint database (no {}) and not empty",
-            dir.display(),
-            waypoint::db::DATA_FILE
-        )));
-    }
     let options = Options {
         page_size: Some(config.page_size),
         buffer_pool_bytes: config.buffer_bytes,
