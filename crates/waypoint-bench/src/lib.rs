@@ -1,10 +1,22 @@
 //! Workloads and the benchmark driver behind `waypoint bench`.
 //!
-//! Today: the engine benchmark ([`engine`]), which loads a table and then
-//! measures point reads and range scans, in memory or with a buffer pool
-//! smaller than the data. TPC-C, YCSB, TPC-B and Voter arrive with the
-//! benchmark-driver issue and reuse the reporting here.
+//! - [`engine`] and [`updates`]: the engine benchmark (load, point reads,
+//!   range scans, verified reopen) and the commit-path benchmark.
+//! - [`driver`]: N workers with pipelined commits, warm-up, per-second
+//!   [`metrics`], the [`summary`] and its files; runs any [`workload`].
+//! - Workloads: [`tpcb`] (with its balance invariant) and [`ycsb`] (A–F).
+//!   TPC-C and Voter are still to come.
 
+pub mod driver;
 pub mod engine;
+pub mod error;
+pub mod load;
+pub mod metrics;
 pub mod report;
+pub mod summary;
+pub mod tpcb;
 pub mod updates;
+pub mod workload;
+pub mod ycsb;
+
+pub use error::{BenchError, BenchResult};

@@ -1,0 +1,363 @@
+//! The benchmark driver: opens the database, lets the workload load it,
+//! runs N worker threads (a session each) for a fixed time or transaction
+//! count, samples the engine once per second, and builds the summary.
+//!
+//! Each worker keeps up to `in_flight` commits pipelined
+//! (`Transaction::commit_pipelined`) and resolves them oldest first; with
+//! `in_flight = 1` it waits for every commit. A transaction counts as
+//! committed when its commit is durable, and its latency runs from `begin`
+//! until then. The warm-up (whole seconds) is sampled into the series but
+//! excluded from the summary's counts and latencies.
+
+use crate::error::{BenchError, BenchResult};
+use crate::metrics::{Sample, Snapshot};
+use crate::report::new_histogram;
+use crate::summary::{self, Summary};
+use crate::workload::{is_abort, Workload};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use waypoint::{CommitProtocol, Database, Logging, Options, PendingCommit};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DriverConfig {
+    /// Database directory; a fresh temporary one if None.
+    pub dir: Option<PathBuf>,
+    /// Where `summary.json` and `series.csv` go; nothing is written if None.
+    pub out: Option<PathBuf>,
+    pub workers: usize,
+    /// Measured seconds (after the warm-up).
+    pub duration_secs: f64,
+    /// Whole seconds of warm-up before measuring.
+    pub warmup_secs: u64,
+    /// Stop once this many transactions committed after the warm-up.
+    pub max_txns: Option<u64>,
+    /// Commits in flight per worker (1: wait for each).
+    pub in_flight: usize,
+    pub buffer_bytes: usize,
+    pub page_size: usize,
+    #[serde(skip)]
+    pub logging: Logging,
+    #[serde(skip)]
+    pub commit: CommitProtocol,
+    pub seed: u64,
+    /// Run the workload's invariant check after the workers stop.
+    pub verify: bool,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            dir: None,
+            out: None,
+            workers: 2,
+            duration_secs: 10.0,
+            warmup_secs: 2,
+            max_txns: None,
+            in_flight: 32,
+            buffer_bytes: 1 << 30,
+            page_size: 16384,
+            logging: Logging::PerWorker,
+            commit: CommitProtocol::RfaGroup,
+            seed: 42,
+            verify: true,
+        }
+    }
+}
+
+pub fn logging_name(l: Logging) -> &'static str {
+    match l {
+        Logging::None => "none",
+        Logging::PerWorker => "per-worker",
+    }
+}
+
+/// Everything a run produced.
+pub struct RunOutput {
+    pub summary: Summary,
+    pub series: Vec<Sample>,
+}
+
+/// Shared by the workers and the sampling thread.
+struct Counters {
+    committed: Vec<AtomicU64>,
+    aborts: Vec<AtomicU64>,
+    stop: AtomicBool,
+    measuring: AtomicBool,
+    running: AtomicUsize,
+}
+
+impl Counters {
+    fn load(v: &[AtomicU64]) -> Vec<u64> {
+        v.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+}
+
+/// A database directory must be missing, empty, or hold a database.
+pub fn check_dir(dir: &std::path::Path) -> BenchResult<()> {
+    let exists = dir.join(waypoint::db::DATA_FILE).exists();
+    if !exists && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(BenchError::Config(format!(
+            "{} is not a waypoint database (no {}) and not empty",
+            dir.display(),
+            waypoint::db::DATA_FILE
+        )));
+    }
+    Ok(())
+}
+
+/// Open the database `dir` (or a temporary one). An existing directory
+/// must be empty or hold a waypoint database.
+fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDir>)> {
+    let (dir, tmp) = match &config.dir {
+        Some(d) => (d.clone(), None),
+        None => {
+            let t = tempfile::tempdir().map_err(|e| BenchError::io(std::env::temp_dir(), e))?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    };
+    check_dir(&dir)?;
+    let exists = dir.join(waypoint::db::DATA_FILE).exists();
+    let options = Options {
+        page_size: Some(config.page_size),
+        buffer_pool_bytes: config.buffer_bytes,
+        logging: config.logging,
+        commit: config.commit,
+        create_if_missing: !exists,
+        ..Options::default()
+    };
+    Ok((Database::open(&dir, options)?, tmp))
+}
+
+/// Load (or check) the workload's data, run it, verify, close cleanly, and
+/// write `summary.json` and `series.csv` to `config.out`. `progress` is
+/// called with every per-second sample.
+pub fn run(
+    config: &DriverConfig,
+    workload: &mut dyn Workload,
+    progress: &(dyn Fn(&Sample) + Sync),
+) -> BenchResult<RunOutput> {
+    if config.workers == 0 || config.in_flight == 0 || config.duration_secs.is_nan() {
+        return Err(BenchError::Config(
+            "workers and in-flight must be at least 1".into(),
+        ));
+    }
+    let (db, _tmp) = open(config)?;
+    let t0 = Instant::now();
+    let loaded = workload.setup(&db, config.workers)?;
+    let load_seconds = t0.elapsed().as_secs_f64();
+    let workload: &dyn Workload = workload;
+    let types = workload.txn_types();
+    let counters = Counters {
+        committed: types.iter().map(|_| AtomicU64::new(0)).collect(),
+        aborts: types.iter().map(|_| AtomicU64::new(0)).collect(),
+        stop: AtomicBool::new(false),
+        measuring: AtomicBool::new(config.warmup_secs == 0),
+        running: AtomicUsize::new(config.workers),
+    };
+    let snapshot = || {
+        Snapshot::take(
+            &db,
+            Counters::load(&counters.committed),
+            Counters::load(&counters.aborts),
+        )
+    };
+
+    let (series, base, end, measured_secs, hists) = std::thread::scope(|s| -> BenchResult<_> {
+        let handles: Vec<_> = (0..config.workers)
+            .map(|w| {
+                let (db, counters) = (&db, &counters);
+                s.spawn(move || {
+                    let r = worker_loop(db, workload, config, w, counters);
+                    if r.is_err() {
+                        counters.stop.store(true, Ordering::Release);
+                    }
+                    counters.running.fetch_sub(1, Ordering::Release);
+                    r
+                })
+            })
+            .collect();
+        let sampled = sample_loop(config, &counters, &snapshot, progress);
+        counters.stop.store(true, Ordering::Release);
+        let mut hists: Vec<Histogram<u64>> = types.iter().map(|_| new_histogram()).collect();
+        for h in handles {
+            let worker_hists = h.join().expect("benchmark worker panicked")?;
+            for (all, one) in hists.iter_mut().zip(&worker_hists) {
+                all.add(one).expect("same histogram bounds");
+            }
+        }
+        let (series, base, end, secs) = sampled;
+        Ok((series, base, end, secs, hists))
+    })?;
+
+    let verify = if config.verify {
+        Some(workload.verify(&db)?)
+    } else {
+        None
+    };
+    let t0 = Instant::now();
+    let dir = db.path().to_path_buf();
+    db.close()?;
+    let close_seconds = t0.elapsed().as_secs_f64();
+    let summary = Summary::build(summary::Inputs {
+        workload: workload.name(),
+        driver: config,
+        workload_config: workload.config_json(),
+        types: &types,
+        loaded,
+        load_seconds,
+        measured_secs,
+        base: &base,
+        end: &end,
+        series: &series,
+        hists: &hists,
+        verify,
+        close_seconds,
+        data_dir_bytes: crate::metrics::dir_bytes(&dir),
+    });
+    if let Some(out) = &config.out {
+        summary::write_outputs(out, &summary, &types, &series)?;
+    }
+    Ok(RunOutput { summary, series })
+}
+
+/// Sample once per second until the run ends; returns the series, the
+/// snapshots at the start and end of the measured window, and its length.
+fn sample_loop(
+    config: &DriverConfig,
+    counters: &Counters,
+    snapshot: &dyn Fn() -> Snapshot,
+    progress: &dyn Fn(&Sample),
+) -> (Vec<Sample>, Snapshot, Snapshot, f64) {
+    let start = Instant::now();
+    let warmup = Duration::from_secs(config.warmup_secs);
+    let end_at = warmup + Duration::from_secs_f64(config.duration_secs.max(0.0));
+    let mut series = Vec::new();
+    let mut prev = snapshot();
+    let mut base = prev.clone();
+    let mut measure_start = start;
+    let mut second = 0u64;
+    let mut last_tick = start;
+    loop {
+        second += 1;
+        let tick = Duration::from_secs(second).min(end_at);
+        let ended = loop {
+            let elapsed = start.elapsed();
+            let over = counters.running.load(Ordering::Acquire) == 0
+                || counters.stop.load(Ordering::Acquire)
+                || config.max_txns.is_some_and(|m| {
+                    counters.measuring.load(Ordering::Relaxed)
+                        && Counters::load(&counters.committed).iter().sum::<u64>()
+                            - base.total_committed()
+                            >= m
+                });
+            if over || elapsed >= end_at {
+                break true;
+            }
+            if elapsed >= tick {
+                break false;
+            }
+            std::thread::sleep((tick - elapsed).min(Duration::from_millis(10)));
+        };
+        let warm = !counters.measuring.load(Ordering::Relaxed);
+        if ended {
+            counters.measuring.store(false, Ordering::Release);
+        }
+        let now_snap = snapshot();
+        let now = Instant::now();
+        let sample = Sample::between(
+            second,
+            warm,
+            (now - last_tick).as_secs_f64(),
+            &prev,
+            &now_snap,
+        );
+        progress(&sample);
+        series.push(sample);
+        last_tick = now;
+        prev = now_snap;
+        if ended {
+            let secs = (now - measure_start).as_secs_f64();
+            return (series, base, prev, secs);
+        }
+        if warm && now - start >= warmup {
+            base = prev.clone();
+            measure_start = now;
+            counters.measuring.store(true, Ordering::Release);
+        }
+    }
+}
+
+type Pending = VecDeque<(Instant, usize, PendingCommit)>;
+
+/// One worker: generate, commit pipelined, resolve; returns its latency
+/// histograms per transaction type (measured window only).
+fn worker_loop(
+    db: &Database,
+    workload: &dyn Workload,
+    config: &DriverConfig,
+    w: usize,
+    counters: &Counters,
+) -> BenchResult<Vec<Histogram<u64>>> {
+    let mut session = db.session();
+    let mut gen = workload.worker(w, config.seed ^ ((w as u64 + 1) << 32));
+    let mut hists: Vec<Histogram<u64>> =
+        counters.committed.iter().map(|_| new_histogram()).collect();
+    let mut pending: Pending = VecDeque::new();
+    while !counters.stop.load(Ordering::Acquire) {
+        let t0 = Instant::now();
+        let mut tx = session.begin()?;
+        let (ty, body) = gen.next(&mut tx);
+        let outcome = match body {
+            Ok(()) => tx.commit_pipelined(),
+            Err(e) => {
+                drop(tx);
+                Err(e)
+            }
+        };
+        match outcome {
+            Ok(p) => pending.push_back((t0, ty, p)),
+            Err(e) if is_abort(&e) => {
+                counters.aborts[ty].fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        resolve(&mut pending, config.in_flight, counters, &mut hists)?;
+    }
+    // Commits still in flight at the end: wait, but they fall outside the
+    // measured window.
+    resolve(&mut pending, 0, counters, &mut hists)?;
+    Ok(hists)
+}
+
+/// Resolve durable commits oldest first; block while more than
+/// `keep - 1` are in flight.
+fn resolve(
+    pending: &mut Pending,
+    keep: usize,
+    counters: &Counters,
+    hists: &mut [Histogram<u64>],
+) -> BenchResult<()> {
+    while let Some((_, _, p)) = pending.front() {
+        if pending.len() < keep && !p.is_durable() {
+            break;
+        }
+        let (t0, ty, p) = pending.pop_front().expect("front exists");
+        match p.wait() {
+            Ok(_) => {
+                if counters.measuring.load(Ordering::Relaxed) {
+                    hists[ty].saturating_record(t0.elapsed().as_micros() as u64);
+                }
+                counters.committed[ty].fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) if is_abort(&e) => {
+                counters.aborts[ty].fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! Loading helpers shared by workloads: parallel batched inserts, chunked
+//! full-table scans, and the `bench_meta` table that records which
+//! workload and scale a database was loaded with (so a reused `--dir` is
+//! checked, never silently mixed).
+
+use crate::error::{BenchError, BenchResult};
+use waypoint::{Database, Session, Table};
+
+/// Records per load transaction.
+pub const LOAD_BATCH: u64 = 100;
+const META_TABLE: &str = "bench_meta";
+
+/// Insert rows `0..n` into `table` from `workers` threads, each loading a
+/// contiguous slice in transactions of [`LOAD_BATCH`] rows. `row(i)` gives
+/// row `i`'s key and value.
+pub fn parallel_insert<F>(
+    db: &Database,
+    table: &Table,
+    n: u64,
+    workers: usize,
+    row: F,
+) -> BenchResult<()>
+where
+    F: Fn(u64) -> (Vec<u8>, Vec<u8>) + Sync,
+{
+    let workers = workers.max(1) as u64;
+    let per_worker = n.div_ceil(workers);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let row = &row;
+                s.spawn(move || -> BenchResult<()> {
+                    let mut session = db.session();
+                    let (lo, hi) = (w * per_worker, ((w + 1) * per_worker).min(n));
+                    let mut i = lo;
+                    while i < hi {
+                        let end = (i + LOAD_BATCH).min(hi);
+                        session.run(100, |tx| {
+                            for j in i..end {
+                                let (k, v) = row(j);
+                                tx.insert(table, &k, &v)?;
+                            }
+                            Ok(())
+                        })?;
+                        i = end;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("load worker panicked"))
+    })
+}
+
+/// Call `f` on every row of `table` in key order, reading chunks of 10,000
+/// rows in separate read-only transactions (for a quiescent database).
+pub fn for_each_row(
+    session: &mut Session,
+    table: &Table,
+    mut f: impl FnMut(&[u8], &[u8]) -> BenchResult<()>,
+) -> BenchResult<()> {
+    let mut next: Vec<u8> = Vec::new();
+    loop {
+        let mut tx = session.begin()?;
+        let rows = tx.scan(table, next.as_slice().., 10_000)?;
+        drop(tx);
+        let Some((last, _)) = rows.last() else {
+            return Ok(());
+        };
+        next = last.clone();
+        next.push(0);
+        for (k, v) in &rows {
+            f(k, v)?;
+        }
+    }
+}
+
+/// What a database was loaded with: `Some(params)` if `workload` was
+/// loaded before, `None` for a database without it.
+pub fn loaded_params(db: &Database, workload: &str) -> BenchResult<Option<serde_json::Value>> {
+    if !db.table_names().iter().any(|t| t == META_TABLE) {
+        return Ok(None);
+    }
+    let meta = db.table(META_TABLE)?;
+    let mut session = db.session();
+    let mut tx = session.begin()?;
+    let v = tx.get(&meta, workload.as_bytes())?;
+    drop(tx);
+    v.map(|v| {
+        serde_json::from_slice(&v)
+            .map_err(|e| BenchError::Verify(format!("bench_meta entry of {workload}: {e}")))
+    })
+    .transpose()
+}
+
+/// Record that `workload` was loaded with `params` (after the load).
+pub fn record_params(db: &Database, workload: &str, params: &serde_json::Value) -> BenchResult<()> {
+    let meta = db.open_or_create_table(META_TABLE)?;
+    let mut session = db.session();
+    let bytes = serde_json::to_vec(params).expect("params serialize");
+    session.run(10, |tx| tx.upsert(&meta, workload.as_bytes(), &bytes))?;
+    Ok(())
+}
+
+/// Check a reused database: loaded by `workload` with the same `params`.
+/// Returns true if it holds the workload, false if the database is empty
+/// of it (and may be loaded).
+pub fn check_reuse(db: &Database, workload: &str, params: &serde_json::Value) -> BenchResult<bool> {
+    match loaded_params(db, workload)? {
+        None => {
+            let others = db
+                .table_names()
+                .into_iter()
+                .filter(|t| t != META_TABLE)
+                .collect::<Vec<_>>();
+            if others.is_empty() {
+                Ok(false)
+            } else {
+                Err(BenchError::Config(format!(
+                    "{} holds other tables ({}), not a {workload} database",
+                    db.path().display(),
+                    others.join(", ")
+                )))
+            }
+        }
+        Some(p) if &p == params => Ok(true),
+        Some(p) => Err(BenchError::Config(format!(
+            "{} was loaded by {workload} with {p}, not {params}",
+            db.path().display()
+        ))),
+    }
+}

@@ -1,0 +1,186 @@
+//! What the driver samples once per second: the engine's counters
+//! (`Database::stats()`), the process's resident memory, and the per-second
+//! row of `series.csv` built from two consecutive snapshots.
+//!
+//! Byte counts the engine reports in pages are multiplied by the page size.
+//! `checkpoint_bytes` is always 0 until the engine has checkpoints.
+
+use serde::Serialize;
+use std::path::Path;
+use waypoint::{Database, Stats};
+
+/// Resident set size of this process in bytes (`VmRSS`), 0 if unknown.
+pub fn rss_bytes() -> u64 {
+    status_kib("VmRSS:") * 1024
+}
+
+/// Peak resident set size of this process in bytes (`VmHWM`), 0 if unknown.
+pub fn peak_rss_bytes() -> u64 {
+    status_kib("VmHWM:") * 1024
+}
+
+fn status_kib(field: &str) -> u64 {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Total size of the regular files below `dir` (0 if it does not exist).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Cumulative counters at one instant.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Committed (durable) transactions per type.
+    pub committed: Vec<u64>,
+    /// Aborted transactions per type.
+    pub aborts: Vec<u64>,
+    pub wal_bytes: u64,
+    pub wal_disk_bytes: u64,
+    pub wal_commits: u64,
+    pub remote_flush_commits: u64,
+    pub evict_bytes: u64,
+    pub flush_bytes: u64,
+    pub read_bytes: u64,
+    pub rss_bytes: u64,
+}
+
+impl Snapshot {
+    pub fn take(db: &Database, committed: Vec<u64>, aborts: Vec<u64>) -> Self {
+        let stats: Stats = db.stats();
+        let page = stats.page_size as u64;
+        Snapshot {
+            committed,
+            aborts,
+            wal_bytes: stats.wal.appended_bytes,
+            wal_disk_bytes: stats.wal.disk_bytes,
+            wal_commits: stats.wal.commits,
+            remote_flush_commits: stats.wal.remote_flush_commits,
+            evict_bytes: stats.pool.pages_written_by_provider * page,
+            flush_bytes: stats.pool.pages_written_by_flush * page,
+            read_bytes: stats.pool.pages_read * page,
+            rss_bytes: rss_bytes(),
+        }
+    }
+
+    pub fn total_committed(&self) -> u64 {
+        self.committed.iter().sum()
+    }
+
+    pub fn total_aborts(&self) -> u64 {
+        self.aborts.iter().sum()
+    }
+}
+
+/// One row of `series.csv`: what happened during one second of the run
+/// (levels such as `wal_disk_bytes` and `rss_bytes` are taken at its end).
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// Seconds since the workers started (1 = the first second).
+    pub second: u64,
+    /// Part of the warm-up (not in the summary's figures).
+    pub warmup: bool,
+    /// Length of this interval in seconds (the last one may be shorter).
+    pub interval_secs: f64,
+    pub txn: u64,
+    pub txn_by_type: Vec<u64>,
+    pub aborts: u64,
+    pub wal_bytes: u64,
+    pub wal_disk_bytes: u64,
+    pub checkpoint_bytes: u64,
+    pub evict_bytes: u64,
+    pub flush_bytes: u64,
+    pub read_bytes: u64,
+    pub rss_bytes: u64,
+}
+
+impl Sample {
+    pub fn between(
+        second: u64,
+        warmup: bool,
+        interval_secs: f64,
+        a: &Snapshot,
+        b: &Snapshot,
+    ) -> Self {
+        let txn_by_type: Vec<u64> = b
+            .committed
+            .iter()
+            .zip(&a.committed)
+            .map(|(b, a)| b - a)
+            .collect();
+        Sample {
+            second,
+            warmup,
+            interval_secs,
+            txn: txn_by_type.iter().sum(),
+            txn_by_type,
+            aborts: b.total_aborts() - a.total_aborts(),
+            wal_bytes: b.wal_bytes - a.wal_bytes,
+            wal_disk_bytes: b.wal_disk_bytes,
+            checkpoint_bytes: 0,
+            evict_bytes: b.evict_bytes - a.evict_bytes,
+            flush_bytes: b.flush_bytes - a.flush_bytes,
+            read_bytes: b.read_bytes - a.read_bytes,
+            rss_bytes: b.rss_bytes,
+        }
+    }
+
+    /// Committed transactions per second in this interval.
+    pub fn txn_per_sec(&self) -> f64 {
+        self.txn as f64 / self.interval_secs.max(1e-9)
+    }
+}
+
+/// The CSV header for samples of a workload with these transaction types.
+pub fn csv_header(types: &[&str]) -> String {
+    let mut h = String::from(
+        "second,warmup,interval_secs,txn,aborts,wal_bytes,wal_disk_bytes,checkpoint_bytes,evict_bytes,flush_bytes,read_bytes,rss_bytes",
+    );
+    for t in types {
+        h.push_str(",txn_");
+        h.push_str(t);
+    }
+    h
+}
+
+/// One CSV line (no newline) matching [`csv_header`].
+pub fn csv_row(s: &Sample) -> String {
+    let mut row = format!(
+        "{},{},{:.3},{},{},{},{},{},{},{},{},{}",
+        s.second,
+        u8::from(s.warmup),
+        s.interval_secs,
+        s.txn,
+        s.aborts,
+        s.wal_bytes,
+        s.wal_disk_bytes,
+        s.checkpoint_bytes,
+        s.evict_bytes,
+        s.flush_bytes,
+        s.read_bytes,
+        s.rss_bytes
+    );
+    for n in &s.txn_by_type {
+        row.push(',');
+        row.push_str(&n.to_string());
+    }
+    row
+}

@@ -1,0 +1,225 @@
+//! The end-of-run summary: figures over the measured window (after the
+//! warm-up), the table printed for people, and the files `summary.json`
+//! and `series.csv`.
+
+use crate::driver::{logging_name, DriverConfig};
+use crate::error::{BenchError, BenchResult};
+use crate::metrics::{csv_header, csv_row, Sample, Snapshot};
+use crate::report::Latency;
+use crate::workload::Loaded;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Per transaction type, over the measured window.
+#[derive(Debug, Clone, Serialize)]
+pub struct TypeSummary {
+    pub name: String,
+    pub committed: u64,
+    pub txn_per_sec: f64,
+    pub aborts: u64,
+}
+
+/// `summary.json`. Counts and bytes cover the measured window only.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub workload: String,
+    /// The driver's and the workload's configuration.
+    pub config: serde_json::Value,
+    /// True if this run created and loaded the data (false: reused).
+    pub loaded_now: bool,
+    pub records_loaded: u64,
+    pub load_seconds: f64,
+    /// Length of the measured window in seconds.
+    pub seconds: f64,
+    pub committed: u64,
+    pub txn_per_sec: f64,
+    pub aborts: u64,
+    pub types: Vec<TypeSummary>,
+    /// Microseconds from `begin` until the commit was durable: `overall`
+    /// and one entry per transaction type.
+    pub latency_us: BTreeMap<String, Latency>,
+    pub wal_bytes: u64,
+    pub wal_bytes_per_txn: f64,
+    /// Largest log size on disk seen after the warm-up.
+    pub wal_disk_max_bytes: u64,
+    /// Share of commits that waited for other log partitions (RFA).
+    pub remote_flush_fraction: f64,
+    /// Always 0: the engine has no checkpoints yet.
+    pub checkpoint_bytes: u64,
+    /// Bytes written by the page provider (eviction writeback).
+    pub evict_bytes: u64,
+    /// Bytes written by explicit flushes (clean close excluded).
+    pub flush_bytes: u64,
+    /// Bytes of pages read into the buffer pool.
+    pub read_bytes: u64,
+    /// Largest resident set sampled during the run (warm-up included).
+    pub peak_rss_bytes: u64,
+    /// The process's high-water mark (`VmHWM`), load included.
+    pub process_peak_rss_bytes: u64,
+    /// What the workload's invariant check found, if it ran.
+    pub verify: Option<serde_json::Value>,
+    pub close_seconds: f64,
+    /// Files in the database directory after the clean close.
+    pub data_dir_bytes: u64,
+}
+
+pub(crate) struct Inputs<'a> {
+    pub workload: &'a str,
+    pub driver: &'a DriverConfig,
+    pub workload_config: serde_json::Value,
+    pub types: &'a [&'static str],
+    pub loaded: Loaded,
+    pub load_seconds: f64,
+    pub measured_secs: f64,
+    pub base: &'a Snapshot,
+    pub end: &'a Snapshot,
+    pub series: &'a [Sample],
+    pub hists: &'a [Histogram<u64>],
+    pub verify: Option<serde_json::Value>,
+    pub close_seconds: f64,
+    pub data_dir_bytes: u64,
+}
+
+impl Summary {
+    pub(crate) fn build(i: Inputs<'_>) -> Summary {
+        let secs = i.measured_secs.max(1e-9);
+        let (b, e) = (i.base, i.end);
+        let committed = e.total_committed() - b.total_committed();
+        let wal_bytes = e.wal_bytes - b.wal_bytes;
+        let wal_commits = e.wal_commits - b.wal_commits;
+        let mut latency_us = BTreeMap::new();
+        let mut overall = crate::report::new_histogram();
+        for (name, h) in i.types.iter().zip(i.hists) {
+            overall.add(h).expect("same histogram bounds");
+            latency_us.insert(name.to_string(), Latency::of(h));
+        }
+        latency_us.insert("overall".to_string(), Latency::of(&overall));
+        let mut config = serde_json::to_value(i.driver).expect("config serializes");
+        config["logging"] = logging_name(i.driver.logging).into();
+        config["commit"] = i.driver.commit.name().into();
+        config["workload"] = i.workload_config;
+        let (loaded_now, records_loaded) = match i.loaded {
+            Loaded::Fresh { records } => (true, records),
+            Loaded::Existing { records } => (false, records),
+        };
+        Summary {
+            workload: i.workload.to_string(),
+            config,
+            loaded_now,
+            records_loaded,
+            load_seconds: i.load_seconds,
+            seconds: i.measured_secs,
+            committed,
+            txn_per_sec: committed as f64 / secs,
+            aborts: e.total_aborts() - b.total_aborts(),
+            types: i
+                .types
+                .iter()
+                .enumerate()
+                .map(|(t, name)| {
+                    let n = e.committed[t] - b.committed[t];
+                    TypeSummary {
+                        name: name.to_string(),
+                        committed: n,
+                        txn_per_sec: n as f64 / secs,
+                        aborts: e.aborts[t] - b.aborts[t],
+                    }
+                })
+                .collect(),
+            latency_us,
+            wal_bytes,
+            wal_bytes_per_txn: wal_bytes as f64 / committed.max(1) as f64,
+            wal_disk_max_bytes: i
+                .series
+                .iter()
+                .filter(|s| !s.warmup)
+                .map(|s| s.wal_disk_bytes)
+                .max()
+                .unwrap_or(0),
+            remote_flush_fraction: if wal_commits == 0 {
+                0.0
+            } else {
+                (e.remote_flush_commits - b.remote_flush_commits) as f64 / wal_commits as f64
+            },
+            checkpoint_bytes: 0,
+            evict_bytes: e.evict_bytes - b.evict_bytes,
+            flush_bytes: e.flush_bytes - b.flush_bytes,
+            read_bytes: e.read_bytes - b.read_bytes,
+            peak_rss_bytes: i.series.iter().map(|s| s.rss_bytes).max().unwrap_or(0),
+            process_peak_rss_bytes: crate::metrics::peak_rss_bytes(),
+            verify: i.verify,
+            close_seconds: i.close_seconds,
+            data_dir_bytes: i.data_dir_bytes,
+        }
+    }
+
+    /// The table a person reads at the end of a run.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<10} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "type", "committed", "txn/s", "aborts", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
+        );
+        let rows = self
+            .types
+            .iter()
+            .map(|t| (t.name.as_str(), t.committed, t.txn_per_sec, t.aborts))
+            .chain([("total", self.committed, self.txn_per_sec, self.aborts)]);
+        for (name, committed, rate, aborts) in rows {
+            let key = if name == "total" { "overall" } else { name };
+            let l = self.latency_us[key];
+            out += &format!(
+                "{name:<10} {committed:>11} {rate:>11.0} {aborts:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                l.p50, l.p99, l.p999, l.max
+            );
+        }
+        out += &format!(
+            "measured {:.1} s after warm-up; log {} ({:.0} bytes/txn), on disk at most {}; remote-flush fraction {:.3}\n",
+            self.seconds,
+            mib(self.wal_bytes),
+            self.wal_bytes_per_txn,
+            mib(self.wal_disk_max_bytes),
+            self.remote_flush_fraction
+        );
+        out += &format!(
+            "pages: {} written by eviction, {} by flushes, {} read; peak RSS {}; load {:.2} s ({}), clean close {:.2} s\n",
+            mib(self.evict_bytes),
+            mib(self.flush_bytes),
+            mib(self.read_bytes),
+            mib(self.peak_rss_bytes),
+            self.load_seconds,
+            if self.loaded_now { "loaded now" } else { "reused" },
+            self.close_seconds
+        );
+        if let Some(v) = &self.verify {
+            out += &format!("verified: {v}\n");
+        }
+        out
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+/// Write `out/summary.json` and `out/series.csv` (creating `out`).
+pub fn write_outputs(
+    out: &Path,
+    summary: &Summary,
+    types: &[&str],
+    series: &[Sample],
+) -> BenchResult<()> {
+    std::fs::create_dir_all(out).map_err(|e| BenchError::io(out, e))?;
+    let path = out.join("summary.json");
+    let json = serde_json::to_string_pretty(summary).expect("summary serializes");
+    std::fs::write(&path, json + "\n").map_err(|e| BenchError::io(&path, e))?;
+    let mut csv = csv_header(types);
+    csv.push('\n');
+    for s in series {
+        csv += &csv_row(s);
+        csv.push('\n');
+    }
+    let path = out.join("series.csv");
+    std::fs::write(&path, csv).map_err(|e| BenchError::io(&path, e))
+}

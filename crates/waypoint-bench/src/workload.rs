@@ -1,0 +1,45 @@
+//! The interface between the driver and a workload (TPC-B, YCSB, ...): the
+//! workload creates and loads its tables, hands each worker thread a
+//! transaction generator, and checks its invariants on demand.
+
+use crate::error::BenchResult;
+use waypoint::{Database, Error, Transaction};
+
+/// What `setup` found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loaded {
+    /// The tables were created and loaded now.
+    Fresh { records: u64 },
+    /// The database already held this workload's tables at the same scale.
+    Existing { records: u64 },
+}
+
+pub trait Workload: Sync {
+    /// The name on the command line (`tpcb`, `ycsb`).
+    fn name(&self) -> &'static str;
+    /// Transaction types; [`Worker::next`] returns an index into this.
+    fn txn_types(&self) -> Vec<&'static str>;
+    /// The workload's parameters, echoed in `summary.json`.
+    fn config_json(&self) -> serde_json::Value;
+    /// Create and load the tables with `workers` threads, or check that an
+    /// existing database holds this workload at the same scale.
+    fn setup(&mut self, db: &Database, workers: usize) -> BenchResult<Loaded>;
+    /// The transaction generator of worker `worker`, seeded with `seed`.
+    fn worker(&self, worker: usize, seed: u64) -> Box<dyn Worker + '_>;
+    /// Check the workload's invariants on a quiescent database; returns
+    /// what was checked (for the summary) or `BenchError::Verify`.
+    fn verify(&self, db: &Database) -> BenchResult<serde_json::Value>;
+}
+
+/// Runs one transaction's operations (not its commit).
+pub trait Worker {
+    /// Execute the next transaction's body in `tx`. Returns its type and
+    /// the outcome; the driver commits on `Ok`.
+    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>);
+}
+
+/// Errors that end a transaction attempt but not the run: OCC conflicts and
+/// the key races of inserts and deletes under concurrency.
+pub fn is_abort(e: &Error) -> bool {
+    matches!(e, Error::Conflict | Error::KeyExists | Error::KeyNotFound)
+}

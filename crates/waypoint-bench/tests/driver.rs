@@ -1,0 +1,176 @@
+//! The driver end to end on tiny data: TPC-B keeps its balance invariant
+//! (also after a clean close and reopen, and when the database is reused),
+//! every YCSB preset commits, and the report files carry the documented
+//! fields.
+
+use std::path::Path;
+use waypoint::{Database, Options};
+use waypoint_bench::driver::{self, DriverConfig};
+use waypoint_bench::tpcb::{self, Tpcb, TpcbConfig};
+use waypoint_bench::ycsb::{Ycsb, YcsbConfig};
+use waypoint_bench::BenchError;
+
+fn config(dir: &Path) -> DriverConfig {
+    DriverConfig {
+        dir: Some(dir.join("db")),
+        workers: 2,
+        duration_secs: 5.0,
+        warmup_secs: 0,
+        in_flight: 8,
+        buffer_bytes: 32 << 20,
+        ..DriverConfig::default()
+    }
+}
+
+fn tpcb_run(dir: &Path, txns: u64) -> waypoint_bench::driver::RunOutput {
+    let c = DriverConfig {
+        max_txns: Some(txns),
+        ..config(dir)
+    };
+    let mut w = Tpcb::new(TpcbConfig::with_accounts(2, 1000));
+    driver::run(&c, &mut w, &|_| {}).expect("TPC-B run")
+}
+
+#[test]
+fn tpcb_invariant_holds_after_run_and_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tpcb_run(dir.path(), 300);
+    let s = &out.summary;
+    assert!(s.committed >= 300, "committed {}", s.committed);
+    let checked = s.verify.as_ref().expect("the driver verified");
+    assert!(checked["history_rows"].as_u64().unwrap() >= 300);
+
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let after = tpcb::verify(&db).expect("invariant after reopen");
+    assert_eq!(after.accounts, 1000);
+    assert_eq!(after.tellers, 20);
+    assert_eq!(after.branches, 2);
+    assert_eq!(serde_json::to_value(&after).unwrap(), *checked);
+    db.close().unwrap();
+}
+
+#[test]
+fn tpcb_reuses_a_loaded_database_and_keeps_the_invariant() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = tpcb_run(dir.path(), 100).summary;
+    assert!(first.loaded_now);
+    let second = tpcb_run(dir.path(), 100).summary;
+    assert!(!second.loaded_now);
+    let rows = |s: &waypoint_bench::summary::Summary| {
+        s.verify.as_ref().unwrap()["history_rows"].as_u64().unwrap()
+    };
+    assert!(rows(&second) >= rows(&first) + 100);
+    // Another scale on the same directory is refused.
+    let mut other = Tpcb::new(TpcbConfig::with_accounts(3, 1000));
+    let e = driver::run(&config(dir.path()), &mut other, &|_| {})
+        .err()
+        .unwrap();
+    assert!(matches!(e, BenchError::Config(_)), "{e}");
+}
+
+#[test]
+fn a_directory_that_is_not_a_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("db")).unwrap();
+    std::fs::write(dir.path().join("db/notes.txt"), "mine").unwrap();
+    let mut w = Tpcb::new(TpcbConfig::with_accounts(1, 100));
+    let e = driver::run(&config(dir.path()), &mut w, &|_| {})
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("not a waypoint database"), "{e}");
+    assert!(dir.path().join("db/notes.txt").exists());
+}
+
+#[test]
+fn every_ycsb_preset_commits() {
+    for preset in ['a', 'b', 'c', 'd', 'e', 'f'] {
+        let dir = tempfile::tempdir().unwrap();
+        let c = DriverConfig {
+            duration_secs: 0.3,
+            ..config(dir.path())
+        };
+        let mut w = Ycsb::new(YcsbConfig::preset(preset, 2000).unwrap());
+        let s = driver::run(&c, &mut w, &|_| {}).expect("YCSB run").summary;
+        assert!(s.committed > 0, "preset {preset}: nothing committed");
+        assert_eq!(
+            s.types.iter().map(|t| t.committed).sum::<u64>(),
+            s.committed
+        );
+        assert!(s.verify.is_some());
+    }
+    assert!(YcsbConfig::preset('g', 10).is_err());
+}
+
+#[test]
+fn summary_json_and_series_csv_have_the_documented_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let c = DriverConfig {
+        duration_secs: 1.0,
+        warmup_secs: 1,
+        in_flight: 1,
+        out: Some(out.clone()),
+        ..config(dir.path())
+    };
+    let mut w = Ycsb::new(YcsbConfig::preset('a', 2000).unwrap());
+    let run = driver::run(&c, &mut w, &|_| {}).expect("YCSB run");
+
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for field in [
+        "committed",
+        "txn_per_sec",
+        "aborts",
+        "wal_bytes",
+        "wal_bytes_per_txn",
+        "remote_flush_fraction",
+        "peak_rss_bytes",
+        "wal_disk_max_bytes",
+    ] {
+        assert!(v[field].is_number(), "summary.json lacks {field}: {v}");
+    }
+    assert_eq!(v["config"]["workers"], 2);
+    assert_eq!(v["config"]["commit"], "rfa-group");
+    assert_eq!(v["config"]["workload"]["preset"], "a");
+    for ty in ["overall", "read", "update"] {
+        for q in ["p50", "p99", "p999", "max"] {
+            assert!(v["latency_us"][ty][q].is_u64(), "latency_us.{ty}.{q}");
+        }
+    }
+    assert!(v["committed"].as_u64().unwrap() > 0);
+    assert!(v["wal_bytes"].as_u64().unwrap() > 0);
+    assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+    assert!(v["latency_us"]["overall"]["p50"].as_u64().unwrap() > 0);
+
+    let csv = std::fs::read_to_string(out.join("series.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for col in [
+        "second",
+        "txn",
+        "aborts",
+        "wal_bytes",
+        "wal_disk_bytes",
+        "checkpoint_bytes",
+        "evict_bytes",
+        "read_bytes",
+        "rss_bytes",
+    ] {
+        assert!(header.contains(&col), "series.csv lacks {col}");
+    }
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), run.series.len());
+    assert!(rows.len() >= 2, "a warm-up second and a measured one");
+    let warmup = header.iter().position(|c| *c == "warmup").unwrap();
+    assert_eq!(rows[0][warmup], 1.0);
+    assert_eq!(rows.last().unwrap()[warmup], 0.0);
+    let txn = header.iter().position(|c| *c == "txn").unwrap();
+    let measured: f64 = rows
+        .iter()
+        .filter(|r| r[warmup] == 0.0)
+        .map(|r| r[txn])
+        .sum();
+    assert_eq!(measured as u64, run.summary.committed);
+}

@@ -1,0 +1,233 @@
+//! The options of `waypoint bench`: the command-line flags, the same
+//! options from a TOML file (`--config`), and their merge (a flag wins over
+//! the file, the file over the workload's default).
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Workload: `tpcb` (TPC-B, pgbench-like), `ycsb` (presets A-F),
+    /// `engine` (load, point reads, range scans, verified reopen) or
+    /// `updates` (small update transactions: the commit path). TPC-C and
+    /// Voter follow.
+    pub workload: String,
+    /// A TOML file with any of these options (kebab-case keys, e.g.
+    /// `value-size = 200`); command-line flags win.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Database directory: empty or missing (created and loaded) or a
+    /// database this workload loaded before (reused). Default: a fresh
+    /// temporary directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Worker threads, a session each [default: 2].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Seconds measured (after the warm-up); for `engine`, per timed phase
+    /// [default: 10].
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Whole seconds of warm-up, excluded from the summary (tpcb, ycsb)
+    /// [default: 2].
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Stop after this many transactions committed after the warm-up
+    /// (tpcb, ycsb; --duration still bounds the run).
+    #[arg(long)]
+    pub txns: Option<u64>,
+    /// Records: YCSB rows, TPC-B accounts, engine/updates rows
+    /// [default: 1000000; tpcb: 100000 per branch].
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// TPC-B branches (pgbench's scale) [default: 10].
+    #[arg(long)]
+    pub scale: Option<u64>,
+    /// Value size in bytes (ycsb, engine, updates) [default: 100].
+    #[arg(long)]
+    pub value_size: Option<usize>,
+    /// Buffer pool memory, e.g. 64MiB or 1GiB [default: 1GiB].
+    #[arg(long)]
+    pub buffer: Option<String>,
+    /// Page size, e.g. 16KiB [default: 16KiB].
+    #[arg(long)]
+    pub page_size: Option<String>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Directory for summary.json (and series.csv for tpcb/ycsb).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// per-worker (a log partition per session, seed 000) or none.
+    #[arg(long)]
+    pub logging: Option<String>,
+    /// Commit protocol: rfa-group, group, rfa, flush-all or async.
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Commits in flight per worker; 1 waits for each commit
+    /// [default: 32; updates: 1].
+    #[arg(long, alias = "pipeline")]
+    pub in_flight: Option<usize>,
+    /// `updates`: records updated per transaction [default: 4].
+    #[arg(long)]
+    pub updates_per_txn: Option<usize>,
+    /// YCSB preset a-f [default: a].
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// YCSB key choice: uniform, zipfian or latest [default: the preset's].
+    #[arg(long)]
+    pub distribution: Option<String>,
+    /// YCSB zipfian constant [default: 0.99].
+    #[arg(long)]
+    pub theta: Option<f64>,
+    /// YCSB operations per transaction [default: 1].
+    #[arg(long)]
+    pub ops_per_txn: Option<usize>,
+}
+
+/// The same options in a TOML file; an unknown key is an error.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct FileOptions {
+    dir: Option<PathBuf>,
+    workers: Option<usize>,
+    duration: Option<f64>,
+    warmup: Option<u64>,
+    txns: Option<u64>,
+    records: Option<u64>,
+    scale: Option<u64>,
+    value_size: Option<usize>,
+    buffer: Option<String>,
+    page_size: Option<String>,
+    seed: Option<u64>,
+    out: Option<PathBuf>,
+    logging: Option<String>,
+    commit: Option<String>,
+    #[serde(alias = "pipeline")]
+    in_flight: Option<usize>,
+    updates_per_txn: Option<usize>,
+    preset: Option<String>,
+    distribution: Option<String>,
+    theta: Option<f64>,
+    ops_per_txn: Option<usize>,
+}
+
+fn read_file(path: &Path) -> Result<FileOptions> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --config {}", path.display()))?;
+    toml::from_str(&text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
+            .unwrap_or_default();
+        anyhow::anyhow!("{}{line}: {}", path.display(), e.message().trim())
+    })
+}
+
+impl BenchArgs {
+    /// Fill every option not given on the command line from `--config`.
+    pub fn merge_config_file(mut self) -> Result<Self> {
+        let Some(path) = &self.config else {
+            return Ok(self);
+        };
+        let f = read_file(path)?;
+        macro_rules! fill {
+            ($($field:ident),*) => { $( if self.$field.is_none() { self.$field = f.$field; } )* };
+        }
+        fill!(
+            dir,
+            workers,
+            duration,
+            warmup,
+            txns,
+            records,
+            scale,
+            value_size,
+            buffer,
+            page_size,
+            seed,
+            out,
+            logging,
+            commit,
+            in_flight,
+            updates_per_txn,
+            preset,
+            distribution,
+            theta,
+            ops_per_txn
+        );
+        Ok(self)
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or(2)
+    }
+
+    pub fn duration(&self) -> f64 {
+        self.duration.unwrap_or(10.0)
+    }
+
+    pub fn buffer_name(&self) -> &str {
+        self.buffer.as_deref().unwrap_or("1GiB")
+    }
+
+    pub fn page_size_name(&self) -> &str {
+        self.page_size.as_deref().unwrap_or("16KiB")
+    }
+
+    pub fn logging_name(&self) -> &str {
+        self.logging.as_deref().unwrap_or("per-worker")
+    }
+
+    pub fn commit_name(&self) -> &str {
+        self.commit.as_deref().unwrap_or("rfa-group")
+    }
+
+    pub fn buffer_bytes(&self) -> Result<usize> {
+        parse_size("buffer", self.buffer_name())
+    }
+
+    pub fn page_size_bytes(&self) -> Result<usize> {
+        parse_size("page-size", self.page_size_name())
+    }
+
+    pub fn logging(&self) -> Result<waypoint::Logging> {
+        match self.logging_name() {
+            "per-worker" => Ok(waypoint::Logging::PerWorker),
+            "none" => Ok(waypoint::Logging::None),
+            other => bail!("unknown --logging {other:?}; available: per-worker, none"),
+        }
+    }
+
+    pub fn commit(&self) -> Result<waypoint::CommitProtocol> {
+        match waypoint::CommitProtocol::parse(self.commit_name()) {
+            Some(c) => Ok(c),
+            None => bail!(
+                "unknown --commit {:?}; available: rfa-group, group, rfa, flush-all, async",
+                self.commit_name()
+            ),
+        }
+    }
+
+    /// The checks common to every workload.
+    pub fn check(&self) -> Result<()> {
+        let d = self.duration();
+        if self.workers() == 0 || self.records == Some(0) || d.is_nan() || d <= 0.0 {
+            bail!("--workers, --records and --duration must be positive");
+        }
+        if self.in_flight == Some(0) {
+            bail!("--in-flight must be at least 1");
+        }
+        self.logging()?;
+        self.commit()?;
+        self.buffer_bytes()?;
+        self.page_size_bytes()?;
+        Ok(())
+    }
+}
+
+pub fn parse_size(what: &str, s: &str) -> Result<usize> {
+    let n = parse_size::parse_size(s)
+        .with_context(|| format!("--{what} {s:?} is not a size (examples: 64MiB, 1GiB, 16KiB)"))?;
+    usize::try_from(n).with_context(|| format!("--{what} {s:?} is too large"))
+}

@@ -1,0 +1,132 @@
+//! `waypoint bench tpcb|ycsb`: builds the driver's and the workload's
+//! configuration from the options, prints one line per second and the
+//! summary table, and writes `summary.json` and `series.csv` to `--out`.
+
+use crate::args::BenchArgs;
+use anyhow::{bail, Context, Result};
+use waypoint_bench::driver::{self, DriverConfig};
+use waypoint_bench::metrics::Sample;
+use waypoint_bench::tpcb::{Tpcb, TpcbConfig};
+use waypoint_bench::workload::Workload;
+use waypoint_bench::ycsb::{KeyDistribution, Ycsb, YcsbConfig};
+
+fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
+    let d = DriverConfig::default();
+    Ok(DriverConfig {
+        dir: args.dir.clone(),
+        out: args.out.clone(),
+        workers: args.workers(),
+        duration_secs: args.duration(),
+        warmup_secs: args.warmup.unwrap_or(d.warmup_secs),
+        max_txns: args.txns,
+        in_flight: args.in_flight.unwrap_or(d.in_flight),
+        buffer_bytes: args.buffer_bytes()?,
+        page_size: args.page_size_bytes()?,
+        logging: args.logging()?,
+        commit: args.commit()?,
+        seed: args.seed.unwrap_or(d.seed),
+        verify: true,
+    })
+}
+
+fn tpcb(args: &BenchArgs) -> Result<Tpcb> {
+    if args.scale == Some(0) {
+        bail!("--scale must be positive");
+    }
+    let scale = args.scale.unwrap_or(10);
+    let config = match args.records {
+        Some(r) => TpcbConfig::with_accounts(scale, r),
+        None => TpcbConfig::with_scale(scale),
+    };
+    Ok(Tpcb::new(config))
+}
+
+fn ycsb(args: &BenchArgs) -> Result<Ycsb> {
+    let preset = args.preset.as_deref().unwrap_or("a");
+    let mut chars = preset.chars();
+    let (Some(p), None) = (chars.next(), chars.next()) else {
+        bail!("unknown --preset {preset:?}; available: a, b, c, d, e, f");
+    };
+    let mut config = YcsbConfig::preset(p, args.records.unwrap_or(1_000_000))?;
+    if let Some(d) = &args.distribution {
+        config.distribution = KeyDistribution::parse(d).with_context(|| {
+            format!("unknown --distribution {d:?}; available: uniform, zipfian, latest")
+        })?;
+    }
+    config.theta = args.theta.unwrap_or(config.theta);
+    config.value_size = args.value_size.unwrap_or(config.value_size);
+    config.ops_per_txn = args.ops_per_txn.unwrap_or(config.ops_per_txn);
+    Ok(Ycsb::new(config))
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+fn print_second(types: &[&str], s: &Sample) {
+    let by_type = if types.len() > 1 {
+        let parts: Vec<String> = types
+            .iter()
+            .zip(&s.txn_by_type)
+            .map(|(t, n)| format!("{t} {:.0}", *n as f64 / s.interval_secs.max(1e-9)))
+            .collect();
+        format!(" ({})", parts.join(", "))
+    } else {
+        String::new()
+    };
+    println!(
+        "  {:>4} s{} {:>9.0} txn/s{by_type}  aborts {:>5}  log {:>7.1} MiB/s, {:>8.1} MiB on disk  rss {:>7.1} MiB",
+        s.second,
+        if s.warmup { " warm-up" } else { "        " },
+        s.txn_per_sec(),
+        s.aborts,
+        mib(s.wal_bytes) / s.interval_secs.max(1e-9),
+        mib(s.wal_disk_bytes),
+        mib(s.rss_bytes),
+    );
+}
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    if args.updates_per_txn.is_some() {
+        bail!("--updates-per-txn applies to the `updates` workload only");
+    }
+    let config = driver_config(args)?;
+    if let Some(dir) = &config.dir {
+        driver::check_dir(dir)?;
+    }
+    let mut workload: Box<dyn Workload> = match args.workload.as_str() {
+        "tpcb" => Box::new(tpcb(args)?),
+        "ycsb" => Box::new(ycsb(args)?),
+        other => unreachable!("dispatched {other}"),
+    };
+    println!(
+        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, dir {}",
+        workload.name(),
+        workload.config_json(),
+        config.workers,
+        config.in_flight,
+        config.duration_secs,
+        config.warmup_secs,
+        args.buffer_name(),
+        args.page_size_name(),
+        args.logging_name(),
+        args.commit_name(),
+        config
+            .dir
+            .as_ref()
+            .map_or("(temporary)".to_string(), |d| d.display().to_string()),
+    );
+    let types = workload.txn_types();
+    let progress = |s: &Sample| print_second(&types, s);
+    let out = driver::run(&config, workload.as_mut(), &progress).context("benchmark failed")?;
+    println!();
+    print!("{}", out.summary.table());
+    if let Some(dir) = &config.out {
+        println!(
+            "wrote {} and {}",
+            dir.join("summary.json").display(),
+            dir.join("series.csv").display()
+        );
+    }
+    Ok(())
+}
