@@ -43,6 +43,9 @@ pub struct DriverConfig {
     pub logging: Logging,
     #[serde(skip)]
     pub commit: CommitProtocol,
+    #[serde(skip)]
+    pub checkpoint: waypoint::CheckpointMode,
+    pub wal_limit_bytes: u64,
     pub seed: u64,
     /// Run the workload's invariant check after the workers stop.
     pub verify: bool,
@@ -62,6 +65,8 @@ impl Default for DriverConfig {
             page_size: 16384,
             logging: Logging::PerWorker,
             commit: CommitProtocol::RfaGroup,
+            checkpoint: waypoint::CheckpointMode::Continuous,
+            wal_limit_bytes: 1 << 30,
             seed: 42,
             verify: true,
         }
@@ -126,6 +131,8 @@ fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDi
         buffer_pool_bytes: config.buffer_bytes,
         logging: config.logging,
         commit: config.commit,
+        checkpoint: config.checkpoint,
+        wal_limit_bytes: config.wal_limit_bytes,
         create_if_missing: !exists,
         ..Options::default()
     };

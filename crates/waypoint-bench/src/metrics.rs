@@ -3,7 +3,7 @@
 //! row of `series.csv` built from two consecutive snapshots.
 //!
 //! Byte counts the engine reports in pages are multiplied by the page size.
-//! `checkpoint_bytes` is always 0 until the engine has checkpoints.
+//! `checkpoint_bytes` counts pages written by checkpoint increments.
 
 use serde::Serialize;
 use std::path::Path;
@@ -58,6 +58,7 @@ pub struct Snapshot {
     pub wal_commits: u64,
     pub remote_flush_commits: u64,
     pub evict_bytes: u64,
+    pub checkpoint_bytes: u64,
     pub flush_bytes: u64,
     pub read_bytes: u64,
     pub rss_bytes: u64,
@@ -75,6 +76,7 @@ impl Snapshot {
             wal_commits: stats.wal.commits,
             remote_flush_commits: stats.wal.remote_flush_commits,
             evict_bytes: stats.pool.pages_written_by_provider * page,
+            checkpoint_bytes: stats.pool.pages_written_by_checkpoint * page,
             flush_bytes: stats.pool.pages_written_by_flush * page,
             read_bytes: stats.pool.pages_read * page,
             rss_bytes: rss_bytes(),
@@ -135,7 +137,7 @@ impl Sample {
             aborts: b.total_aborts() - a.total_aborts(),
             wal_bytes: b.wal_bytes - a.wal_bytes,
             wal_disk_bytes: b.wal_disk_bytes,
-            checkpoint_bytes: 0,
+            checkpoint_bytes: b.checkpoint_bytes - a.checkpoint_bytes,
             evict_bytes: b.evict_bytes - a.evict_bytes,
             flush_bytes: b.flush_bytes - a.flush_bytes,
             read_bytes: b.read_bytes - a.read_bytes,

@@ -99,6 +99,7 @@ impl Summary {
         let mut config = serde_json::to_value(i.driver).expect("config serializes");
         config["logging"] = logging_name(i.driver.logging).into();
         config["commit"] = i.driver.commit.name().into();
+        config["checkpoint"] = i.driver.checkpoint.name().into();
         config["workload"] = i.workload_config;
         let (loaded_now, records_loaded) = match i.loaded {
             Loaded::Fresh { records } => (true, records),

@@ -64,6 +64,12 @@ pub struct BenchArgs {
     /// Commit protocol: rfa-group, group, rfa, flush-all or async.
     #[arg(long)]
     pub commit: Option<String>,
+    /// Checkpointing: continuous, full or none [default: continuous].
+    #[arg(long)]
+    pub checkpoint: Option<String>,
+    /// WAL limit the checkpointer keeps the log near [default: 1GiB].
+    #[arg(long)]
+    pub wal_limit: Option<String>,
     /// Commits in flight per worker; 1 waits for each commit
     /// [default: 32; updates: 1].
     #[arg(long, alias = "pipeline")]
@@ -103,6 +109,8 @@ struct FileOptions {
     out: Option<PathBuf>,
     logging: Option<String>,
     commit: Option<String>,
+    checkpoint: Option<String>,
+    wal_limit: Option<String>,
     #[serde(alias = "pipeline")]
     in_flight: Option<usize>,
     updates_per_txn: Option<usize>,
@@ -149,6 +157,8 @@ impl BenchArgs {
             out,
             logging,
             commit,
+            checkpoint,
+            wal_limit,
             in_flight,
             updates_per_txn,
             preset,
@@ -181,6 +191,18 @@ impl BenchArgs {
 
     pub fn commit_name(&self) -> &str {
         self.commit.as_deref().unwrap_or("rfa-group")
+    }
+
+    pub fn checkpoint(&self) -> Result<waypoint::CheckpointMode> {
+        let name = self.checkpoint.as_deref().unwrap_or("continuous");
+        match waypoint::CheckpointMode::parse(name) {
+            Some(m) => Ok(m),
+            None => bail!("unknown --checkpoint {name:?}; available: continuous, full, none"),
+        }
+    }
+
+    pub fn wal_limit_bytes(&self) -> Result<usize> {
+        parse_size("wal-limit", self.wal_limit.as_deref().unwrap_or("1GiB"))
     }
 
     pub fn buffer_bytes(&self) -> Result<usize> {
@@ -220,6 +242,10 @@ impl BenchArgs {
         }
         self.logging()?;
         self.commit()?;
+        self.checkpoint()?;
+        if self.wal_limit_bytes()? == 0 {
+            bail!("--wal-limit must be positive");
+        }
         self.buffer_bytes()?;
         self.page_size_bytes()?;
         Ok(())

@@ -24,6 +24,8 @@ fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         page_size: args.page_size_bytes()?,
         logging: args.logging()?,
         commit: args.commit()?,
+        checkpoint: args.checkpoint()?,
+        wal_limit_bytes: args.wal_limit_bytes()? as u64,
         seed: args.seed.unwrap_or(d.seed),
         verify: true,
     })
