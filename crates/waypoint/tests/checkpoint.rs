@@ -3,6 +3,14 @@
 //! plus the documented slack, with continuous and with full checkpoints;
 //! after a power loss at the end, recovery reads no more than that and
 //! every acknowledged update is there.
+//!
+//! And crashes aimed at checkpointing: the disk freezes at a random
+//! operation on the data file (inside increments' writes), on the metadata
+//! file (at the first step of a floor update after a random point: the
+//! randomized suite in `tests/crash.rs` covers the later steps), or on log
+//! segments (appends and pruning), then power is lost with a random subset
+//! of unsynced writes kept. `WAYPOINT_CKPT_CRASH_SEEDS` (default 12) seeds
+//! per target.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -151,4 +159,106 @@ fn continuous_checkpoints_keep_the_log_under_its_limit() {
 #[test]
 fn full_checkpoints_keep_the_log_under_its_limit() {
     check(CheckpointMode::Full);
+}
+
+/// Run updates until the disk freezes at a random operation on a path
+/// containing `target` (the data file: inside an increment's writes; the
+/// metadata file: inside its write/sync/rename; log segments: inside
+/// appends and pruning), then lose power; every acknowledged update must
+/// survive recovery, and an unacknowledged one may or may not.
+fn crash_inside(target: &str, seed: u64) {
+    let sim = SimStorage::new(seed);
+    let mode = if seed % 3 == 0 {
+        CheckpointMode::Full
+    } else {
+        CheckpointMode::Continuous
+    };
+    let small = |sim: &SimStorage| Options {
+        wal_limit_bytes: 128 << 10,
+        checkpoint_shards: 4,
+        ..options(sim, mode)
+    };
+    let db = Database::open("/db", small(&sim)).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut s = db.session();
+    let mut tx = s.begin().unwrap();
+    for r in 0..ROWS {
+        tx.insert(&t, &r.to_be_bytes(), &value(r, 0)).unwrap();
+    }
+    tx.commit().unwrap();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    // Far enough that several increments and prunes happened before.
+    let at = sim.op_count() + rng.gen_range(200..3000);
+    sim.inject(waypoint::io::Fault::at(at, waypoint::io::FaultKind::Freeze).on_path(target));
+    let mut acked = vec![0u32; ROWS as usize];
+    let mut frozen = false;
+    for _ in 0..200_000 {
+        let row = rng.gen_range(0..ROWS);
+        let version = acked[row as usize] + 1;
+        let done = s.begin().and_then(|mut tx| {
+            tx.update(&t, &row.to_be_bytes(), &value(row, version))?;
+            tx.commit()
+        });
+        match done {
+            Ok(_) => acked[row as usize] = version,
+            Err(_) => {
+                frozen = true;
+                break;
+            }
+        }
+    }
+    assert!(frozen, "{target} seed {seed}: the disk never froze");
+    drop(s);
+    std::mem::forget(db);
+    sim.clear_faults();
+    sim.crash(CrashPolicy::Random {
+        keep: rng.gen_range(0.0..1.0),
+        tear: true,
+    });
+    let db = Database::open("/db", small(&sim))
+        .unwrap_or_else(|e| panic!("{target} seed {seed}: recovery failed: {e}"));
+    let t = db.table("t").unwrap();
+    let mut s = db.session();
+    let mut tx = s.begin().unwrap();
+    for r in 0..ROWS {
+        let got = tx.get(&t, &r.to_be_bytes()).unwrap().expect("row present");
+        let v = u32::from_be_bytes(got[4..8].try_into().unwrap());
+        let a = acked[r as usize];
+        assert!(
+            v == a || v == a + 1,
+            "{target} seed {seed}: row {r} has version {v}, acknowledged {a}"
+        );
+        assert_eq!(got, value(r, v), "{target} seed {seed}: row {r} torn");
+    }
+    drop(tx);
+    db.check_integrity()
+        .unwrap_or_else(|e| panic!("{target} seed {seed}: {e}"));
+}
+
+fn seeds() -> u64 {
+    std::env::var("WAYPOINT_CKPT_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
+
+#[test]
+fn crashes_inside_checkpoint_writes_lose_no_acknowledged_update() {
+    for seed in 0..seeds() {
+        crash_inside("data.waypoint", seed);
+    }
+}
+
+#[test]
+fn crashes_inside_the_metadata_rename_lose_no_acknowledged_update() {
+    for seed in 0..seeds() {
+        crash_inside("checkpoint.waypoint", seed);
+    }
+}
+
+#[test]
+fn crashes_inside_log_appends_and_pruning_lose_no_acknowledged_update() {
+    for seed in 0..seeds() {
+        crash_inside(".wal", seed);
+    }
 }
