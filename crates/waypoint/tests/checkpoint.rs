@@ -168,7 +168,7 @@ fn full_checkpoints_keep_the_log_under_its_limit() {
 /// survive recovery, and an unacknowledged one may or may not.
 fn crash_inside(target: &str, seed: u64) {
     let sim = SimStorage::new(seed);
-    let mode = if seed % 3 == 0 {
+    let mode = if seed.is_multiple_of(3) {
         CheckpointMode::Full
     } else {
         CheckpointMode::Continuous
