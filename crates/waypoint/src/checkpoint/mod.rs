@@ -137,7 +137,11 @@ impl Checkpointer {
             storage,
             dir,
             config,
-            table: Mutex::new(vec![0; config.shards]),
+            // Every change at or below the floor is in the data file, and
+            // everything in memory now (redone or new) is above it. Which
+            // frame a page had before a restart says nothing now, so the
+            // per-shard table is not kept across restarts: it starts here.
+            table: Mutex::new(vec![floor; config.shards]),
             stats: Mutex::new(CheckpointStats {
                 log_floor: floor,
                 ..Default::default()
