@@ -319,3 +319,86 @@ fn a_log_segment_of_another_format_version_is_refused_untouched() {
         "the refused segment is left untouched"
     );
 }
+
+/// Rewrite the record at `offset` of `segment` (a file offset) with `edit`
+/// and re-seal its checksum: a record that is valid on disk but wrong,
+/// as a writer bug or a hand-edited log would leave it.
+fn forge_record(
+    sim: &SimStorage,
+    segment: &std::path::Path,
+    offset: usize,
+    edit: impl Fn(&mut [u8]),
+) {
+    let mut bytes = sim.read_current(segment).unwrap();
+    let len = u32::from_le_bytes(bytes[offset + 4..offset + 8].try_into().unwrap()) as usize;
+    let rec = &mut bytes[offset..offset + len];
+    edit(rec);
+    let crc = crc32c::crc32c(&rec[4..]);
+    rec[0..4].copy_from_slice(&crc.to_le_bytes());
+    let file = waypoint::io::Storage::open(sim, segment, waypoint::io::OpenMode::Existing).unwrap();
+    file.write_at(&bytes[offset..offset + len], offset as u64)
+        .unwrap();
+    file.sync_data().unwrap();
+}
+
+/// File offsets of the insert records of a segment, in log order.
+fn insert_offsets(sim: &SimStorage, segment: &std::path::Path) -> Vec<usize> {
+    let bytes = sim.read_current(segment).unwrap();
+    let base = waypoint::wal::segment::parse_segment_name(segment).unwrap();
+    let header = waypoint::wal::segment::HEADER_SIZE as usize;
+    let scan = waypoint::wal::record::scan_segment(&bytes[header..], base);
+    scan.records
+        .iter()
+        .filter(|(_, r)| r.body.kind() == waypoint::wal::record::RecordKind::Insert)
+        .map(|(o, _)| header + *o as usize)
+        .collect()
+}
+
+/// Regression (found by the `recovery` fuzz target, 2026-11-22): a
+/// checksum-valid record naming a page id far beyond any data file made
+/// redo overflow computing the page's offset (a panic in debug builds, a
+/// wrong offset otherwise). Analysis now refuses it as corruption naming
+/// the segment and the record's offset.
+#[test]
+fn a_log_record_naming_a_page_outside_the_file_is_corruption() {
+    let sim = SimStorage::new(31);
+    let segment = committed_log(&sim, 40);
+    let at = insert_offsets(&sim, &segment)[3];
+    forge_record(&sim, &segment, at, |r| {
+        r[32..40].copy_from_slice(&(1u64 << 56).to_le_bytes())
+    });
+    match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
+        Err(waypoint::Error::Corruption {
+            path,
+            offset,
+            detail,
+        }) => {
+            assert_eq!(path, segment, "{detail}");
+            assert_eq!(offset, at as u64, "{detail}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+    }
+}
+
+/// Regression (found by the `recovery` fuzz target, 2026-11-22): a
+/// checksum-valid insert whose key lies outside its page's fences tripped a
+/// debug assertion in the node code (and in release builds silently broke
+/// the tree). Redo now refuses it as corruption.
+#[test]
+fn a_redo_record_with_a_key_outside_its_page_is_corruption() {
+    let sim = SimStorage::new(32);
+    let segment = committed_log(&sim, 400);
+    // The last insert went to the rightmost leaf, whose lower fence is a
+    // real key after the splits: a key of zeros lies below it.
+    let at = *insert_offsets(&sim, &segment).last().unwrap();
+    forge_record(&sim, &segment, at, |r| {
+        let kl = u16::from_le_bytes(r[56..58].try_into().unwrap()) as usize;
+        r[62..62 + kl].fill(0);
+    });
+    match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
+        Err(waypoint::Error::Corruption { detail, .. }) => {
+            assert!(detail.contains("fences"), "{detail}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+    }
+}

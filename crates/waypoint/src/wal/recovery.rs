@@ -286,8 +286,20 @@ fn analyze_partition(
                 0
             };
             in_smo = h.smo_more;
+            if rec.body.kind().has_page()
+                && (h.page == 0 || h.page >= crate::buffer::pool::MAX_PAGES)
+            {
+                return Err(corruption(
+                    &path,
+                    segment::HEADER_SIZE + *offset,
+                    format!(
+                        "a log record names page {}, outside the data file's range",
+                        h.page
+                    ),
+                ));
+            }
             if h.gsn <= floor {
-                continue; // reflected in the data file at a clean close
+                continue; // reflected in the data file by a checkpoint or clean close
             }
             let end = *offset as usize + rec.encoded_len();
             match &rec.body {
