@@ -90,12 +90,13 @@ impl Summary {
         let wal_bytes = e.wal_bytes - b.wal_bytes;
         let wal_commits = e.wal_commits - b.wal_commits;
         let mut latency_us = BTreeMap::new();
-        let mut overall = crate::report::new_histogram();
         for (name, h) in i.types.iter().zip(i.hists) {
-            overall.add(h).expect("same histogram bounds");
             latency_us.insert(name.to_string(), Latency::of(h));
         }
-        latency_us.insert("overall".to_string(), Latency::of(&overall));
+        latency_us.insert(
+            "overall".to_string(),
+            Latency::of(&overall_histogram(i.hists)),
+        );
         let mut config = serde_json::to_value(i.driver).expect("config serializes");
         config["logging"] = logging_name(i.driver.logging).into();
         config["commit"] = i.driver.commit.name().into();
@@ -198,6 +199,15 @@ impl Summary {
         }
         out
     }
+}
+
+/// All transaction types' latencies in one histogram.
+pub(crate) fn overall_histogram(hists: &[Histogram<u64>]) -> Histogram<u64> {
+    let mut overall = crate::report::new_histogram();
+    for h in hists {
+        overall.add(h).expect("same histogram bounds");
+    }
+    overall
 }
 
 fn mib(bytes: u64) -> String {
