@@ -46,7 +46,8 @@ pub struct Summary {
     pub wal_disk_max_bytes: u64,
     /// Share of commits that waited for other log partitions (RFA).
     pub remote_flush_fraction: f64,
-    /// Always 0: the engine has no checkpoints yet.
+    /// Bytes of pages written by checkpoint increments (or full
+    /// checkpoints).
     pub checkpoint_bytes: u64,
     /// Bytes written by the page provider (eviction writeback).
     pub evict_bytes: u64,
@@ -145,7 +146,7 @@ impl Summary {
             } else {
                 (e.remote_flush_commits - b.remote_flush_commits) as f64 / wal_commits as f64
             },
-            checkpoint_bytes: 0,
+            checkpoint_bytes: e.checkpoint_bytes - b.checkpoint_bytes,
             evict_bytes: e.evict_bytes - b.evict_bytes,
             flush_bytes: e.flush_bytes - b.flush_bytes,
             read_bytes: e.read_bytes - b.read_bytes,

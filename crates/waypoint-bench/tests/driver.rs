@@ -173,6 +173,16 @@ fn summary_json_and_series_csv_have_the_documented_fields() {
         .map(|r| r[txn])
         .sum();
     assert_eq!(measured as u64, run.summary.committed);
+    let ckpt = header
+        .iter()
+        .position(|c| *c == "checkpoint_bytes")
+        .unwrap();
+    let measured: f64 = rows
+        .iter()
+        .filter(|r| r[warmup] == 0.0)
+        .map(|r| r[ckpt])
+        .sum();
+    assert_eq!(v["checkpoint_bytes"].as_u64(), Some(measured as u64));
 }
 
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
