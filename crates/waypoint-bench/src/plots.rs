@@ -201,9 +201,10 @@ pub fn measured_median_txn_per_sec(series: &[Sample]) -> Option<f64> {
     })
 }
 
+/// The top of an axis: room above the data for the legend.
 fn top(max: f64) -> f64 {
     if max > 0.0 {
-        max * 1.15
+        max * 1.45
     } else {
         1.0
     }
@@ -228,7 +229,7 @@ fn throughput(
         .collect();
     let y_max = top(rates.iter().copied().fold(0.0, f64::max));
     // Bars in the lower third, under the throughput line.
-    let y2_max = top(ckpt.iter().copied().fold(0.0, f64::max)) * 2.5;
+    let y2_max = top(ckpt.iter().copied().fold(0.0, f64::max)) * 2.0;
     let mut chart = ChartBuilder::on(area)
         .caption(format!("Committed txn/s — {title}"), ("sans-serif", 18))
         .margin(12)
@@ -302,7 +303,7 @@ fn throughput(
         .map_err(s)?;
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::MiddleRight)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(GREY)
         .label_font(("sans-serif", 13))
@@ -339,7 +340,7 @@ fn wal(
         .chain(limit_mib.map(|l| l * 1.1))
         .fold(0.0, f64::max));
     // The write rate in the lower half, under the level on disk.
-    let y2_max = top(written.iter().map(|p| p.1).fold(0.0, f64::max)) * 2.0;
+    let y2_max = top(written.iter().map(|p| p.1).fold(0.0, f64::max)) * 1.5;
     let mut chart = ChartBuilder::on(area)
         .caption(format!("Write-ahead log — {title}"), ("sans-serif", 18))
         .margin(12)
@@ -410,7 +411,7 @@ fn wal(
         .map_err(s)?;
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(GREY)
         .label_font(("sans-serif", 13))
