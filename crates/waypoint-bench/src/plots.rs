@@ -67,7 +67,7 @@ impl Cdf {
         let step = 10f64.powf(1.0 / 40.0);
         let mut points = vec![(lo, 0.0)];
         let mut v = lo;
-        while v < hi * step {
+        while v < hi {
             points.push((v, h.quantile_below(v as u64)));
             v *= step;
         }
