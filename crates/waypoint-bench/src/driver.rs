@@ -11,6 +11,7 @@
 
 use crate::error::{BenchError, BenchResult};
 use crate::metrics::{Sample, Snapshot};
+use crate::plots::{self, Cdf};
 use crate::report::new_histogram;
 use crate::summary::{self, Summary};
 use crate::workload::{is_abort, Workload};
@@ -84,6 +85,12 @@ pub fn logging_name(l: Logging) -> &'static str {
 pub struct RunOutput {
     pub summary: Summary,
     pub series: Vec<Sample>,
+    /// The PNG plots written next to `summary.json` (none without `out`,
+    /// or if plotting failed).
+    pub plots: Vec<PathBuf>,
+    /// Problems that did not lose the run (a plot that could not be
+    /// written), one line each.
+    pub warnings: Vec<String>,
 }
 
 /// Shared by the workers and the sampling thread.
@@ -140,7 +147,8 @@ fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDi
 }
 
 /// Load (or check) the workload's data, run it, verify, close cleanly, and
-/// write `summary.json` and `series.csv` to `config.out`. `progress` is
+/// write `summary.json`, `series.csv` and the PNG plots ([`crate::plots`])
+/// to `config.out`; a plot that fails becomes a warning. `progress` is
 /// called with every per-second sample.
 pub fn run(
     config: &DriverConfig,
@@ -225,10 +233,30 @@ pub fn run(
         close_seconds,
         data_dir_bytes: crate::metrics::dir_bytes(&dir),
     });
+    let (mut plots, mut warnings) = (Vec::new(), Vec::new());
     if let Some(out) = &config.out {
         summary::write_outputs(out, &summary, &types, &series)?;
+        let cdfs: Vec<Cdf> = std::iter::once(("overall", summary::overall_histogram(&hists)))
+            .chain(types.iter().copied().zip(hists.iter().cloned()))
+            .filter_map(|(name, h)| Cdf::of(name, &h))
+            .collect();
+        // Only one type: its curve would repeat the overall one.
+        let cdfs = if types.len() == 1 {
+            &cdfs[..cdfs.len().min(1)]
+        } else {
+            &cdfs[..]
+        };
+        match plots::write_plots(out, &summary, &series, cdfs) {
+            Ok(paths) => plots = paths,
+            Err(e) => warnings.push(format!("warning: {e}")),
+        }
     }
-    Ok(RunOutput { summary, series })
+    Ok(RunOutput {
+        summary,
+        series,
+        plots,
+        warnings,
+    })
 }
 
 /// Sample once per second until the run ends; returns the series, the

@@ -3,7 +3,8 @@
 //! - [`engine`] and [`updates`]: the engine benchmark (load, point reads,
 //!   range scans, verified reopen) and the commit-path benchmark.
 //! - [`driver`]: N workers with pipelined commits, warm-up, per-second
-//!   [`metrics`], the [`summary`] and its files; runs any [`workload`].
+//!   [`metrics`], the [`summary`] and its files, and the PNG [`plots`];
+//!   runs any [`workload`].
 //! - Workloads: [`tpcb`] (with its balance invariant) and [`ycsb`] (A–F).
 //!   TPC-C and Voter are still to come.
 
@@ -12,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod load;
 pub mod metrics;
+pub mod plots;
 pub mod report;
 pub mod summary;
 pub mod tpcb;

@@ -46,7 +46,8 @@ pub struct Summary {
     pub wal_disk_max_bytes: u64,
     /// Share of commits that waited for other log partitions (RFA).
     pub remote_flush_fraction: f64,
-    /// Always 0: the engine has no checkpoints yet.
+    /// Bytes of pages written by checkpoint increments (or full
+    /// checkpoints).
     pub checkpoint_bytes: u64,
     /// Bytes written by the page provider (eviction writeback).
     pub evict_bytes: u64,
@@ -90,12 +91,13 @@ impl Summary {
         let wal_bytes = e.wal_bytes - b.wal_bytes;
         let wal_commits = e.wal_commits - b.wal_commits;
         let mut latency_us = BTreeMap::new();
-        let mut overall = crate::report::new_histogram();
         for (name, h) in i.types.iter().zip(i.hists) {
-            overall.add(h).expect("same histogram bounds");
             latency_us.insert(name.to_string(), Latency::of(h));
         }
-        latency_us.insert("overall".to_string(), Latency::of(&overall));
+        latency_us.insert(
+            "overall".to_string(),
+            Latency::of(&overall_histogram(i.hists)),
+        );
         let mut config = serde_json::to_value(i.driver).expect("config serializes");
         config["logging"] = logging_name(i.driver.logging).into();
         config["commit"] = i.driver.commit.name().into();
@@ -144,7 +146,7 @@ impl Summary {
             } else {
                 (e.remote_flush_commits - b.remote_flush_commits) as f64 / wal_commits as f64
             },
-            checkpoint_bytes: 0,
+            checkpoint_bytes: e.checkpoint_bytes - b.checkpoint_bytes,
             evict_bytes: e.evict_bytes - b.evict_bytes,
             flush_bytes: e.flush_bytes - b.flush_bytes,
             read_bytes: e.read_bytes - b.read_bytes,
@@ -198,6 +200,15 @@ impl Summary {
         }
         out
     }
+}
+
+/// All transaction types' latencies in one histogram.
+pub(crate) fn overall_histogram(hists: &[Histogram<u64>]) -> Histogram<u64> {
+    let mut overall = crate::report::new_histogram();
+    for h in hists {
+        overall.add(h).expect("same histogram bounds");
+    }
+    overall
 }
 
 fn mib(bytes: u64) -> String {

@@ -1,7 +1,7 @@
 //! The driver end to end on tiny data: TPC-B keeps its balance invariant
 //! (also after a clean close and reopen, and when the database is reused),
-//! every YCSB preset commits, and the report files carry the documented
-//! fields.
+//! every YCSB preset commits, the report files carry the documented
+//! fields, and the PNG plots are written next to them.
 
 use std::path::Path;
 use waypoint::{Database, Options};
@@ -173,4 +173,88 @@ fn summary_json_and_series_csv_have_the_documented_fields() {
         .map(|r| r[txn])
         .sum();
     assert_eq!(measured as u64, run.summary.committed);
+    let ckpt = header
+        .iter()
+        .position(|c| *c == "checkpoint_bytes")
+        .unwrap();
+    let measured: f64 = rows
+        .iter()
+        .filter(|r| r[warmup] == 0.0)
+        .map(|r| r[ckpt])
+        .sum();
+    assert_eq!(v["checkpoint_bytes"].as_u64(), Some(measured as u64));
+}
+
+const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
+
+fn assert_png(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        bytes.len() > 1000,
+        "{}: {} bytes",
+        path.display(),
+        bytes.len()
+    );
+    assert_eq!(bytes[..8], PNG_SIGNATURE, "{} is not a PNG", path.display());
+}
+
+#[test]
+fn a_run_with_out_writes_the_three_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let c = DriverConfig {
+        duration_secs: 1.0,
+        warmup_secs: 1,
+        out: Some(out.clone()),
+        wal_limit_bytes: 8 << 20,
+        ..config(dir.path())
+    };
+    let mut w = Ycsb::new(YcsbConfig::preset('a', 2000).unwrap());
+    let run = driver::run(&c, &mut w, &|_| {}).expect("YCSB run");
+    assert!(run.warnings.is_empty(), "{:?}", run.warnings);
+    let names: Vec<_> = run.plots.iter().map(|p| p.file_name().unwrap()).collect();
+    assert_eq!(names, ["throughput.png", "wal.png", "latency_cdf.png"]);
+    for name in waypoint_bench::plots::FILES {
+        assert_png(&out.join(name));
+    }
+    assert!(out.join("summary.json").exists() && out.join("series.csv").exists());
+
+    // TPC-B has one transaction type and a run without a warm-up.
+    let out = dir.path().join("out-tpcb");
+    let c = DriverConfig {
+        max_txns: Some(50),
+        out: Some(out.clone()),
+        ..config(&dir.path().join("tpcb"))
+    };
+    let mut w = Tpcb::new(TpcbConfig::with_accounts(1, 100));
+    let run = driver::run(&c, &mut w, &|_| {}).expect("TPC-B run");
+    assert!(run.warnings.is_empty(), "{:?}", run.warnings);
+    for name in waypoint_bench::plots::FILES {
+        assert_png(&out.join(name));
+    }
+}
+
+#[test]
+fn a_plot_that_cannot_be_written_is_a_warning_and_the_run_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // A directory where the first plot file should go: it cannot be written.
+    std::fs::create_dir_all(out.join("throughput.png")).unwrap();
+    let c = DriverConfig {
+        duration_secs: 0.5,
+        out: Some(out.clone()),
+        ..config(dir.path())
+    };
+    let mut w = Ycsb::new(YcsbConfig::preset('a', 2000).unwrap());
+    let run = driver::run(&c, &mut w, &|_| {}).expect("the run itself succeeds");
+    assert!(run.summary.committed > 0);
+    assert_eq!(run.warnings.len(), 1, "{:?}", run.warnings);
+    assert!(
+        run.warnings[0].starts_with("warning: cannot write plot")
+            && run.warnings[0].contains("throughput.png"),
+        "{}",
+        run.warnings[0]
+    );
+    assert!(run.plots.is_empty());
+    assert!(out.join("summary.json").exists() && out.join("series.csv").exists());
 }

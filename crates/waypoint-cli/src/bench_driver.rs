@@ -1,6 +1,7 @@
 //! `waypoint bench tpcb|ycsb`: builds the driver's and the workload's
 //! configuration from the options, prints one line per second and the
-//! summary table, and writes `summary.json` and `series.csv` to `--out`.
+//! summary table, and writes `summary.json`, `series.csv` and the PNG plots
+//! to `--out` (a plot that fails is a warning line on stderr).
 
 use crate::args::BenchArgs;
 use anyhow::{bail, Context, Result};
@@ -102,7 +103,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         other => unreachable!("dispatched {other}"),
     };
     println!(
-        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, dir {}",
+        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, dir {}",
         workload.name(),
         workload.config_json(),
         config.workers,
@@ -113,6 +114,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         args.page_size_name(),
         args.logging_name(),
         args.commit_name(),
+        config.checkpoint.name(),
+        mib(config.wal_limit_bytes),
         config
             .dir
             .as_ref()
@@ -124,11 +127,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     println!();
     print!("{}", out.summary.table());
     if let Some(dir) = &config.out {
-        println!(
-            "wrote {} and {}",
-            dir.join("summary.json").display(),
-            dir.join("series.csv").display()
-        );
+        let mut files = vec![dir.join("summary.json"), dir.join("series.csv")];
+        files.extend(out.plots.iter().cloned());
+        let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        println!("wrote {}", files.join(", "));
+    }
+    for w in &out.warnings {
+        eprintln!("{w}");
     }
     Ok(())
 }
