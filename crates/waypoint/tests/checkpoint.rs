@@ -110,7 +110,7 @@ fn run(sim: &SimStorage, mode: CheckpointMode) -> (u64, Vec<u32>) {
 /// one increment's worth of log, plus the newest segment each partition
 /// keeps and one more per partition being written.
 fn slack(partitions: u64) -> u64 {
-    let segment = (LIMIT / 8).max(64 << 10);
+    let segment = (LIMIT / 32).max(64 << 10);
     LIMIT / SHARDS as u64 + 2 * partitions * segment
 }
 

@@ -77,8 +77,8 @@ pub struct Options {
     /// Threads for each recovery phase.
     pub recovery_threads: usize,
     /// A log segment file is closed and a new one started beyond this size
-    /// (with checkpoints on, at most an eighth of `wal_limit_bytes`, so
-    /// pruning whole segments can follow the limit).
+    /// (with checkpoints on, at most 1/32 of `wal_limit_bytes`, so pruning
+    /// whole segments can follow the limit).
     pub wal_segment_bytes: u64,
     /// How dirty pages are written and the log pruned while running.
     pub checkpoint: CheckpointMode,
@@ -418,14 +418,15 @@ impl Database {
         })
     }
 
-    /// Segment size: pruning removes whole segments, so with checkpoints
-    /// on a segment is at most an eighth of the WAL limit.
+    /// Segment size: pruning removes whole segments and each partition
+    /// keeps its newest, so with checkpoints on a segment is at most 1/32 of
+    /// the WAL limit (the log on disk then stays within a few percent of it).
     fn segment_bytes(options: &Options) -> u64 {
         match options.checkpoint {
             CheckpointMode::None => options.wal_segment_bytes,
             _ => options
                 .wal_segment_bytes
-                .min((options.wal_limit_bytes / 8).max(64 << 10)),
+                .min((options.wal_limit_bytes / 32).max(64 << 10)),
         }
     }
 
