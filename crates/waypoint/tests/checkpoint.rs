@@ -24,6 +24,10 @@ const SHARDS: usize = 8;
 const SESSIONS: u32 = 2;
 
 fn options(sim: &SimStorage, mode: CheckpointMode) -> Options {
+    options_with_threads(sim, mode, 1)
+}
+
+fn options_with_threads(sim: &SimStorage, mode: CheckpointMode, threads: usize) -> Options {
     Options {
         page_size: Some(4096),
         buffer_pool_bytes: 256 * 4096,
@@ -32,6 +36,7 @@ fn options(sim: &SimStorage, mode: CheckpointMode) -> Options {
         checkpoint: mode,
         wal_limit_bytes: LIMIT,
         checkpoint_shards: SHARDS,
+        checkpoint_threads: threads,
         ..Options::default()
     }
 }
@@ -45,8 +50,8 @@ fn value(row: u32, version: u32) -> Vec<u8> {
 
 /// Run updates until `10 * LIMIT` of log was written; returns the largest
 /// log on disk seen after the first `2 * LIMIT` and each row's last version.
-fn run(sim: &SimStorage, mode: CheckpointMode) -> (u64, Vec<u32>) {
-    let db = Database::open("/db", options(sim, mode)).unwrap();
+fn run(sim: &SimStorage, mode: CheckpointMode, threads: usize) -> (u64, Vec<u32>) {
+    let db = Database::open("/db", options_with_threads(sim, mode, threads)).unwrap();
     let t = db.create_table("t").unwrap();
     let mut s = db.session();
     let mut tx = s.begin().unwrap();
@@ -114,9 +119,9 @@ fn slack(partitions: u64) -> u64 {
     LIMIT / SHARDS as u64 + 2 * partitions * segment
 }
 
-fn check(mode: CheckpointMode) {
+fn check(mode: CheckpointMode, threads: usize) {
     let sim = SimStorage::new(7);
-    let (max_disk, versions) = run(&sim, mode);
+    let (max_disk, versions) = run(&sim, mode, threads);
     // Full checkpoints start at the limit and the log grows while they run.
     let burst = if mode == CheckpointMode::Full {
         LIMIT
@@ -153,12 +158,19 @@ fn check(mode: CheckpointMode) {
 
 #[test]
 fn continuous_checkpoints_keep_the_log_under_its_limit() {
-    check(CheckpointMode::Continuous);
+    check(CheckpointMode::Continuous, 1);
+}
+
+/// Two increments at once on distinct shards when the checkpointer is
+/// behind: the same bound and the same recovery.
+#[test]
+fn continuous_checkpoints_on_two_threads_keep_the_log_under_its_limit() {
+    check(CheckpointMode::Continuous, 2);
 }
 
 #[test]
 fn full_checkpoints_keep_the_log_under_its_limit() {
-    check(CheckpointMode::Full);
+    check(CheckpointMode::Full, 1);
 }
 
 /// Run updates until the disk freezes at a random operation on a path

@@ -36,6 +36,7 @@ fn options(sim: &SimStorage, protocol: CommitProtocol) -> Options {
         // renames happen in most runs, so crashes land inside them too.
         wal_limit_bytes: 64 << 10,
         checkpoint_shards: 4,
+        checkpoint_threads: 2,
         ..Options::default()
     }
 }

@@ -20,6 +20,10 @@
 //! the floor is made durable in the metadata file ([`meta`]) and only then
 //! are segments wholly below it deleted.
 //!
+//! With `checkpoint_threads` > 1, increments that are due at once run in
+//! parallel on distinct shards (seed 000 §3.8: several checkpointer threads
+//! on distinct increments); raising the floor stays serial.
+//!
 //! The limit is a cap: when more than two increments' worth of log reached
 //! stage 2 past what the checkpointer has caught up with (continuous; one
 //! more limit for full), new transactions wait at begin (each at most a
@@ -77,6 +81,8 @@ pub struct CheckpointConfig {
     /// The WAL limit in bytes.
     pub wal_limit: u64,
     pub shards: usize,
+    /// Increments that may run at once, each on its own thread.
+    pub threads: usize,
 }
 
 /// Checkpointer counters, readable at any time.
@@ -107,6 +113,8 @@ struct State {
     wake: (Mutex<bool>, Condvar),
     failure: Mutex<Option<String>>,
     floor: AtomicU64,
+    /// Serialises raising the floor (metadata file, pruning).
+    prune_lock: Mutex<()>,
 }
 
 /// The checkpointer thread of one database.
@@ -129,7 +137,7 @@ impl Checkpointer {
         config: CheckpointConfig,
         floor: u64,
     ) -> Result<Checkpointer> {
-        assert!(config.shards > 0 && config.wal_limit > 0);
+        assert!(config.shards > 0 && config.wal_limit > 0 && config.threads > 0);
         wal.open_recovered()?;
         let state = Arc::new(State {
             pool,
@@ -150,6 +158,7 @@ impl Checkpointer {
             wake: (Mutex::new(false), Condvar::new()),
             failure: Mutex::new(None),
             floor: AtomicU64::new(floor),
+            prune_lock: Mutex::new(()),
         });
         let thread = if config.mode == CheckpointMode::None {
             None
@@ -236,9 +245,16 @@ impl State {
                         while written.saturating_sub(last) >= step
                             && !self.stop.load(Ordering::Acquire)
                         {
-                            self.increment(&[next_shard])?;
-                            next_shard = (next_shard + 1) % self.config.shards;
-                            last += step;
+                            // Up to `threads` due increments at once, each
+                            // on its own shard.
+                            let due = (written.saturating_sub(last) / step) as usize;
+                            let batch = due.min(self.config.threads).min(self.config.shards);
+                            let shards: Vec<usize> = (0..batch)
+                                .map(|i| (next_shard + i) % self.config.shards)
+                                .collect();
+                            self.increments_in_parallel(&shards)?;
+                            next_shard = (next_shard + batch) % self.config.shards;
+                            last += batch as u64 * step;
                             self.wal.checkpointed_through(last);
                         }
                     }
@@ -270,6 +286,30 @@ impl State {
         }
     }
 
+    /// One increment per shard in `shards`, each on its own thread (the
+    /// calling thread takes the first).
+    fn increments_in_parallel(&self, shards: &[usize]) -> Result<()> {
+        match shards {
+            [] => Ok(()),
+            [only] => self.increment(&[*only]),
+            [first, rest @ ..] => std::thread::scope(|s| {
+                let others: Vec<_> = rest
+                    .iter()
+                    .map(|&shard| s.spawn(move || self.increment(&[shard])))
+                    .collect();
+                let mine = self.increment(&[*first]);
+                others.into_iter().fold(mine, |acc, h| {
+                    let r = h.join().unwrap_or_else(|_| {
+                        Err(crate::error::Error::InvalidOptions(
+                            "checkpoint thread panicked".into(),
+                        ))
+                    });
+                    acc.and(r)
+                })
+            }),
+        }
+    }
+
     /// Write the dirty pages of `shards`, then raise their checkpointed
     /// GSNs and prune what that allows.
     fn increment(&self, shards: &[usize]) -> Result<()> {
@@ -278,14 +318,16 @@ impl State {
         for &shard in shards {
             pages += self.pool.checkpoint_shard(shard, self.config.shards)?;
         }
-        let checkpointed = {
+        {
             let mut table = self.table.lock();
             for &shard in shards {
                 debug_assert!(table[shard] <= gsn_min, "checkpointed GSNs only grow");
                 table[shard] = gsn_min;
             }
-            table.iter().copied().min().unwrap_or(0)
-        };
+        }
+        // Increments on other threads raise the floor too: one at a time.
+        let _prune = self.prune_lock.lock();
+        let checkpointed = self.table.lock().iter().copied().min().unwrap_or(0);
         let oldest = self.wal.oldest_unresolved_gsn();
         let floor = checkpointed.min(oldest.saturating_sub(1));
         let mut pruned = 0;

@@ -87,6 +87,9 @@ pub struct Options {
     pub wal_limit_bytes: u64,
     /// Buffer shards of continuous checkpointing (one per increment).
     pub checkpoint_shards: usize,
+    /// Checkpoint increments that may run at once on distinct shards, each
+    /// on its own thread, when the checkpointer falls behind.
+    pub checkpoint_threads: usize,
 }
 
 impl Default for Options {
@@ -104,6 +107,7 @@ impl Default for Options {
             checkpoint: CheckpointMode::Continuous,
             wal_limit_bytes: 1 << 30,
             checkpoint_shards: 64,
+            checkpoint_threads: 1,
         }
     }
 }
@@ -121,6 +125,7 @@ impl std::fmt::Debug for Options {
             .field("checkpoint", &self.checkpoint)
             .field("wal_limit_bytes", &self.wal_limit_bytes)
             .field("checkpoint_shards", &self.checkpoint_shards)
+            .field("checkpoint_threads", &self.checkpoint_threads)
             .finish()
     }
 }
@@ -246,9 +251,12 @@ impl Database {
                 )));
             }
         }
-        if options.checkpoint_shards == 0 || options.wal_limit_bytes == 0 {
+        if options.checkpoint_shards == 0
+            || options.wal_limit_bytes == 0
+            || options.checkpoint_threads == 0
+        {
             return Err(Error::InvalidOptions(
-                "checkpoint_shards and wal_limit_bytes must be positive".into(),
+                "checkpoint_shards, checkpoint_threads and wal_limit_bytes must be positive".into(),
             ));
         }
         let path = dir.join(DATA_FILE);
@@ -375,6 +383,7 @@ impl Database {
                         mode: options.checkpoint,
                         wal_limit: options.wal_limit_bytes,
                         shards: options.checkpoint_shards,
+                        threads: options.checkpoint_threads,
                     },
                     floor,
                 )
