@@ -90,6 +90,10 @@ pub struct Options {
     /// Checkpoint increments that may run at once on distinct shards, each
     /// on its own thread, when the checkpointer falls behind.
     pub checkpoint_threads: usize,
+    /// Stage 3 of the log: move log segments that are no longer needed to
+    /// this directory (relative paths are below the database directory)
+    /// instead of deleting them. Nothing removes them from there.
+    pub wal_archive_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -108,6 +112,7 @@ impl Default for Options {
             wal_limit_bytes: 1 << 30,
             checkpoint_shards: 64,
             checkpoint_threads: 1,
+            wal_archive_dir: None,
         }
     }
 }
@@ -493,6 +498,9 @@ impl Database {
                 floor,
             )?;
             w.set_segment_size(Self::segment_bytes(options));
+            if let Some(archive) = &options.wal_archive_dir {
+                w.set_archive_dir(dir.join(archive));
+            }
             pool.set_flush_gate(Arc::clone(&w) as Arc<dyn crate::buffer::FlushGate>);
             // One log per undo thread, in slots no session holds yet.
             let mut undo_logs = (0..options.recovery_threads.max(1) as u16)

@@ -159,6 +159,8 @@ pub struct Wal {
     unresolved: parking_lot::Mutex<HashMap<u16, Arc<parking_lot::Mutex<VecDeque<Unresolved>>>>>,
     /// Bytes every partition moved to stage 2 since open.
     stage2: Arc<AtomicU64>,
+    /// Stage 3: retired segments are moved here (deleted if unset).
+    archive: RwLock<Option<PathBuf>>,
     /// Back-pressure (set by the checkpointer): new transactions wait while
     /// more than `max_lag` bytes reached stage 2 after `checkpointed_through`,
     /// the stage-2 count the checkpointer has caught up with.
@@ -217,11 +219,21 @@ impl Wal {
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
             unresolved: parking_lot::Mutex::new(HashMap::new()),
             stage2: Arc::new(AtomicU64::new(0)),
+            archive: RwLock::new(None),
             checkpointed_through: AtomicU64::new(0),
             max_lag: AtomicU64::new(u64::MAX),
             relief: (parking_lot::Mutex::new(()), parking_lot::Condvar::new()),
             backpressure_nanos: AtomicU64::new(0),
         }))
+    }
+
+    /// Keep retired segments in `dir` (stage 3's archive) instead of
+    /// deleting them. Set before sessions open partitions.
+    pub fn set_archive_dir(&self, dir: PathBuf) {
+        for p in self.all() {
+            p.set_archive(dir.clone());
+        }
+        *self.archive.write() = Some(dir);
     }
 
     pub fn segment_size(&self) -> u64 {
@@ -277,6 +289,9 @@ impl Wal {
         )?;
         p.set_segment_size(self.segment_size.load(Ordering::Relaxed));
         p.set_stage2_counter(Arc::clone(&self.stage2));
+        if let Some(dir) = self.archive.read().as_ref() {
+            p.set_archive(dir.clone());
+        }
         parts[slot as usize] = Some(Arc::clone(&p));
         self.open.write().push(Arc::clone(&p));
         Ok(p)
@@ -458,9 +473,10 @@ impl Wal {
         // process still have their segments on disk.
         for dir in self.storage.list_dir(&self.dir)? {
             let mut removed = false;
+            let archive = self.archive.read().clone();
             for file in self.storage.list_dir(&dir)? {
                 if super::partition::parse_segment_name(&file).is_some() {
-                    self.storage.remove(&file)?;
+                    super::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
                     removed = true;
                 }
             }

@@ -110,6 +110,8 @@ pub struct Partition {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Log-wide count of bytes moved to stage 2 (the checkpointer's clock).
     stage2: std::sync::OnceLock<Arc<AtomicU64>>,
+    /// Stage 3: where retired segments go (deleted if unset).
+    archive: std::sync::OnceLock<PathBuf>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -178,6 +180,7 @@ impl Partition {
             failed: AtomicBool::new(false),
             writer: Mutex::new(None),
             stage2: std::sync::OnceLock::new(),
+            archive: std::sync::OnceLock::new(),
         });
         let writer = Arc::clone(&p);
         let handle = std::thread::Builder::new()
@@ -190,6 +193,19 @@ impl Partition {
 
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// Move retired segments to `dir` instead of deleting them.
+    pub fn set_archive(&self, dir: PathBuf) {
+        let _ = self.archive.set(dir);
+    }
+
+    fn retire(&self, start: u64) -> Result<()> {
+        segment::retire(
+            self.storage.as_ref(),
+            &self.dir.join(segment_name(start)),
+            self.archive.get().map(|p| p.as_path()),
+        )
     }
 
     /// Count the bytes this partition writes to stage 2 into `counter` too.
@@ -497,8 +513,7 @@ impl Partition {
         let mut removed = 0;
         while segments.len() > 1 && segments[0].max_gsn < gsn {
             let seg = segments.remove(0);
-            self.storage
-                .remove(&self.dir.join(segment_name(seg.start)))?;
+            self.retire(seg.start)?;
             removed += seg.len;
         }
         if removed > 0 {
@@ -512,8 +527,7 @@ impl Partition {
     pub fn remove_all_segments(&self) -> Result<()> {
         let mut segments = self.segments.lock();
         for seg in segments.drain(..) {
-            self.storage
-                .remove(&self.dir.join(segment_name(seg.start)))?;
+            self.retire(seg.start)?;
         }
         self.storage.sync_dir(&self.dir)
     }

@@ -10,7 +10,8 @@
 //! misreading it. Records follow the header: stream position `p` of a
 //! segment starting at `start` lives at file offset `HEADER_SIZE + p - start`.
 
-use crate::error::Error;
+use crate::error::{Error, Result};
+use crate::io::Storage;
 use std::path::{Path, PathBuf};
 
 /// Bytes before the first record of a segment.
@@ -31,6 +32,31 @@ pub fn parse_segment_name(path: &Path) -> Option<u64> {
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
         .flatten()
+}
+
+/// Stage 3 of the log: a segment no longer needed is deleted, or, with an
+/// archive directory, moved to `archive/<partition dir>/` (same file name).
+/// The caller syncs the segment's directory afterwards; this syncs the
+/// archive's.
+pub fn retire(storage: &dyn Storage, path: &Path, archive: Option<&Path>) -> Result<()> {
+    let Some(archive) = archive else {
+        return storage.remove(path);
+    };
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return storage.remove(path);
+    };
+    let target = match dir.file_name() {
+        Some(partition) => archive.join(partition),
+        None => archive.to_path_buf(),
+    };
+    if !storage.exists(&target) {
+        storage.create_dir_all(&target)?;
+        if let Some(parent) = target.parent() {
+            storage.sync_dir(parent)?;
+        }
+    }
+    storage.rename(path, &target.join(name))?;
+    storage.sync_dir(&target)
 }
 
 /// The header of a new segment of partition `partition` starting at `start`.
