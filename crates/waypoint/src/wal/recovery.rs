@@ -270,7 +270,7 @@ fn analyze_partition(
         for (offset, rec) in records {
             let h = &rec.header;
             max_gsn = max_gsn.max(h.gsn);
-            if in_smo && rec.body.kind() != RecordKind::Image {
+            if in_smo && !rec.body.kind().is_structural() {
                 return Err(corruption(
                     &path,
                     segment::HEADER_SIZE + *offset,

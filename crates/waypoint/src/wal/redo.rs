@@ -418,6 +418,38 @@ mod tests {
         (pool, recovery.report)
     }
 
+    /// Regression (found by `waypoint simulate`, 2026-11-22): a merge logs
+    /// the page it frees as a `freed` record inside its structure
+    /// modification, and analysis refused any non-image record there, so
+    /// every recovery of a log holding such a merge failed.
+    #[test]
+    fn merges_that_free_pages_are_redone() {
+        let sim = SimStorage::new(5);
+        let (pool, wal, tree) = small_tree(&sim);
+        let mut s = wal.session_log(3).unwrap();
+        s.on_begin();
+        for i in 5..60 {
+            tree.remove(&pool, &s, &key(i * 1000)).unwrap();
+        }
+        let root_is_leaf = |pool: &BufferPool| {
+            let root = pool.exclusive(tree.root()).unwrap();
+            crate::btree::node::Node::new(root.data()).is_leaf()
+        };
+        assert!(
+            root_is_leaf(&pool),
+            "the removals merged the leaves into the root"
+        );
+        durable(&wal, 3);
+        pool.stop();
+        drop(s);
+        sim.crash(CrashPolicy::KeepAll);
+
+        let (pool, report) = recover(&sim);
+        assert_eq!(report.gaps, 0, "{report:?}");
+        assert_eq!(tree.check(&pool).expect("the tree is whole after redo"), 5);
+        assert!(root_is_leaf(&pool));
+    }
+
     /// A split whose left leaf's previous record (in another partition) was
     /// lost must not be redone on the new right leaf and the parent either:
     /// the keys moved right would hang off a parent whose left leaf still
