@@ -1,4 +1,5 @@
-//! The `waypoint` command: benchmarks and tools over the engine.
+//! The `waypoint` command: benchmarks, tools and the crash simulation
+//! (`simulate`) over the engine.
 //!
 //! Every error ends the program with a one-line message and exit code 1 (2
 //! for arguments clap cannot parse);
@@ -7,6 +8,7 @@
 mod args;
 mod bench_driver;
 mod bench_engine;
+mod simulate;
 
 use anyhow::{bail, Context, Result};
 use args::BenchArgs;
@@ -41,6 +43,9 @@ enum Command {
         /// Database directory.
         dir: PathBuf,
     },
+    /// Crash simulation on a simulated disk: per seed a workload, an option
+    /// set and a fault schedule; recover and check every acknowledged commit.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn bench(args: BenchArgs) -> Result<()> {
@@ -156,6 +161,7 @@ fn main() {
         Command::Bench(args) => bench(*args),
         Command::Check { dir } => check(dir),
         Command::Recover { dir, json } => recover(dir, json),
+        Command::Simulate(args) => simulate::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -97,3 +97,43 @@ fn tiny_runs_end_to_end_with_a_config_file() {
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["verify"]["accounts"], 1000);
 }
+
+/// `waypoint simulate --seeds 200`, the crash simulation CI runs (through
+/// this test: `.ci/run` is `cargo test --workspace`): every seed passes.
+#[test]
+fn simulate_200_seeds_passes() {
+    let o = waypoint(&["simulate", "--seeds", "200"]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && stdout.contains("200 seeds, 0 failures"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A failing seed is reported with its choices, the error and a
+/// reproduction command, and the exit code is non-zero (here with commits
+/// acknowledged before they are durable, the hidden `--unsafe-async`).
+#[test]
+fn simulate_reports_failures_with_a_reproduction_command() {
+    let o = waypoint(&[
+        "simulate",
+        "--seeds",
+        "20",
+        "--workload",
+        "bank",
+        "--unsafe-async",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{stdout}");
+    assert!(stdout.contains("20 seeds, "), "{stdout}");
+    assert!(!stdout.contains(" 0 failures ("), "{stdout}");
+    assert!(stdout.contains("acknowledged transfers lost"), "{stdout}");
+    assert!(
+        stdout.contains("reproduce: waypoint simulate --seed ")
+            && stdout.contains("--workload bank --unsafe-async"),
+        "{stdout}"
+    );
+    fails_with_one_line(&["simulate", "--workload", "tpcc"], "unknown --workload");
+    fails_with_one_line(&["simulate", "--scheme", "aries"], "unknown --scheme");
+}

@@ -14,9 +14,12 @@
 //!
 //! `WAYPOINT_CRASH_SEEDS` sets the number of seeds (default 200); a failing
 //! seed prints itself, and `WAYPOINT_CRASH_SEED=N` reruns just that one.
+//!
+//! The workload, its driver loop and its checks are `waypoint_sim::bank`
+//! (shared with `waypoint simulate`, which also varies the options and
+//! aims faults); this file keeps the fixed option set and the regression
+//! and detection tests.
 
-mod common;
-use common::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
@@ -24,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use waypoint::io::{CrashPolicy, Fault, FaultKind, SimStorage};
 use waypoint::wal::CommitProtocol;
-use waypoint::{Database, Error, Options};
+use waypoint::{Database, Options};
 
 fn options(sim: &SimStorage, protocol: CommitProtocol) -> Options {
     Options {
@@ -44,17 +47,7 @@ fn options(sim: &SimStorage, protocol: CommitProtocol) -> Options {
 /// Load the accounts and close cleanly: the durable starting point.
 fn load(sim: &SimStorage, protocol: CommitProtocol) {
     let db = Database::open("/db", options(sim, protocol)).expect("open for load");
-    let accounts = db.create_table("accounts").unwrap();
-    db.create_table("history").unwrap();
-    db.create_table("toggles").unwrap();
-    let mut s = db.session();
-    let mut tx = s.begin().unwrap();
-    for a in 0..ACCOUNTS {
-        tx.insert(&accounts, &account_key(a), &with_balance(INITIAL))
-            .unwrap();
-    }
-    tx.commit().unwrap();
-    drop(s);
+    waypoint_sim::bank::load(&db).expect("load");
     db.close().expect("clean close after load");
 }
 
@@ -70,102 +63,21 @@ fn run_until_frozen(
     db.wal()
         .expect("logging is on")
         .set_broken_rfa_for_tests(broken_rfa);
-    let accounts = db.table("accounts").unwrap();
-    let history = db.table("history").unwrap();
-    let toggles = db.table("toggles").unwrap();
     sim.inject(Fault::at(sim.op_count() + freeze_after, FaultKind::Freeze));
-    let acked = Mutex::new(HashSet::new());
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        for w in 0..SESSIONS.load(Ordering::Relaxed) {
-            let (db, accounts, history, toggles, acked, stop) =
-                (&db, &accounts, &history, &toggles, &acked, &stop);
-            scope.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(seed * 31 + w as u64);
-                let mut s = db.session();
-                for seq in 0..400u32 {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let from = rng.gen_range(0..ACCOUNTS);
-                    let to = (from + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
-                    let amount = rng.gen_range(1..50i64);
-                    let result = transfer(
-                        &mut s,
-                        accounts,
-                        history,
-                        TOGGLING.load(Ordering::Relaxed).then_some(toggles),
-                        from,
-                        to,
-                        amount,
-                        history_key(w, seq),
-                    );
-                    match result {
-                        Ok(()) => {
-                            acked.lock().unwrap().insert(history_key(w, seq));
-                        }
-                        Err(Error::Conflict) => {}
-                        Err(_) => {
-                            // The disk froze: the engine reports it and stops.
-                            stop.store(true, Ordering::Relaxed);
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    drop((accounts, history, toggles));
+    let acked = waypoint_sim::bank::run_transfers(
+        &db,
+        SESSIONS.load(Ordering::Relaxed),
+        400,
+        seed,
+        TOGGLING.load(Ordering::Relaxed),
+    )
+    .expect("tables exist");
     let _ = db.close(); // fails once frozen: that is the crash
-    acked.into_inner().unwrap()
+    acked
 }
 
 fn verify(db: &Database, acked: &HashSet<[u8; 8]>, seed: u64) {
-    let accounts = db.table("accounts").unwrap();
-    let history = db.table("history").unwrap();
-    let mut s = db.session();
-    let mut tx = s.begin().unwrap();
-    let rows = tx.scan(&history, .., usize::MAX).unwrap();
-    let present: HashSet<Vec<u8>> = rows.iter().map(|(k, _)| k.clone()).collect();
-    for k in acked {
-        assert!(
-            present.contains(&k[..]),
-            "seed {seed}: acknowledged transfer {k:?} lost"
-        );
-    }
-    let expected = expected_balances(rows.iter().map(|(_, v)| v.as_slice()));
-    // Toggle rows: present exactly when flipped an odd number of times by
-    // the transfers that survived (rolled-back flips leave no trace).
-    let toggles = db.table("toggles").unwrap();
-    let want = expected_toggles(rows.iter().map(|(_, v)| v.as_slice()));
-    for (t, on) in want.iter().enumerate() {
-        let present = tx.get(&toggles, &[t as u8]).unwrap().is_some();
-        assert_eq!(
-            present, *on,
-            "seed {seed}: toggle {t} disagrees with the history"
-        );
-    }
-    let mut total = 0;
-    for a in 0..ACCOUNTS {
-        let b = balance(
-            &tx.get(&accounts, &account_key(a))
-                .unwrap()
-                .expect("account exists"),
-        );
-        assert_eq!(
-            b, expected[a as usize],
-            "seed {seed}: account {a} disagrees with the history (partial transfer)"
-        );
-        total += b;
-    }
-    assert_eq!(
-        total,
-        INITIAL * ACCOUNTS as i64,
-        "seed {seed}: money created or destroyed"
-    );
-    drop(tx);
-    db.check_integrity()
-        .unwrap_or_else(|e| panic!("seed {seed}: integrity check failed: {e}"));
+    waypoint_sim::bank::verify(db, acked).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
 }
 
 fn run_seed(seed: u64) {

@@ -1,0 +1,111 @@
+//! `waypoint simulate`: runs seeds of the crash simulation (`waypoint-sim`)
+//! and reports `N seeds, F failures`, with each failure's seed, choices,
+//! error and reproduction command. Owns the command's arguments, progress
+//! and report; the simulation itself is `waypoint_sim::run_seed`.
+
+use anyhow::{bail, Result};
+use std::time::Instant;
+use waypoint_sim::{run_seed, SeedResult, SimOptions, Workload};
+
+#[derive(clap::Args)]
+pub struct SimulateArgs {
+    /// Run seeds 0..N [default: 200].
+    #[arg(long, conflicts_with = "seed")]
+    pub seeds: Option<u64>,
+    /// Run only this seed, with tracing from `RUST_LOG` (e.g.
+    /// `RUST_LOG=waypoint=debug`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Run this workload on every seed (bank, toggles or updates) instead of
+    /// the one each seed draws; the seed's other choices stay the same.
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Persistence scheme: per-worker (the only one so far).
+    #[arg(long, default_value = "per-worker")]
+    pub scheme: String,
+    /// UNSAFE, to show that the simulator catches lost commits: acknowledge
+    /// commits before they are durable (`async`). Failures are expected.
+    #[arg(long, hide = true)]
+    pub unsafe_async: bool,
+}
+
+pub fn run(args: SimulateArgs) -> Result<()> {
+    if args.scheme != "per-worker" {
+        bail!("unknown --scheme {:?}; available: per-worker", args.scheme);
+    }
+    let workload = match args.workload.as_deref() {
+        None => None,
+        Some(w) => match Workload::parse(w) {
+            Some(w) => Some(w),
+            None => bail!("unknown --workload {w:?}; available: bank, toggles, updates"),
+        },
+    };
+    let options = SimOptions {
+        workload,
+        unsafe_async: args.unsafe_async,
+        ..SimOptions::default()
+    };
+    let mut extra = String::new();
+    if let Some(w) = workload {
+        extra.push_str(&format!(" --workload {}", w.name()));
+    }
+    if args.unsafe_async {
+        extra.push_str(" --unsafe-async");
+    }
+    let seeds: Vec<u64> = match args.seed {
+        Some(s) => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_writer(std::io::stderr)
+                .try_init();
+            vec![s]
+        }
+        None => (0..args.seeds.unwrap_or(200)).collect(),
+    };
+    if args.seed.is_none() {
+        // Panics are reported with their seed, not printed in the middle
+        // of the progress lines.
+        waypoint_sim::capture_panics();
+    }
+    let started = Instant::now();
+    let total = seeds.len() as u64;
+    let mut failures: Vec<SeedResult> = Vec::new();
+    let mut acked = 0u64;
+    let mut next_report = 1;
+    for (i, &seed) in seeds.iter().enumerate() {
+        let r = run_seed(seed, &options);
+        if args.seed.is_some() {
+            println!("seed {seed}: {}", r.description);
+        }
+        match &r.outcome {
+            Ok(s) => acked += s.acked,
+            Err(_) => failures.push(r),
+        }
+        let done = i as u64 + 1;
+        if total >= 10 && done * 10 >= next_report * total {
+            println!(
+                "{done:>7}/{total} seeds  {:>3}%  {} failures  {:.1} s",
+                done * 100 / total,
+                failures.len(),
+                started.elapsed().as_secs_f64()
+            );
+            while done * 10 >= next_report * total {
+                next_report += 1;
+            }
+        }
+    }
+    println!(
+        "{total} seeds, {} failures ({:.1} s, {acked} transactions acknowledged before the crashes)",
+        failures.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for f in &failures {
+        println!("seed {}: {}", f.seed, f.description);
+        println!("  error: {}", f.outcome.as_ref().unwrap_err());
+        println!("  reproduce: waypoint simulate --seed {}{extra}", f.seed);
+    }
+    if !failures.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! waypoint-sim: deterministic crash simulation of the waypoint engine on
+//! its simulated disk (`waypoint::io::SimStorage`), the harness behind
+//! `waypoint simulate` (issue 6).
+//!
+//! Per seed, [`plan::Plan`] draws a workload, an option set and a fault
+//! schedule; [`run_seed`] loads a database, runs the workload until the
+//! disk fails, crashes it (sometimes again during recovery), recovers and
+//! checks the result against what was acknowledged. This module owns the
+//! run of one seed: its phases, the fault injection, the time limit and
+//! the report. The workloads live in [`bank`] and [`updates`].
+
+pub mod bank;
+pub mod plan;
+pub mod updates;
+
+pub use plan::{Plan, SimOptions, Workload};
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use waypoint::io::{Fault, FaultKind, SimStorage};
+use waypoint::{Database, Options};
+
+/// A seed that has not finished after this long is reported as a failure
+/// (a hang) and left running in the background.
+pub const SEED_TIME_LIMIT: Duration = Duration::from_secs(180);
+
+/// The result of one seed.
+#[derive(Debug, Clone)]
+pub struct SeedResult {
+    pub seed: u64,
+    /// The seed's choices on one line (`Plan::describe`).
+    pub description: String,
+    /// `Err` names the check that failed, the phase, or the panic.
+    pub outcome: Result<Summary, String>,
+    pub elapsed: Duration,
+}
+
+/// What a passing seed did.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Transactions acknowledged before the crash.
+    pub acked: u64,
+    /// Whether the freeze (or the early fault) fired during the workload.
+    pub froze_in_workload: bool,
+}
+
+impl SeedResult {
+    pub fn passed(&self) -> bool {
+        self.outcome.is_ok()
+    }
+}
+
+/// The engine's options for `plan` on `sim`.
+pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
+    Options {
+        page_size: Some(plan::PAGE_SIZE),
+        buffer_pool_bytes: plan.buffer_pages * plan::PAGE_SIZE,
+        storage: Some(Arc::new(sim.clone())),
+        commit: plan.protocol,
+        checkpoint: plan.checkpoint,
+        wal_limit_bytes: plan.wal_limit,
+        checkpoint_shards: plan.shards,
+        checkpoint_threads: plan.checkpoint_threads,
+        ..Options::default()
+    }
+}
+
+const DIR: &str = "/db";
+
+/// What the workload acknowledged, per workload kind.
+enum Acked {
+    Bank(HashSet<[u8; 8]>),
+    Updates(updates::Outcome),
+}
+
+impl Acked {
+    fn count(&self) -> u64 {
+        match self {
+            Acked::Bank(keys) => keys.len() as u64,
+            Acked::Updates(o) => o.acked_txns(),
+        }
+    }
+}
+
+fn inject(sim: &SimStorage, f: &plan::PlannedFault) {
+    let mut fault = Fault::at(sim.op_count() + f.after, f.kind);
+    if let Some(p) = f.path {
+        fault = fault.on_path(p);
+    }
+    sim.inject(fault);
+}
+
+/// The run itself; `Err` says which phase or check failed.
+fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
+    let sim = SimStorage::new(plan.seed);
+    // 1. Load and close cleanly: the durable starting point.
+    {
+        let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("create: {e}"))?;
+        match plan.workload {
+            plan::Workload::Updates => updates::load(&db),
+            _ => bank::load(&db),
+        }
+        .map_err(|e| format!("load: {e}"))?;
+        db.close()
+            .map_err(|e| format!("clean close after load: {e}"))?;
+    }
+    // 2. The workload, until the disk freezes (or fails and then freezes).
+    let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("reopen: {e}"))?;
+    if options_in.broken_rfa {
+        if let Some(wal) = db.wal() {
+            wal.set_broken_rfa_for_tests(true);
+        }
+    }
+    if let Some(f) = &plan.early_fault {
+        inject(&sim, f);
+    }
+    inject(&sim, &plan.freeze);
+    let (n, per, seed) = (plan.sessions, plan.txns_per_session, plan.workload_seed);
+    let acked = match plan.workload {
+        plan::Workload::Bank => bank::run_transfers(&db, n, per, seed, false).map(Acked::Bank),
+        plan::Workload::Toggles => bank::run_transfers(&db, n, per, seed, true).map(Acked::Bank),
+        plan::Workload::Updates => updates::run(&db, n, per, seed).map(Acked::Updates),
+    }
+    .map_err(|e| format!("workload setup: {e}"))?;
+    let froze_in_workload = sim.is_frozen();
+    if !froze_in_workload {
+        // Finished first: the crash lands in the close instead.
+        sim.inject(Fault::at(
+            sim.op_count() + plan.close_freeze_after,
+            FaultKind::Freeze,
+        ));
+    }
+    let _ = db.close(); // fails once frozen: that is the crash
+                        // 3. Power loss, sometimes again during recovery.
+    sim.clear_faults();
+    sim.crash(plan.crash);
+    if let Some((at, policy)) = plan.recovery_crash {
+        sim.inject(Fault::at(sim.op_count() + at, FaultKind::Freeze));
+        if let Ok(db) = Database::open(DIR, options(plan, &sim)) {
+            let _ = db.close();
+        }
+        sim.clear_faults();
+        sim.crash(policy);
+    }
+    // 4. Recover and check.
+    let db =
+        Database::open(DIR, options(plan, &sim)).map_err(|e| format!("recovery failed: {e}"))?;
+    match &acked {
+        Acked::Bank(keys) => bank::verify(&db, keys),
+        Acked::Updates(outcome) => updates::verify(&db, outcome),
+    }?;
+    db.close()
+        .map_err(|e| format!("clean close after recovery: {e}"))?;
+    Ok(Summary {
+        acked: acked.count(),
+        froze_in_workload,
+    })
+}
+
+/// Panic messages (with their location) of the threads of the seed being
+/// run, collected by the hook [`capture_panics`] installs.
+static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Replace the panic hook by one that records each panic's message and
+/// location for the seed's report instead of printing it (a panic in a
+/// session thread reaches the seed only as "a scoped thread panicked").
+/// Without it, panics print as usual and are still reported.
+pub fn capture_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = match info.payload().downcast_ref::<&str>() {
+            Some(s) => s.to_string(),
+            None => match info.payload().downcast_ref::<String>() {
+                Some(s) => s.clone(),
+                None => "(non-string payload)".into(),
+            },
+        };
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("unnamed");
+        PANICS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("thread '{name}' panicked{at}: {msg}"));
+    }));
+}
+
+/// Run one seed (on a thread of its own, within [`SEED_TIME_LIMIT`]).
+pub fn run_seed(seed: u64, options: &SimOptions) -> SeedResult {
+    let plan = Plan::new(seed, options);
+    let description = plan.describe();
+    let started = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let options = options.clone();
+    PANICS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let spawned = std::thread::Builder::new()
+        .name(format!("sim-seed-{seed}"))
+        .spawn(move || {
+            let r =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(&plan, &options)));
+            let _ = tx.send(r);
+        });
+    let outcome = match spawned {
+        Err(e) => Err(format!("cannot start the seed's thread: {e}")),
+        Ok(_) => match rx.recv_timeout(SEED_TIME_LIMIT) {
+            Ok(Ok(Ok(summary))) => {
+                // A panic on an engine thread of its own (a log writer, the
+                // checkpointer) does not reach the seed's thread.
+                let recorded = PANICS.lock().unwrap_or_else(|e| e.into_inner()).join("; ");
+                if recorded.is_empty() {
+                    Ok(summary)
+                } else {
+                    Err(format!("a background thread panicked: {recorded}"))
+                }
+            }
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(payload)) => {
+                let recorded = PANICS.lock().unwrap_or_else(|e| e.into_inner()).join("; ");
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(if recorded.is_empty() {
+                    format!("panic: {msg}")
+                } else {
+                    format!("panic: {recorded}")
+                })
+            }
+            Err(_) => Err(format!(
+                "no result after {} s (hang?); the seed's thread is left running",
+                SEED_TIME_LIMIT.as_secs()
+            )),
+        },
+    };
+    SeedResult {
+        seed,
+        description,
+        outcome,
+        elapsed: started.elapsed(),
+    }
+}

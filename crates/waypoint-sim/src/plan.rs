@@ -1,0 +1,262 @@
+//! A seed's plan: everything a simulation run chooses, derived from the
+//! seed alone through one `SmallRng`: the workload, the engine's option set
+//! and the fault schedule. Same seed, same plan (the threads' interleaving,
+//! and so the exact operations the faults hit, may still differ).
+//!
+//! It owns the ranges each choice is drawn from and the one-line
+//! description of a plan.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::fmt::Write;
+use waypoint::io::{CrashPolicy, FaultKind};
+use waypoint::{CheckpointMode, CommitProtocol};
+
+/// The workloads a seed can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// Bank transfers with a history row each (`bank`).
+    Bank,
+    /// Transfers that also flip contended toggle rows (`bank`).
+    Toggles,
+    /// YCSB-like updates, inserts and deletes on a small key space
+    /// (`updates`).
+    Updates,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 3] = [Workload::Bank, Workload::Toggles, Workload::Updates];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Bank => "bank",
+            Workload::Toggles => "toggles",
+            Workload::Updates => "updates",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.name() == s)
+    }
+}
+
+/// What the caller forces on every seed. The defaults are what
+/// `waypoint simulate` runs.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// Run this workload on every seed (the other choices stay as the seed
+    /// draws them).
+    pub workload: Option<Workload>,
+    /// UNSAFE, for showing that the simulator catches lost commits:
+    /// acknowledge commits at once (`CommitProtocol::Async`), which loses the
+    /// last ones on power loss by design.
+    pub unsafe_async: bool,
+    /// UNSAFE, same purpose: switch off the RFA dependency check
+    /// (`Wal::set_broken_rfa_for_tests`).
+    pub broken_rfa: bool,
+    /// Multiplies the transactions per session (default 1.0).
+    pub scale: Option<f64>,
+}
+
+/// A fault injected after the workload's database is open, `after`
+/// operations later, on a path containing `path` if set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedFault {
+    pub kind: FaultKind,
+    pub after: u64,
+    pub path: Option<&'static str>,
+}
+
+/// Everything one seed chooses.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub seed: u64,
+    pub workload: Workload,
+    pub protocol: CommitProtocol,
+    pub checkpoint: CheckpointMode,
+    pub shards: usize,
+    pub wal_limit: u64,
+    pub checkpoint_threads: usize,
+    pub buffer_pages: usize,
+    pub sessions: u32,
+    pub txns_per_session: u32,
+    /// Seeds the sessions' own generators.
+    pub workload_seed: u64,
+    /// An EIO or ENOSPC before the freeze.
+    pub early_fault: Option<PlannedFault>,
+    /// The crash point (kind `Freeze`).
+    pub freeze: PlannedFault,
+    /// If the workload ends before the freeze fired, the disk freezes this
+    /// many operations into the (then unclean) close.
+    pub close_freeze_after: u64,
+    pub crash: CrashPolicy,
+    /// A second crash during recovery: freeze after this many operations of
+    /// the reopen, then this crash policy.
+    pub recovery_crash: Option<(u64, CrashPolicy)>,
+}
+
+pub const PAGE_SIZE: usize = 4096;
+
+/// Paths a freeze or an early fault may be aimed at.
+const PATHS: [&str; 3] = ["data.waypoint", ".wal", "checkpoint.waypoint"];
+
+fn policy(rng: &mut SmallRng) -> CrashPolicy {
+    match rng.gen_range(0..4) {
+        0 => CrashPolicy::DropAll,
+        1 => CrashPolicy::KeepAll,
+        _ => CrashPolicy::Random {
+            keep: rng.gen_range(0.0..1.0),
+            tear: rng.gen_bool(0.7),
+        },
+    }
+}
+
+impl Plan {
+    /// The plan of `seed`. Every draw happens whatever `options` force, so
+    /// forcing one choice leaves the others as the seed drew them.
+    pub fn new(seed: u64, options: &SimOptions) -> Self {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let drawn = Workload::ALL[rng.gen_range(0..3)];
+        let workload = options.workload.unwrap_or(drawn);
+        let protocols = [
+            CommitProtocol::RfaGroup,
+            CommitProtocol::Rfa,
+            CommitProtocol::Group,
+            CommitProtocol::FlushAll,
+        ];
+        let mut protocol = protocols[rng.gen_range(0..4)];
+        if options.unsafe_async {
+            protocol = CommitProtocol::Async;
+        }
+        let checkpoint = match rng.gen_range(0..4) {
+            0 => CheckpointMode::Full,
+            1 => CheckpointMode::None,
+            _ => CheckpointMode::Continuous,
+        };
+        let shards = rng.gen_range(1..=8);
+        // 32 KiB .. 1 MiB, log-uniform: small limits prune often.
+        let wal_limit = (32u64 << 10) << rng.gen_range(0..=5);
+        let wal_limit = wal_limit + rng.gen_range(0..wal_limit);
+        let wal_limit = wal_limit.min(1 << 20);
+        let checkpoint_threads = rng.gen_range(1..=2);
+        let buffer_pages = rng.gen_range(16..=64);
+        let sessions = rng.gen_range(1..=3);
+        let base = match workload {
+            Workload::Bank | Workload::Toggles => 150,
+            Workload::Updates => 150,
+        };
+        let scale = options.scale.unwrap_or(1.0);
+        let txns_per_session = ((rng.gen_range(base / 2..=base) as f64) * scale).max(1.0) as u32;
+        let workload_seed = rng.gen();
+        // Roughly the operations the workload issues, so most freezes land
+        // inside it and some in the close.
+        let span = 3 * txns_per_session as u64 * sessions as u64;
+        let freeze = PlannedFault {
+            kind: FaultKind::Freeze,
+            after: rng.gen_range(20..span.max(40)),
+            path: rng.gen_bool(0.4).then(|| PATHS[rng.gen_range(0..3)]),
+        };
+        let early_fault = match rng.gen_range(0..10) {
+            0 | 1 => Some(FaultKind::Eio),
+            2 => Some(FaultKind::Enospc),
+            _ => None,
+        }
+        .map(|kind| PlannedFault {
+            kind,
+            after: rng.gen_range(5..freeze.after),
+            path: rng.gen_bool(0.5).then(|| PATHS[rng.gen_range(0..2)]),
+        });
+        let close_freeze_after = rng.gen_range(1..400);
+        let crash = policy(&mut rng);
+        let recovery_crash = rng.gen_bool(0.3).then(|| {
+            let at = rng.gen_range(1..300);
+            let keep = rng.gen_range(0.0..1.0);
+            (at, CrashPolicy::Random { keep, tear: true })
+        });
+        Plan {
+            seed,
+            workload,
+            protocol,
+            checkpoint,
+            shards,
+            wal_limit,
+            checkpoint_threads,
+            buffer_pages,
+            sessions,
+            txns_per_session,
+            workload_seed,
+            early_fault,
+            freeze,
+            close_freeze_after,
+            crash,
+            recovery_crash,
+        }
+    }
+
+    /// One line: the workload, the options and the fault schedule.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{} x{} sessions x{} txns, commit {}, checkpoint {}, {} shards, {} ckpt threads, \
+             wal limit {} KiB, buffer {} pages",
+            self.workload.name(),
+            self.sessions,
+            self.txns_per_session,
+            protocol_name(self.protocol),
+            checkpoint_name(self.checkpoint),
+            self.shards,
+            self.checkpoint_threads,
+            self.wal_limit >> 10,
+            self.buffer_pages
+        );
+        let fault = |f: &PlannedFault| {
+            format!(
+                "{:?} at +{}{}",
+                f.kind,
+                f.after,
+                f.path.map(|p| format!(" on {p}")).unwrap_or_default()
+            )
+        };
+        if let Some(f) = &self.early_fault {
+            let _ = write!(s, "; {}", fault(f));
+        }
+        let _ = write!(
+            s,
+            "; {} (else at +{} of close); crash {}",
+            fault(&self.freeze),
+            self.close_freeze_after,
+            policy_name(self.crash)
+        );
+        if let Some((at, p)) = self.recovery_crash {
+            let _ = write!(s, "; crash again at +{at} of recovery, {}", policy_name(p));
+        }
+        s
+    }
+}
+
+pub fn protocol_name(p: CommitProtocol) -> &'static str {
+    match p {
+        CommitProtocol::RfaGroup => "rfa-group",
+        CommitProtocol::Rfa => "rfa",
+        CommitProtocol::Group => "group",
+        CommitProtocol::FlushAll => "flush-all",
+        CommitProtocol::Async => "async (UNSAFE)",
+    }
+}
+
+pub fn checkpoint_name(c: CheckpointMode) -> &'static str {
+    match c {
+        CheckpointMode::Continuous => "continuous",
+        CheckpointMode::Full => "full",
+        CheckpointMode::None => "none",
+    }
+}
+
+fn policy_name(p: CrashPolicy) -> String {
+    match p {
+        CrashPolicy::DropAll => "drop-all".into(),
+        CrashPolicy::KeepAll => "keep-all".into(),
+        CrashPolicy::Random { keep, tear } => {
+            format!("random keep {keep:.2}{}", if tear { " torn" } else { "" })
+        }
+    }
+}
