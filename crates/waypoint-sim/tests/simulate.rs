@@ -103,3 +103,25 @@ fn the_simulator_reports_a_broken_rfa_check() {
         "200 seeds with RFA's dependency check off all passed: the simulator cannot see it"
     );
 }
+
+/// Regression (found by `waypoint simulate --seeds 20000`, 2026-11-22, seed
+/// 12712): a clean close wrote the free list into free pages with GSN 0,
+/// then failed before the superblock retired the log; redo treated those
+/// pages as on-disk states at or below the log floor and replayed a leaf's
+/// later records onto a free-list page ("a tuple record names a page that
+/// is not a leaf"). Free-list pages now keep the GSN of the page's free.
+/// The seed's plan (updates, full checkpoints, a freeze inside the close)
+/// reproduced it on every run.
+#[test]
+fn a_close_that_fails_after_writing_the_free_list_recovers() {
+    waypoint_sim::capture_panics();
+    for _ in 0..5 {
+        let r = run_seed(12712, &SimOptions::default());
+        assert!(
+            r.passed(),
+            "seed 12712 ({}): {:?}",
+            r.description,
+            r.outcome
+        );
+    }
+}

@@ -309,6 +309,11 @@ impl BufferPool {
         self.free_pages.lock().iter().map(|&(p, _)| p).collect()
     }
 
+    /// The free pages with the GSN of each one's last logged change.
+    pub fn free_pages_with_gsn(&self) -> Vec<(PageId, u64)> {
+        self.free_pages.lock().clone()
+    }
+
     /// Error if an earlier page write failed (the pool is poisoned).
     pub fn check_healthy(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {

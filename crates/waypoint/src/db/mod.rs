@@ -835,7 +835,7 @@ impl DbInner {
         // Every page is written whole: old double-write copies must not be
         // taken for repairs of pages that change after the next open.
         pool.clear_double_write()?;
-        let free = pool.free_pages();
+        let free = pool.free_pages_with_gsn();
         let head = superblock::write_free_list(self.file.as_ref(), self.page_size, &free)?;
         self.file.sync_data()?;
         Superblock {

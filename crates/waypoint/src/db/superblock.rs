@@ -124,7 +124,7 @@ fn ids_per_page(page_size: usize) -> usize {
 pub fn write_free_list(
     file: &dyn StorageFile,
     page_size: usize,
-    free: &[PageId],
+    free: &[(PageId, u64)],
 ) -> Result<PageId> {
     if free.is_empty() {
         return Ok(0);
@@ -135,21 +135,28 @@ pub fn write_free_list(
     let (chain, listed) = free.split_at(chain_pages);
     let mut buf = AlignedBuf::zeroed(page_size);
     for (i, &pid) in chain.iter().enumerate() {
+        let (pid, gsn) = pid;
         let ids = listed.chunks(per_page).nth(i).unwrap_or(&[]);
-        let next = chain.get(i + 1).copied().unwrap_or(0);
+        let next = chain.get(i + 1).map_or(0, |&(p, _)| p);
         let data = buf.as_mut_slice();
         page::init_page(data, pid, PageKind::FreeList);
+        // The page's GSN stays that of its last logged change (its free):
+        // if the close fails before the superblock retires the log, redo
+        // must see this copy as the page's state at that GSN, not as a
+        // page at GSN 0 that the page's logged history could be replayed
+        // onto (found by `waypoint simulate`, seed 12712).
+        page::set_page_gsn(data, gsn);
         let body = PAGE_HEADER_SIZE;
         data[body..body + 8].copy_from_slice(&next.to_le_bytes());
         data[body + 8..body + 12].copy_from_slice(&(ids.len() as u32).to_le_bytes());
-        for (j, id) in ids.iter().enumerate() {
+        for (j, (id, _)) in ids.iter().enumerate() {
             let at = body + 12 + j * 8;
             data[at..at + 8].copy_from_slice(&id.to_le_bytes());
         }
         page::seal(data);
         file.write_at(data, pid * page_size as u64)?;
     }
-    Ok(chain[0])
+    Ok(chain[0].0)
 }
 
 /// Read the chain starting at `head`: every listed id plus the chain pages.
