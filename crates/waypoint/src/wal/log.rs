@@ -979,6 +979,10 @@ impl super::recovery::UndoLog for WalSessionLog {
         self.state.borrow_mut().compensating = false;
         self.append_end(txn).map(|_| ())
     }
+
+    fn flush(&mut self) -> Result<()> {
+        self.partition.wait_durable(self.partition.appended())
+    }
 }
 
 #[cfg(test)]

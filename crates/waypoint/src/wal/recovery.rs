@@ -515,10 +515,6 @@ impl Recovery {
                                     undone.fetch_add(1, Ordering::Relaxed);
                                 }
                             }
-                            for &txn in &group.txns {
-                                log.begin_undo(txn);
-                                log.end_undo(txn)?;
-                            }
                         }
                         Ok(())
                     })
@@ -529,6 +525,20 @@ impl Recovery {
                     .unwrap_or_else(|_| Err(Error::InvalidOptions("undo thread panicked".into())))
             })
         })?;
+        // A loser's end record may become durable only after every
+        // compensation record is: threads log into different partitions
+        // and may change the same page, so one partition's compensation
+        // can follow another's on a page. An end record that survived a
+        // crash while such a predecessor did not would leave the loser
+        // half undone and no longer a loser (found by `waypoint simulate`,
+        // seed 658). So: all compensation durable, then the end records.
+        for log in logs.iter_mut() {
+            log.flush()?;
+        }
+        for &txn in &txns {
+            logs[0].begin_undo(txn);
+            logs[0].end_undo(txn)?;
+        }
         self.report.records_undone = undone.into_inner();
         self.report.undo = t0.elapsed();
         tracing::info!(
@@ -693,6 +703,8 @@ pub trait UndoLog {
     fn begin_undo(&mut self, txn: u64);
     fn page_log(&self) -> &dyn PageLog;
     fn end_undo(&mut self, txn: u64) -> Result<()>;
+    /// Make everything this log appended durable.
+    fn flush(&mut self) -> Result<()>;
 }
 
 #[cfg(test)]
