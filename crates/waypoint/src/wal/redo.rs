@@ -284,7 +284,10 @@ pub(super) fn redo(
                 apply(data, &rec).map_err(|detail| Error::Corruption {
                     path: pool.file().path().to_path_buf(),
                     offset: pid * page_size as u64,
-                    detail: format!("redo of record GSN {} on page {pid}: {detail}", r.gsn),
+                    detail: format!(
+                        "redo of record GSN {} (made on page GSN {}) on page {pid} at GSN {at} (on disk {d}, log floor {floor}): {detail}",
+                        r.gsn, r.prev
+                    ),
                 })?;
                 page::set_page_gsn(data, r.gsn);
                 at = r.gsn;
