@@ -561,13 +561,15 @@ impl BufferPool {
     }
 
     /// Release a page that no tree refers to any more. It stays resident as
-    /// a clean `Free` page until evicted or reallocated; its id goes to the
-    /// free list. Its image on disk is stale but unreferenced.
+    /// a dirty `Free` page until written and evicted, or reallocated; its id
+    /// goes to the free list.
     pub fn free_page(&self, mut guard: ExclusiveGuard<'_>) {
+        // The page stays dirty: its copy on disk must still reach the state
+        // the log says it has (its last changes and the free), or a
+        // checkpoint would count those changes as written and the log
+        // floor would pass them (found by `waypoint simulate`, seeds 2893
+        // and 16245: a page on disk older than the floor).
         page::set_page_kind(guard.data_mut(), PageKind::Free);
-        self.frames[guard.idx as usize]
-            .dirty
-            .store(false, Ordering::Release);
         let pid = guard.pid;
         let gsn = page::page_gsn(guard.data());
         drop(guard);
