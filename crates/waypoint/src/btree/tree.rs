@@ -591,16 +591,26 @@ impl BTree {
                 .split_root(pool, &mut path[level], spares, smo)
                 .map(|_| ());
         }
-        let node = &mut path[level];
+        let (sep, right) = Self::split_node(&mut path[level], spares, smo);
+        let right_pid = smo.fresh[right].page_id();
+        self.place_separator(pool, path, spares, smo, level - 1, &sep, pid, right_pid)
+    }
+
+    /// Split a non-root node in two: its upper half moves to a new page
+    /// taken from `spares`. Returns the separator and the new page's index
+    /// in `smo.fresh`.
+    fn split_node<'p>(
+        node: &mut ExclusiveGuard<'p>,
+        spares: &mut Spares<'p>,
+        smo: &mut Smo<'p>,
+    ) -> (Vec<u8>, usize) {
         let kind = page_kind(node.data()).unwrap_or(PageKind::BtreeLeaf);
         let mut right = spares.take(kind);
         let mut nm = NodeMut::new(node.data_mut());
         let at = nm.split_index();
         let sep = nm.split(at, right.data_mut());
-        let right_pid = right.page_id();
-        smo.changed(pid);
-        smo.fresh(right);
-        self.place_separator(pool, path, spares, smo, level - 1, &sep, pid, right_pid)
+        smo.changed(node.page_id());
+        (sep, smo.fresh(right))
     }
 
     /// The parent at `path[level]` cannot take the separator `sep` for the
@@ -625,14 +635,8 @@ impl BTree {
             let target = if sep <= root_sep.as_slice() { l } else { r };
             return Self::insert_separator(pool, &mut smo.fresh[target], sep, left, right);
         }
-        let node = &mut path[level];
-        let mut new_right = spares.take(PageKind::BtreeInner);
-        let mut nm = NodeMut::new(node.data_mut());
-        let at = nm.split_index();
-        let parent_sep = nm.split(at, new_right.data_mut());
-        let new_right_pid = new_right.page_id();
-        smo.changed(pid);
-        let nr = smo.fresh(new_right);
+        let (parent_sep, nr) = Self::split_node(&mut path[level], spares, smo);
+        let new_right_pid = smo.fresh[nr].page_id();
         // Place the pending separator in the half that covers it.
         if sep <= parent_sep.as_slice() {
             Self::insert_separator(pool, &mut path[level], sep, left, right)?;

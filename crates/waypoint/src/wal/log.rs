@@ -142,7 +142,7 @@ pub struct Wal {
     /// The open partitions, compactly: the slot-indexed table reaches slot
     /// 65535 (the system and recovery slots), far too long to scan on every
     /// commit (found by profiling: it took half the commit path's CPU).
-    open: RwLock<Vec<Arc<Partition>>>,
+    open: RwLock<Arc<Vec<Arc<Partition>>>>,
     /// No new record may get a GSN at or below this (the superblock's log
     /// floor): recovery would ignore it.
     min_clock: u64,
@@ -210,7 +210,7 @@ impl Wal {
             storage,
             protocol,
             partitions: RwLock::new(Vec::new()),
-            open: RwLock::new(Vec::new()),
+            open: RwLock::new(Arc::new(Vec::new())),
             min_clock,
             segment_size: AtomicU64::new(super::partition::SEGMENT_SIZE),
             recovered: RwLock::new(recovered),
@@ -230,7 +230,7 @@ impl Wal {
     /// Keep retired segments in `dir` (stage 3's archive) instead of
     /// deleting them. Set before sessions open partitions.
     pub fn set_archive_dir(&self, dir: PathBuf) {
-        for p in self.all() {
+        for p in self.all().iter() {
             p.set_archive(dir.clone());
         }
         *self.archive.write() = Some(dir);
@@ -243,7 +243,7 @@ impl Wal {
     /// Segment size for every partition (`Options::wal_segment_bytes`).
     pub fn set_segment_size(&self, bytes: u64) {
         self.segment_size.store(bytes, Ordering::Relaxed);
-        for p in self.all() {
+        for p in self.all().iter() {
             p.set_segment_size(bytes);
         }
     }
@@ -293,7 +293,13 @@ impl Wal {
             p.set_archive(dir.clone());
         }
         parts[slot as usize] = Some(Arc::clone(&p));
-        self.open.write().push(Arc::clone(&p));
+        {
+            // Copy on write: readers take a snapshot without copying it.
+            let mut open = self.open.write();
+            let mut next = Vec::clone(&open);
+            next.push(Arc::clone(&p));
+            *open = Arc::new(next);
+        }
         Ok(p)
     }
 
@@ -309,8 +315,10 @@ impl Wal {
         open.max(recovered).max(self.min_clock)
     }
 
-    fn all(&self) -> Vec<Arc<Partition>> {
-        self.open.read().clone()
+    /// A snapshot of the open partitions (an `Arc` clone: no allocation on
+    /// the commit path).
+    fn all(&self) -> Arc<Vec<Arc<Partition>>> {
+        Arc::clone(&self.open.read())
     }
 
     /// GSN_flushed of §3.2: every record of every partition with a GSN at
@@ -373,7 +381,7 @@ impl Wal {
     /// GSN below `gsn` (never a partition's newest). Returns bytes removed.
     pub fn prune_below(&self, gsn: u64) -> Result<u64> {
         let mut removed = 0;
-        for p in self.all() {
+        for p in self.all().iter() {
             removed += p.prune_below(gsn)?;
         }
         Ok(removed)
@@ -436,7 +444,11 @@ impl Wal {
 
     /// Make every partition durable up to its current end.
     pub fn flush_all(&self) -> Result<()> {
-        let targets: Vec<_> = self.all().into_iter().map(|p| (p.appended(), p)).collect();
+        let targets: Vec<_> = self
+            .all()
+            .iter()
+            .map(|p| (p.appended(), Arc::clone(p)))
+            .collect();
         for (pos, p) in &targets {
             p.request_flush(*pos);
         }
@@ -450,7 +462,7 @@ impl Wal {
     /// close made every page durable, no record is needed for recovery).
     pub fn prune_all(&self) -> Result<u64> {
         let mut removed = 0;
-        for p in self.all() {
+        for p in self.all().iter() {
             removed += p.prune_below(u64::MAX)?;
         }
         Ok(removed)
@@ -466,7 +478,7 @@ impl Wal {
     /// a log floor covering them: a crash half-way through the deletions
     /// leaves segments recovery ignores).
     pub fn remove_all_segments(&self) -> Result<()> {
-        for p in self.all() {
+        for p in self.all().iter() {
             p.remove_all_segments()?;
         }
         // Partitions recovered but not reopened by any session in this
@@ -489,7 +501,7 @@ impl Wal {
 
     pub fn shutdown(&self) -> Result<()> {
         let mut result = Ok(());
-        for p in self.all() {
+        for p in self.all().iter() {
             if let Err(e) = p.shutdown() {
                 result = Err(e);
             }
@@ -506,7 +518,7 @@ impl Wal {
             protocol: self.protocol,
             ..Default::default()
         };
-        for p in &parts {
+        for p in parts.iter() {
             let ps = p.stats();
             let disk = p.disk_bytes();
             s.appended_bytes += ps.appended_bytes;
@@ -545,7 +557,7 @@ impl Wal {
 /// every partition is made durable up to that GSN.
 impl FlushGate for Wal {
     fn ensure_durable(&self, gsn: u64) -> Result<()> {
-        for p in self.all() {
+        for p in self.all().iter() {
             if p.flushed_gsn(0) < gsn {
                 let end = p.appended();
                 p.wait_durable(end)?;
@@ -819,8 +831,8 @@ impl SessionLog for WalSessionLog {
                 targets: self
                     .wal
                     .all()
-                    .into_iter()
-                    .map(|p| (Arc::clone(&p), p.appended()))
+                    .iter()
+                    .map(|p| (Arc::clone(p), p.appended()))
                     .collect(),
                 remote_tid: None,
             });
@@ -836,8 +848,9 @@ impl SessionLog for WalSessionLog {
         let others: Vec<Arc<Partition>> = if remote {
             self.wal
                 .all()
-                .into_iter()
+                .iter()
                 .filter(|p| p.id() != self.slot as u32)
+                .cloned()
                 .collect()
         } else {
             Vec::new()
@@ -917,10 +930,10 @@ impl SessionLog for WalSessionLog {
         let end = self.append_end(txn)?;
         let mut targets = vec![(Arc::clone(&self.partition), end)];
         if remote || self.unresolved_remote.is_some() {
-            for p in self.wal.all() {
+            for p in self.wal.all().iter() {
                 if p.id() != self.slot as u32 {
                     let pos = p.appended();
-                    targets.push((p, pos));
+                    targets.push((Arc::clone(p), pos));
                 }
             }
         }
