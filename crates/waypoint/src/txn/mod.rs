@@ -301,6 +301,10 @@ pub struct IndexEntry {
     pub primary: Vec<u8>,
 }
 
+/// A record of the write set, (table id, key), with the TID it had when the
+/// committer locked it (None: absent).
+type LockedRecord<'k> = ((u32, &'k [u8]), Option<u64>);
+
 /// A serializable transaction. Dropping it without `commit` aborts it.
 pub struct Transaction<'s> {
     session: &'s mut Session,
@@ -702,7 +706,7 @@ impl Transaction<'_> {
         db.check_open()?;
         if self.writes.is_empty() {
             let me = self.session.next_owner();
-            self.validate(&db, me)?;
+            self.validate(&db, me, &[])?;
             let mut observed = self.observed_tids(&[]);
             self.session.log.on_commit(0, &mut observed)?;
             return Ok(CommitInfo { tid: 0 });
@@ -786,9 +790,17 @@ impl Transaction<'_> {
                 }
             }
         }
-        // Serialization point.
+        // Serialization point. Records we hold locked cannot change under
+        // us, so validation takes their TIDs from the images read above
+        // instead of descending the tree again (keys sorted like `writes`).
+        let locked: Vec<LockedRecord<'_>> = self
+            .writes
+            .keys()
+            .zip(&plans)
+            .map(|((t, k), (_, _, c, _))| ((*t, k.as_slice()), c.as_ref().map(|(tid, _)| *tid)))
+            .collect();
         let epoch = db.epoch.current();
-        max_seen = max_seen.max(self.validate(db, me)?);
+        max_seen = max_seen.max(self.validate(db, me, &locked)?);
         let tid = next_tid(epoch, max_seen, self.session.last_tid, self.session.slot);
         // Install.
         for (key, w, current, index_changes) in &plans {
@@ -850,22 +862,34 @@ impl Transaction<'_> {
 
     /// Step 4: every read still observes what it observed. Returns the
     /// largest TID read.
-    fn validate(&self, db: &DbShared, me: u64) -> Result<u64> {
+    ///
+    /// `locked` holds the records of the write set, sorted by (table, key),
+    /// with the TID each had when its lock was taken: a read of one of them
+    /// is checked against that TID, since no one else can have changed it.
+    fn validate(&self, db: &DbShared, me: u64, locked: &[LockedRecord<'_>]) -> Result<u64> {
         let own = ABSENT_BIT | me;
         let mut max_seen = 0;
         for r in &self.reads {
             r.table.check_live()?;
-            let now = r
-                .table
-                .tree
-                .get(&db.pool, &r.key)?
-                .map(|(t, _)| t)
-                .filter(|t| *t != own);
-            if now != r.observed
-                || db
-                    .locks
-                    .locked_by_other(LockTable::stripe(r.table.id, &r.key), me)
-            {
+            let held = locked
+                .binary_search_by(|(k, _)| k.cmp(&(r.table.id, r.key.as_slice())))
+                .ok();
+            let changed = match held {
+                Some(i) => locked[i].1 != r.observed,
+                None => {
+                    let now = r
+                        .table
+                        .tree
+                        .get(&db.pool, &r.key)?
+                        .map(|(t, _)| t)
+                        .filter(|t| *t != own);
+                    now != r.observed
+                        || db
+                            .locks
+                            .locked_by_other(LockTable::stripe(r.table.id, &r.key), me)
+                }
+            };
+            if changed {
                 return Err(Error::Conflict);
             }
             if let Some(t) = r.observed.filter(|t| t & ABSENT_BIT == 0) {
