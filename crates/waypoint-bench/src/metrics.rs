@@ -4,6 +4,10 @@
 //!
 //! Byte counts the engine reports in pages are multiplied by the page size.
 //! `checkpoint_bytes` counts pages written by checkpoint increments.
+//! `backpressure_ms` is the time transactions waited at begin for the
+//! checkpointer (summed over workers); `steal_ms` is the CPU time the
+//! hypervisor took from this virtual machine (`/proc/stat`, all CPUs): a
+//! second with much steal is slow for reasons outside the engine.
 
 use serde::Serialize;
 use std::path::Path;
@@ -29,6 +33,21 @@ fn status_kib(field: &str) -> u64 {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+/// CPU time stolen by the hypervisor so far, summed over all CPUs, in
+/// milliseconds (0 where `/proc/stat` has no steal column).
+pub fn steal_ms() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return 0;
+    };
+    // "cpu  user nice system idle iowait irq softirq steal ..." in USER_HZ
+    // ticks, which Linux fixes at 100 per second for this file.
+    stat.lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|n| n.parse::<u64>().ok())
+        .map_or(0, |ticks| ticks * 10)
 }
 
 /// Total size of the regular files below `dir` (0 if it does not exist).
@@ -62,6 +81,8 @@ pub struct Snapshot {
     pub flush_bytes: u64,
     pub read_bytes: u64,
     pub rss_bytes: u64,
+    pub backpressure_ms: u64,
+    pub steal_ms: u64,
 }
 
 impl Snapshot {
@@ -80,6 +101,8 @@ impl Snapshot {
             flush_bytes: stats.pool.pages_written_by_flush * page,
             read_bytes: stats.pool.pages_read * page,
             rss_bytes: rss_bytes(),
+            backpressure_ms: stats.backpressure.as_millis() as u64,
+            steal_ms: steal_ms(),
         }
     }
 
@@ -112,6 +135,8 @@ pub struct Sample {
     pub flush_bytes: u64,
     pub read_bytes: u64,
     pub rss_bytes: u64,
+    pub backpressure_ms: u64,
+    pub steal_ms: u64,
 }
 
 impl Sample {
@@ -142,6 +167,8 @@ impl Sample {
             flush_bytes: b.flush_bytes - a.flush_bytes,
             read_bytes: b.read_bytes - a.read_bytes,
             rss_bytes: b.rss_bytes,
+            backpressure_ms: b.backpressure_ms - a.backpressure_ms,
+            steal_ms: b.steal_ms.saturating_sub(a.steal_ms),
         }
     }
 
@@ -154,7 +181,7 @@ impl Sample {
 /// The CSV header for samples of a workload with these transaction types.
 pub fn csv_header(types: &[&str]) -> String {
     let mut h = String::from(
-        "second,warmup,interval_secs,txn,aborts,wal_bytes,wal_disk_bytes,checkpoint_bytes,evict_bytes,flush_bytes,read_bytes,rss_bytes",
+        "second,warmup,interval_secs,txn,aborts,wal_bytes,wal_disk_bytes,checkpoint_bytes,evict_bytes,flush_bytes,read_bytes,rss_bytes,backpressure_ms,steal_ms",
     );
     for t in types {
         h.push_str(",txn_");
@@ -166,7 +193,7 @@ pub fn csv_header(types: &[&str]) -> String {
 /// One CSV line (no newline) matching [`csv_header`].
 pub fn csv_row(s: &Sample) -> String {
     let mut row = format!(
-        "{},{},{:.3},{},{},{},{},{},{},{},{},{}",
+        "{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{}",
         s.second,
         u8::from(s.warmup),
         s.interval_secs,
@@ -178,7 +205,9 @@ pub fn csv_row(s: &Sample) -> String {
         s.evict_bytes,
         s.flush_bytes,
         s.read_bytes,
-        s.rss_bytes
+        s.rss_bytes,
+        s.backpressure_ms,
+        s.steal_ms
     );
     for n in &s.txn_by_type {
         row.push(',');

@@ -55,6 +55,14 @@ pub struct Summary {
     pub flush_bytes: u64,
     /// Bytes of pages read into the buffer pool.
     pub read_bytes: u64,
+    /// Time transactions waited at begin for the checkpointer, summed over
+    /// workers, in milliseconds.
+    pub backpressure_ms: u64,
+    /// CPU time the hypervisor stole from the machine during the measured
+    /// window, all CPUs, in milliseconds.
+    pub steal_ms: u64,
+    /// How even the per-second throughput was after the warm-up.
+    pub steadiness: Steadiness,
     /// Largest resident set sampled during the run (warm-up included).
     pub peak_rss_bytes: u64,
     /// The process's high-water mark (`VmHWM`), load included.
@@ -64,6 +72,42 @@ pub struct Summary {
     pub close_seconds: f64,
     /// Files in the database directory after the clean close.
     pub data_dir_bytes: u64,
+}
+
+/// The per-second throughput after the warm-up against its median (issue
+/// 4's target: no second below 90% of the median). Partial seconds (the
+/// last interval) are left out.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Steadiness {
+    pub median_txn_per_sec: f64,
+    pub lowest_txn_per_sec: f64,
+    /// Lowest second / median.
+    pub lowest_ratio: f64,
+    pub seconds: usize,
+    pub seconds_below_90pct: usize,
+}
+
+impl Steadiness {
+    pub fn of(series: &[Sample]) -> Self {
+        let mut rates: Vec<f64> = series
+            .iter()
+            .filter(|s| !s.warmup && s.interval_secs >= 0.9)
+            .map(Sample::txn_per_sec)
+            .collect();
+        if rates.is_empty() {
+            return Steadiness::default();
+        }
+        rates.sort_by(f64::total_cmp);
+        let median = rates[rates.len() / 2];
+        let lowest = rates[0];
+        Steadiness {
+            median_txn_per_sec: median,
+            lowest_txn_per_sec: lowest,
+            lowest_ratio: if median > 0.0 { lowest / median } else { 0.0 },
+            seconds: rates.len(),
+            seconds_below_90pct: rates.iter().filter(|r| **r < 0.9 * median).count(),
+        }
+    }
 }
 
 pub(crate) struct Inputs<'a> {
@@ -148,6 +192,9 @@ impl Summary {
             },
             checkpoint_bytes: e.checkpoint_bytes - b.checkpoint_bytes,
             evict_bytes: e.evict_bytes - b.evict_bytes,
+            backpressure_ms: e.backpressure_ms - b.backpressure_ms,
+            steal_ms: e.steal_ms.saturating_sub(b.steal_ms),
+            steadiness: Steadiness::of(i.series),
             flush_bytes: e.flush_bytes - b.flush_bytes,
             read_bytes: e.read_bytes - b.read_bytes,
             peak_rss_bytes: i.series.iter().map(|s| s.rss_bytes).max().unwrap_or(0),
@@ -195,6 +242,18 @@ impl Summary {
             if self.loaded_now { "loaded now" } else { "reused" },
             self.close_seconds
         );
+        let st = &self.steadiness;
+        out += &format!(
+            "per second: median {:.0} txn/s, lowest {:.0} ({:.2}x), {} of {} seconds below 90% of the median; checkpoint writes {}, back-pressure {} ms, CPU steal {} ms\n",
+            st.median_txn_per_sec,
+            st.lowest_txn_per_sec,
+            st.lowest_ratio,
+            st.seconds_below_90pct,
+            st.seconds,
+            mib(self.checkpoint_bytes),
+            self.backpressure_ms,
+            self.steal_ms
+        );
         if let Some(v) = &self.verify {
             out += &format!("verified: {v}\n");
         }
@@ -234,4 +293,41 @@ pub fn write_outputs(
     }
     let path = out.join("series.csv");
     std::fs::write(&path, csv).map_err(|e| BenchError::io(&path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn second(second: u64, warmup: bool, secs: f64, txn: u64) -> Sample {
+        let mut s = Sample::between(
+            second,
+            warmup,
+            secs,
+            &Snapshot::default(),
+            &Snapshot::default(),
+        );
+        s.txn = txn;
+        s
+    }
+
+    #[test]
+    fn steadiness_counts_full_measured_seconds_below_90pct_of_the_median() {
+        let series = [
+            second(1, true, 1.0, 10), // warm-up: ignored
+            second(2, false, 1.0, 100),
+            second(3, false, 1.0, 95),
+            second(4, false, 1.0, 89),
+            second(5, false, 1.0, 100),
+            second(6, false, 1.0, 120),
+            second(7, false, 0.3, 5), // partial last interval: ignored
+        ];
+        let st = Steadiness::of(&series);
+        assert_eq!(st.seconds, 5);
+        assert_eq!(st.median_txn_per_sec, 100.0);
+        assert_eq!(st.lowest_txn_per_sec, 89.0);
+        assert_eq!(st.seconds_below_90pct, 1);
+        assert!((st.lowest_ratio - 0.89).abs() < 1e-9);
+        assert_eq!(Steadiness::of(&[]).seconds, 0);
+    }
 }
