@@ -31,14 +31,20 @@
 //!     46         2      lower fence length (u16)
 //!     48         2      upper fence offset (u16)
 //!     50         2      upper fence length (u16)
-//!     52         4      reserved, zero
+//!     52         2      prefix length p (u16): heads are taken from key byte p on; 0 when a
+//!                       fence is infinite, otherwise at most the length of the common
+//!                       prefix of the two fences (so every key of the node starts with
+//!                       those p bytes: lower < k <= upper forces it)
+//!     54         2      reserved, zero
 //!     56         8      upper_child (u64): inner nodes only, zero in leaves
 //!     64  10*count      slot array; slot i at 64 + 10*i:
 //!                         +0 u16 offset of the entry: key bytes immediately followed by value bytes
 //!                         +2 u16 key length
 //!                         +4 u16 value length
-//!                         +6 4 bytes key head: the first 4 key bytes zero-padded, so comparing
+//!                         +6 4 bytes key head: key bytes p..p+4 zero-padded, so comparing
 //!                            heads as big-endian u32 agrees with memcmp whenever they differ
+//!                            (all keys share bytes 0..p; without the prefix, integer keys
+//!                            below 2^32 would all have the head 0)
 //!      ..               free gap (slots grow up into it, the heap grows down into it)
 //! data_start..page_size heap: entries and fence keys packed downward from the page end,
 //!                       with holes left by remove/shrink until `compactify`
@@ -63,7 +69,8 @@ const DATA_START: usize = PAGE_HEADER_SIZE + 4;
 const LIVE_HEAP: usize = PAGE_HEADER_SIZE + 8;
 const LOWER_OFF: usize = PAGE_HEADER_SIZE + 12;
 const UPPER_OFF: usize = PAGE_HEADER_SIZE + 16;
-const RESERVED2: usize = PAGE_HEADER_SIZE + 20;
+const PREFIX_LEN: usize = PAGE_HEADER_SIZE + 20;
+const RESERVED2: usize = PAGE_HEADER_SIZE + 22;
 const UPPER_CHILD: usize = PAGE_HEADER_SIZE + 24;
 /// Start of the slot array: end of the node header.
 pub const NODE_HEADER_END: usize = PAGE_HEADER_SIZE + 32;
@@ -132,6 +139,17 @@ fn fence_len(f: Option<Fence<'_>>) -> usize {
     }
 }
 
+/// Length of the longest common prefix of `a` and `b`.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The head a slot stores for `key` in a node with prefix length `p` (0 for
+/// a key shorter than `p`, which a valid node never holds).
+fn head_at(key: &[u8], p: usize) -> u32 {
+    key_head(key.get(p..).unwrap_or(&[]))
+}
+
 /// First 4 key bytes, zero-padded, as a big-endian integer.
 fn key_head(key: &[u8]) -> u32 {
     let mut b = [0u8; 4];
@@ -170,6 +188,17 @@ struct Slot {
     klen: usize,
     vlen: usize,
     head: u32,
+}
+
+impl Slot {
+    fn decode(b: &[u8; SLOT_SIZE]) -> Slot {
+        Slot {
+            off: u16::from_le_bytes([b[0], b[1]]) as usize,
+            klen: u16::from_le_bytes([b[2], b[3]]) as usize,
+            vlen: u16::from_le_bytes([b[4], b[5]]) as usize,
+            head: u32::from_be_bytes([b[6], b[7], b[8], b[9]]),
+        }
+    }
 }
 
 /// Read-only view of a node page. Total over arbitrary bytes.
@@ -218,13 +247,9 @@ impl<'a> Node<'a> {
             return None;
         }
         let at = NODE_HEADER_END + i * SLOT_SIZE;
-        let b: &[u8; SLOT_SIZE] = self.page.get(at..at + SLOT_SIZE)?.try_into().ok()?;
-        Some(Slot {
-            off: u16::from_le_bytes([b[0], b[1]]) as usize,
-            klen: u16::from_le_bytes([b[2], b[3]]) as usize,
-            vlen: u16::from_le_bytes([b[4], b[5]]) as usize,
-            head: u32::from_be_bytes([b[6], b[7], b[8], b[9]]),
-        })
+        Some(Slot::decode(
+            self.page.get(at..at + SLOT_SIZE)?.try_into().ok()?,
+        ))
     }
 
     fn slot_key(&self, s: &Slot) -> Option<&'a [u8]> {
@@ -243,15 +268,41 @@ impl<'a> Node<'a> {
     /// First slot whose key >= `key`, and whether it is equal. None if the
     /// node's bytes are inconsistent.
     pub fn lower_bound(&self, key: &[u8]) -> Option<(usize, bool)> {
-        let head = key_head(key);
-        let (mut lo, mut hi) = (0, self.count());
+        let count = self.count();
+        let p = self.prefix_len();
+        if p > 0 {
+            // Every key here starts with the prefix; a probe that does not
+            // sorts before or after all of them.
+            let Some(Fence::Key(lower)) = self.lower_fence() else {
+                return None;
+            };
+            let prefix = lower.get(..p)?;
+            if key.get(..p) != Some(prefix) {
+                return Some(if key < prefix {
+                    (0, false)
+                } else {
+                    (count, false)
+                });
+            }
+        }
+        let head = key_head(&key[p..]);
+        // The hot loop of every descent: the slot array is bounds-checked
+        // once here, and a key only when its head is not decisive.
+        let slots = self
+            .page
+            .get(NODE_HEADER_END..NODE_HEADER_END + count * SLOT_SIZE)?;
+        let (mut lo, mut hi) = (0, count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let s = self.slot(mid)?;
+            let s = Slot::decode(
+                slots[mid * SLOT_SIZE..(mid + 1) * SLOT_SIZE]
+                    .try_into()
+                    .expect("slot-sized chunk"),
+            );
             // Equal heads say nothing about order (keys may differ after byte 4
             // or only in zero padding), so fall back to the full key.
             let ord = match s.head.cmp(&head) {
-                Ordering::Equal => cmp_keys(self.slot_key(&s)?, key),
+                Ordering::Equal => cmp_keys(self.slot_key(&s)?.get(p..)?, &key[p..]),
                 o => o,
             };
             match ord {
@@ -261,6 +312,11 @@ impl<'a> Node<'a> {
             }
         }
         Some((lo, false))
+    }
+
+    /// Key bytes all keys of this node share (see the layout).
+    fn prefix_len(&self) -> usize {
+        rd16(self.page, PREFIX_LEN).unwrap_or(0)
     }
 
     fn fence(&self, flag: u8, at: usize) -> Option<Fence<'a>> {
@@ -352,7 +408,7 @@ impl<'a> Node<'a> {
         if flags & !(FLAG_LOWER_INF | FLAG_UPPER_INF) != 0 || p[RESERVED1] != 0 {
             return Err(format!("bad flags byte {flags:#x} or reserved byte"));
         }
-        if p[RESERVED2..RESERVED2 + 4].iter().any(|&b| b != 0) {
+        if p[RESERVED2..RESERVED2 + 2].iter().any(|&b| b != 0) {
             return Err("reserved header bytes are not zero".into());
         }
         if leaf && rd64(p, UPPER_CHILD) != Some(0) {
@@ -401,12 +457,22 @@ impl<'a> Node<'a> {
                 return Err("lower fence is not below upper fence".into());
             }
         }
+        let prefix = self.prefix_len();
+        let shared = match fences {
+            [Fence::Key(lo), Fence::Key(hi)] => common_prefix_len(lo, hi),
+            _ => 0,
+        };
+        if prefix > shared {
+            return Err(format!(
+                "prefix length {prefix} exceeds the fences' common prefix {shared}"
+            ));
+        }
         let mut prev: Option<&[u8]> = None;
         for i in 0..n {
             let s = self.slot(i).ok_or_else(|| format!("slot {i} unreadable"))?;
             claim(s.off, s.klen + s.vlen, &|| format!("slot {i}"))?;
             let key = &p[s.off..s.off + s.klen];
-            if s.head != key_head(key) {
+            if s.head != head_at(key, prefix) {
                 return Err(format!("slot {i}: key head does not match key"));
             }
             if prev.is_some_and(|pk| pk >= key) {
@@ -506,6 +572,11 @@ impl<'a> NodeMut<'a> {
             }
         }
         self.page[FLAGS] = flags;
+        let prefix = match (lower, upper) {
+            (Fence::Key(lo), Fence::Key(hi)) => common_prefix_len(lo, hi),
+            _ => 0,
+        };
+        wr16(self.page, PREFIX_LEN, prefix);
     }
 
     pub fn init_leaf(&mut self, lower: Fence, upper: Fence) {
@@ -543,7 +614,8 @@ impl<'a> NodeMut<'a> {
         wr16(self.page, at, off);
         wr16(self.page, at + 2, key.len());
         wr16(self.page, at + 4, value.len());
-        self.page[at + 6..at + 10].copy_from_slice(&key_head(key).to_be_bytes());
+        let head = head_at(key, self.as_node().prefix_len());
+        self.page[at + 6..at + 10].copy_from_slice(&head.to_be_bytes());
         wr16(self.page, COUNT, n + 1);
         Ok(())
     }
@@ -1145,6 +1217,53 @@ mod tests {
         }
 
         #[test]
+        fn heads_after_the_fences_common_prefix_keep_lower_bound_exact(
+            prefix in key_strategy(),
+            raw in prop::collection::vec(key_strategy(), 1..80),
+            probes in prop::collection::vec(key_strategy(), 1..30),
+        ) {
+            // Fences prefix+1 and prefix+3 share exactly `prefix`; keys
+            // prefix+2+... lie between them.
+            let with = |b: u8, k: &[u8]| [&prefix[..], &[b], k].concat();
+            let mut keys: Vec<Vec<u8>> = raw.iter().map(|k| with(2, k)).collect();
+            keys.sort();
+            keys.dedup();
+            let (lo, hi) = (with(1, &[]), with(3, &[]));
+            let mut lp = leaf(PS, Fence::Key(&lo), Fence::Key(&hi));
+            let mut ip = page(PS, PageKind::BtreeInner);
+            NodeMut::new(&mut ip).init_inner(Fence::Key(&lo), Fence::Key(&hi), 7);
+            for p in [&mut lp, &mut ip] {
+                let mut n = NodeMut::new(p);
+                let leaf = n.as_node().is_leaf();
+                for (j, k) in keys.iter().enumerate() {
+                    let v = if leaf { vec![j as u8; 3] } else { (100 + j as u64).to_le_bytes().to_vec() };
+                    if n.insert_at(j, k, &v).is_err() {
+                        break;
+                    }
+                }
+            }
+            // Probes inside the prefix, around it, and without it.
+            let short = prefix[..prefix.len().saturating_sub(1)].to_vec();
+            let probes: Vec<Vec<u8>> = probes
+                .iter()
+                .flat_map(|k| [with(2, k), with(0, k), with(0xff, k), k.clone()])
+                .chain(keys.iter().cloned())
+                .chain([prefix.clone(), short, lo.clone(), hi.clone()])
+                .collect();
+            for p in [&lp, &ip] {
+                let node = Node::new(p);
+                prop_assert_eq!(node.validate(), Ok(()));
+                prop_assert_eq!(node.prefix_len(), prefix.len());
+                let stored: Vec<&[u8]> = (0..node.count()).map(|i| node.key(i).unwrap()).collect();
+                for probe in &probes {
+                    let want = stored.iter().position(|k| *k >= &probe[..]).unwrap_or(stored.len());
+                    let eq = want < stored.len() && stored[want] == &probe[..];
+                    prop_assert_eq!(node.lower_bound(probe), Some((want, eq)), "probe {:?}", probe);
+                }
+            }
+        }
+
+        #[test]
         fn lower_bound_and_child_for_match_linear_scan(
             raw in prop::collection::vec(key_strategy(), 3..80),
             probes in prop::collection::vec(key_strategy(), 1..30),
@@ -1266,7 +1385,7 @@ mod tests {
                 exercise(Node::new(&p), &probes);
                 let rel = at.checked_sub(NODE_HEADER_END).map(|r| r % SLOT_SIZE);
                 let must_reject = (LIVE_HEAP..LIVE_HEAP + 4).contains(&at)
-                    || (RESERVED2..RESERVED2 + 4).contains(&at)
+                    || (RESERVED2..RESERVED2 + 2).contains(&at)
                     || at == RESERVED1
                     || (at == FLAGS && *bit >= 2)
                     || (!inner && (UPPER_CHILD..UPPER_CHILD + 8).contains(&at))
