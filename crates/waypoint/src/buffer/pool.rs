@@ -49,6 +49,11 @@ const FRAME_WAIT_LIMIT: Duration = Duration::from_secs(10);
 /// returns Ok.
 pub trait FlushGate: Send + Sync {
     fn ensure_durable(&self, gsn: u64) -> Result<()>;
+    /// Whether partition `partition` is durable up to stream position
+    /// `end`: the pool asserts it, after `ensure_durable`, for the last
+    /// record of every page it writes (the WAL rule checked independently
+    /// of how the gate enforced it).
+    fn is_durable_at(&self, partition: u32, end: u64) -> bool;
 }
 
 struct Frame {
@@ -63,6 +68,9 @@ struct Frame {
     persisted_gsn: AtomicU64,
     /// Log partition of the last writer (Remote Flush Avoidance, §3.2).
     last_writer: AtomicU32,
+    /// Stream position in `last_writer`'s partition just after the last
+    /// record on this page (for the WAL-rule assertion).
+    last_write_end: AtomicU64,
 }
 
 impl Frame {
@@ -75,6 +83,7 @@ impl Frame {
             cool: AtomicBool::new(false),
             persisted_gsn: AtomicU64::new(0),
             last_writer: AtomicU32::new(u32::MAX),
+            last_write_end: AtomicU64::new(0),
         }
     }
 
@@ -415,6 +424,7 @@ impl BufferPool {
         frame.dirty.store(false, Ordering::Relaxed);
         frame.cool.store(false, Ordering::Relaxed);
         frame.last_writer.store(u32::MAX, Ordering::Relaxed);
+        frame.last_write_end.store(0, Ordering::Relaxed);
         frame.page_id.store(pid, Ordering::Release);
         entry.store(idx as u64 + 1, Ordering::Release);
         frame.latch.unlock_exclusive();
@@ -546,6 +556,7 @@ impl BufferPool {
             if fresh_frame {
                 frame.persisted_gsn.store(0, Ordering::Relaxed);
                 frame.last_writer.store(u32::MAX, Ordering::Relaxed);
+                frame.last_write_end.store(0, Ordering::Relaxed);
                 frame.page_id.store(pid, Ordering::Release);
                 entry.store(idx as u64 + 1, Ordering::Release);
             }
@@ -754,7 +765,7 @@ impl BufferPool {
             // SAFETY: the shared latch excludes writers for the copy.
             let src = unsafe { std::slice::from_raw_parts(self.frame_data(idx), self.page_size) };
             frame.dirty.store(false, Ordering::Release);
-            batch.push(idx, pid, src);
+            batch.push(idx, pid, src, frame);
         }
         frame.latch.unlock_shared();
         staged
@@ -793,6 +804,16 @@ impl BufferPool {
         let gate = self.gate.read().clone();
         if let Some(gate) = gate {
             gate.ensure_durable(max_gsn)?;
+            for item in &batch.items {
+                assert!(
+                    item.writer == u32::MAX || gate.is_durable_at(item.writer, item.writer_end),
+                    "WAL rule: page {} (GSN {}) would be written before partition {} is durable to {}",
+                    item.pid,
+                    item.gsn,
+                    item.writer,
+                    item.writer_end
+                );
+            }
         }
         let double_write = self.double_write.lock();
         if let Some(dw) = double_write.as_ref() {
@@ -958,6 +979,9 @@ struct WritebackItem {
     idx: u32,
     pid: PageId,
     gsn: u64,
+    /// The frame's last writer and the end of its last record at the copy.
+    writer: u32,
+    writer_end: u64,
 }
 
 /// Page copies staged for one write + `fdatasync` (seed 000 §3.8).
@@ -984,7 +1008,7 @@ impl WritebackBatch {
         self.items.is_empty()
     }
 
-    fn push(&mut self, idx: u32, pid: PageId, src: &[u8]) {
+    fn push(&mut self, idx: u32, pid: PageId, src: &[u8], frame: &Frame) {
         debug_assert!(!self.is_full());
         let slot = self.items.len();
         let dst = &mut self.buf.as_mut_slice()[slot * self.page_size..(slot + 1) * self.page_size];
@@ -995,6 +1019,8 @@ impl WritebackBatch {
             idx,
             pid,
             gsn: page::page_gsn(dst),
+            writer: frame.last_writer.load(Ordering::Relaxed),
+            writer_end: frame.last_write_end.load(Ordering::Relaxed),
         });
     }
 
@@ -1125,11 +1151,12 @@ impl ExclusiveGuard<'_> {
         }
     }
 
-    /// Record the log partition that last wrote this page (RFA, seed 000 §3.2).
-    pub fn set_last_writer(&self, partition: u32) {
-        self.pool.frames[self.idx as usize]
-            .last_writer
-            .store(partition, Ordering::Relaxed);
+    /// Record the log partition that last wrote this page (RFA, seed 000
+    /// §3.2) and the stream position just after that record.
+    pub fn set_last_writer(&self, partition: u32, end: u64) {
+        let frame = &self.pool.frames[self.idx as usize];
+        frame.last_writer.store(partition, Ordering::Relaxed);
+        frame.last_write_end.store(end, Ordering::Relaxed);
     }
 
     pub fn last_writer(&self) -> u32 {

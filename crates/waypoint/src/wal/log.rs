@@ -565,6 +565,13 @@ impl FlushGate for Wal {
         }
         Ok(())
     }
+
+    fn is_durable_at(&self, partition: u32, end: u64) -> bool {
+        self.all()
+            .iter()
+            .find(|p| p.id() == partition)
+            .is_some_and(|p| p.durable() >= end)
+    }
 }
 
 #[derive(Default)]
@@ -771,9 +778,10 @@ impl WalSessionLog {
         // Stamped even when the append failed: the partition is then poisoned
         // and never durable up to these GSNs, so the WAL rule keeps the
         // unlogged change from ever reaching the data file.
+        let end = *appended.as_ref().unwrap_or(&u64::MAX);
         for (i, page) in pages.iter_mut().enumerate() {
             page::set_page_gsn(page.data_mut(), first + i as u64);
-            page.set_last_writer(self.slot as u32);
+            page.set_last_writer(self.slot as u32, end);
         }
         appended.map(|_| ())
     }
@@ -1030,6 +1038,49 @@ mod tests {
         sys.on_commit(1, &mut std::iter::empty()).unwrap();
         sys.wait_durable().unwrap();
         (pool, wal, a, b)
+    }
+
+    /// A gate that lets every write through and vouches for nothing: the
+    /// pool's own WAL-rule assertion must stop the write.
+    struct BrokenGate;
+
+    impl FlushGate for BrokenGate {
+        fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+            Ok(())
+        }
+        fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "WAL rule")]
+    fn writing_a_page_whose_last_record_is_not_durable_trips_the_wal_rule_assertion() {
+        let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
+        pool.set_flush_gate(Arc::new(BrokenGate));
+        let s1 = wal.session_log(1).unwrap();
+        s1.state.borrow_mut().txn = 5;
+        a.insert(&pool, &s1, b"k", 5, b"v").unwrap();
+        let _ = pool.flush_all();
+    }
+
+    #[test]
+    fn the_wal_reports_durability_per_partition_position() {
+        let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
+        let mut s1 = wal.session_log(1).unwrap();
+        s1.on_begin();
+        a.insert(&pool, &s1, b"k", 5, b"v").unwrap();
+        let end = wal.partition(1).unwrap().appended();
+        commit(&mut s1, 5, &[]);
+        assert!(wal.is_durable_at(1, end));
+        let written = wal.partition(1).unwrap().appended();
+        assert!(
+            !wal.is_durable_at(1, written + 8),
+            "beyond what was written"
+        );
+        assert!(!wal.is_durable_at(77, 0), "a partition that does not exist");
+        // The real gate makes the page's record durable before the write.
+        pool.flush_all().unwrap();
     }
 
     fn commit(log: &mut WalSessionLog, tid: u64, observed: &[u64]) {
