@@ -104,7 +104,13 @@ pub struct WalStats {
     pub syncs: u64,
     pub disk_bytes: u64,
     pub commits: u64,
+    /// Commits that needed other partitions flushed: they touched a page or
+    /// read a commit another partition had not made durable.
     pub remote_flush_commits: u64,
+    /// Commits that needed nothing remote themselves but waited for an
+    /// earlier pipelined commit of their session's remote flush (to the
+    /// positions that commit recorded, not further).
+    pub chained_commits: u64,
     /// The commit protocol the counts were taken under.
     pub protocol: CommitProtocol,
     /// Per log partition (= session slot): its own counters.
@@ -151,6 +157,7 @@ pub struct Wal {
     recovered: RwLock<Vec<RecoveredPartition>>,
     commits: AtomicU64,
     remote_commits: AtomicU64,
+    chained_commits: AtomicU64,
     /// Test-only: ignore remote dependencies (proves the crash tests catch
     /// a broken RFA check).
     broken_rfa: std::sync::atomic::AtomicBool,
@@ -216,6 +223,7 @@ impl Wal {
             recovered: RwLock::new(recovered),
             commits: AtomicU64::new(0),
             remote_commits: AtomicU64::new(0),
+            chained_commits: AtomicU64::new(0),
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
             unresolved: parking_lot::Mutex::new(HashMap::new()),
             stage2: Arc::new(AtomicU64::new(0)),
@@ -515,6 +523,7 @@ impl Wal {
             partitions: parts.len(),
             commits: self.commits.load(Ordering::Relaxed),
             remote_flush_commits: self.remote_commits.load(Ordering::Relaxed),
+            chained_commits: self.chained_commits.load(Ordering::Relaxed),
             protocol: self.protocol,
             ..Default::default()
         };
@@ -708,6 +717,11 @@ impl PageLog for WalSessionLog {
 }
 
 impl WalSessionLog {
+    #[cfg(test)]
+    fn take_pending_ticket(&mut self) -> Option<CommitTicket> {
+        self.pending.take()
+    }
+
     /// Log `op` on each of `pages` (one page, or the pages of one structure
     /// modification) and stamp the GSNs into the pages.
     fn log_pages(
@@ -811,6 +825,11 @@ impl SessionLog for WalSessionLog {
         // A pipelined predecessor that waits for other partitions makes this
         // commit wait for them too (found in review: otherwise an own-only
         // flush acknowledged a successor whose predecessor was then undone).
+        // It waits for the positions the predecessor recorded, no further:
+        // taking the other partitions' current ends instead made every
+        // successor remote in turn, so one remote commit with commits in
+        // flight kept the whole session remote for good.
+        let mut chained: Option<CommitTicket> = None;
         if let Some(prev) = &self.unresolved_remote {
             if prev.is_durable() {
                 if let (Some(t), Some((own, _))) = (prev.remote_tid, prev.targets.first()) {
@@ -818,7 +837,7 @@ impl SessionLog for WalSessionLog {
                 }
                 self.unresolved_remote = None;
             } else {
-                st.needs_remote = true;
+                chained = Some(prev.clone());
             }
         }
         if !self.wal.broken_rfa.load(Ordering::Relaxed)
@@ -829,9 +848,13 @@ impl SessionLog for WalSessionLog {
         }
         if self.wal.broken_rfa.load(Ordering::Relaxed) {
             st.needs_remote = false;
+            chained = None;
         }
         let protocol = self.wal.protocol;
         if !st.wrote {
+            // Waiting for everything appended is conservative for a chained
+            // read-only commit; it writes no record to keep small.
+            st.needs_remote |= chained.is_some();
             // Read-only: no commit record. It may still have read another
             // session's commit that is not durable yet, and must not be
             // acknowledged before it is.
@@ -851,19 +874,34 @@ impl SessionLog for WalSessionLog {
             }
             return Ok(());
         }
-        let remote =
+        let flush_others =
             st.needs_remote || matches!(protocol, CommitProtocol::FlushAll | CommitProtocol::Group);
-        let others: Vec<Arc<Partition>> = if remote {
-            self.wal
+        let (others, deps): (Vec<Arc<Partition>>, Vec<(u32, u64)>) = if flush_others {
+            let others: Vec<Arc<Partition>> = self
+                .wal
                 .all()
                 .iter()
                 .filter(|p| p.id() != self.slot as u32)
                 .cloned()
-                .collect()
+                .collect();
+            let deps = others.iter().map(|p| (p.id(), p.appended())).collect();
+            (others, deps)
+        } else if let Some(prev) = &chained {
+            // The predecessor's targets after its own partition: positions
+            // that never exceed the current ends, so the commit record's
+            // dependencies stay what recovery can check.
+            prev.targets[1..]
+                .iter()
+                .map(|(p, pos)| (Arc::clone(p), (p.id(), *pos)))
+                .unzip()
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
-        let deps: Vec<(u32, u64)> = others.iter().map(|p| (p.id(), p.appended())).collect();
+        // Remote in RFA's sense: its own partition does not make it durable,
+        // so the waiter publishes it once the targets are (flush-all and
+        // group also flush the others, but for a commit that needs nothing
+        // remote its own partition still decides what it read).
+        let remote = st.needs_remote || chained.is_some();
         let gsn = self.partition.reserve_gsn(st.gsn);
         st.gsn = gsn;
         let header = self.pageless_header(gsn, st.txn);
@@ -872,12 +910,14 @@ impl SessionLog for WalSessionLog {
             deps: record::Deps::new(&deps),
         };
         let end = self.append(&mut st, &header, &body)?;
-        if !st.needs_remote {
+        if !remote {
             self.partition.note_commit(tid, end);
         }
         self.wal.commits.fetch_add(1, Ordering::Relaxed);
         if st.needs_remote {
             self.wal.remote_commits.fetch_add(1, Ordering::Relaxed);
+        } else if chained.is_some() {
+            self.wal.chained_commits.fetch_add(1, Ordering::Relaxed);
         }
         let mut targets = vec![(Arc::clone(&self.partition), end)];
         for (p, (_, pos)) in others.into_iter().zip(deps) {
@@ -901,13 +941,13 @@ impl SessionLog for WalSessionLog {
         }
         let ticket = CommitTicket {
             targets,
-            remote_tid: st.needs_remote.then_some(tid),
+            remote_tid: remote.then_some(tid),
         };
         if let Some(u) = self.unresolved.lock().back_mut() {
             debug_assert!(u.ticket.is_none(), "one commit per logged transaction");
             u.ticket = Some(ticket.clone());
         }
-        if st.needs_remote {
+        if remote {
             self.unresolved_remote = Some(ticket.clone());
         }
         self.pending = Some(ticket);
@@ -1153,6 +1193,79 @@ mod tests {
             pool.stop();
             wal.shutdown().unwrap();
         }
+    }
+
+    fn positions(t: &CommitTicket) -> Vec<(u32, u64)> {
+        t.targets.iter().map(|(p, pos)| (p.id(), *pos)).collect()
+    }
+
+    /// Found by the TPC-C run (remote-flush fraction 0.93 with a warehouse
+    /// per worker): a pipelined commit behind an unresolved remote one took
+    /// the other partitions' current ends as its own dependencies, so with
+    /// commits in flight a session stayed remote for good.
+    #[test]
+    fn a_commit_chained_behind_a_remote_one_waits_for_its_positions_only() {
+        let (pool, wal, a, b) = setup(CommitProtocol::RfaGroup);
+        let mut s1 = wal.session_log(1).unwrap();
+        let mut s2 = wal.session_log(2).unwrap();
+        let mut chained_seen = 0;
+        for r in 0..40u64 {
+            // s1 changes a leaf of `a` and keeps logging, uncommitted (so
+            // nothing asks its writer to flush).
+            s1.on_begin();
+            a.insert(&pool, &s1, &[1, r as u8], (r << 16) | 1, b"x")
+                .unwrap();
+            // T1 on s2 writes the same leaf: a remote dependency.
+            s2.on_begin();
+            a.insert(&pool, &s2, &[2, r as u8], (r << 16) | 2, b"y")
+                .unwrap();
+            s2.on_commit((r << 16) | 2, &mut std::iter::empty())
+                .unwrap();
+            let t1 = s2.take_pending_ticket().unwrap();
+            a.insert(&pool, &s1, &[3, r as u8], (r << 16) | 1, b"x")
+                .unwrap();
+            // T2 on s2 touches only its own tree.
+            let chained_before = wal.stats().chained_commits;
+            s2.on_begin();
+            b.insert(&pool, &s2, &[4, r as u8], (r << 17) | 2, b"z")
+                .unwrap();
+            s2.on_commit((r << 17) | 2, &mut std::iter::empty())
+                .unwrap();
+            let t2 = s2.take_pending_ticket().unwrap();
+            if wal.stats().chained_commits > chained_before {
+                chained_seen += 1;
+                assert!(t2.remote_tid.is_some(), "published by its waiter");
+                assert_eq!(
+                    positions(&t2)[1..],
+                    positions(&t1)[1..],
+                    "a chained commit waits for its predecessor's positions, not the current ends"
+                );
+                let on_s1 = positions(&t2).into_iter().find(|(id, _)| *id == 1).unwrap();
+                assert!(on_s1.1 < wal.partition(1).unwrap().appended());
+            }
+            s1.on_commit((r << 16) | 1, &mut std::iter::empty())
+                .unwrap();
+            s1.wait_durable().unwrap();
+            t1.wait().unwrap();
+            t2.wait().unwrap();
+        }
+        assert!(
+            chained_seen > 0,
+            "the writer flushed s1 first in every round"
+        );
+        // Once the remote predecessor is durable the chain ends: a commit
+        // that needs nothing remote is local again.
+        let (remote, chained) = (
+            wal.stats().remote_flush_commits,
+            wal.stats().chained_commits,
+        );
+        s2.on_begin();
+        b.insert(&pool, &s2, b"local", 1 << 40 | 2, b"z").unwrap();
+        commit(&mut s2, 1 << 40 | 2, &[]);
+        assert_eq!(wal.stats().remote_flush_commits, remote);
+        assert_eq!(wal.stats().chained_commits, chained);
+        pool.stop();
+        wal.shutdown().unwrap();
     }
 
     #[test]
