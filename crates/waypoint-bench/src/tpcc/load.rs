@@ -21,8 +21,9 @@ use crate::load::LOAD_BATCH;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use waypoint::{Database, Session, Table};
+use waypoint::{Database, Error, PendingCommit, Session, Table};
 
 /// Items or stock rows per job.
 const RANGE: u32 = 10_000;
@@ -72,11 +73,16 @@ pub fn initial_rows(c: &TpccConfig) -> u64 {
     rows
 }
 
-/// Inserts rows in transactions of [`LOAD_BATCH`].
+/// Inserts rows in transactions of [`LOAD_BATCH`], keeping up to
+/// [`IN_FLIGHT`] commits pipelined (the load waits for the log only at the
+/// end, and when that many are in flight).
 struct Batch<'a> {
     session: Session,
     rows: Vec<(&'a Table, Vec<u8>, Vec<u8>)>,
+    pending: VecDeque<PendingCommit>,
 }
+
+const IN_FLIGHT: usize = 16;
 
 impl<'a> Batch<'a> {
     fn push(&mut self, table: &'a Table, key: &[u8], value: Vec<u8>) -> BenchResult<()> {
@@ -88,17 +94,34 @@ impl<'a> Batch<'a> {
     }
 
     fn flush(&mut self) -> BenchResult<()> {
-        if self.rows.is_empty() {
-            return Ok(());
+        if !self.rows.is_empty() {
+            let mut attempts = 0;
+            let pending = loop {
+                attempts += 1;
+                let mut tx = self.session.begin()?;
+                for (t, k, v) in &self.rows {
+                    tx.insert(t, k, v)?;
+                }
+                match tx.commit_pipelined() {
+                    Err(Error::Conflict) if attempts < 100 => continue,
+                    other => break other?,
+                }
+            };
+            self.pending.push_back(pending);
+            self.rows.clear();
         }
-        let rows = &self.rows;
-        self.session.run(100, |tx| {
-            for (t, k, v) in rows {
-                tx.insert(t, k, v)?;
-            }
-            Ok(())
-        })?;
-        self.rows.clear();
+        while self.pending.len() > IN_FLIGHT {
+            self.pending.pop_front().expect("not empty").wait()?;
+        }
+        Ok(())
+    }
+
+    /// Flush and wait for every commit.
+    fn finish(mut self) -> BenchResult<()> {
+        self.flush()?;
+        for p in self.pending.drain(..) {
+            p.wait()?;
+        }
         Ok(())
     }
 }
@@ -170,12 +193,13 @@ pub(crate) fn load(
                     let mut batch = Batch {
                         session: db.session(),
                         rows: Vec::with_capacity(LOAD_BATCH as usize),
+                        pending: VecDeque::new(),
                     };
                     while let Some(job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
                         let mut rng = SmallRng::seed_from_u64(job.seed());
                         ctx.run(job, &mut rng, &mut batch)?;
                     }
-                    batch.flush()
+                    batch.finish()
                 })
             })
             .collect();
