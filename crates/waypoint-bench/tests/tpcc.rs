@@ -99,6 +99,16 @@ fn a_loaded_database_is_reused_at_the_same_scale_and_refused_at_another() {
         s.verify.as_ref().unwrap()["orders"].as_u64().unwrap()
     };
     assert!(orders(&second) > orders(&first));
+    // The recorded parameters rebuild the configuration.
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let params = waypoint_bench::load::loaded_params(&db, "tpcc")
+        .unwrap()
+        .expect("recorded");
+    assert_eq!(
+        serde_json::from_value::<TpccConfig>(params).unwrap(),
+        tiny(1)
+    );
+    db.close().unwrap();
     let e = run(dir.path(), tiny(2), 10).err().expect("refused");
     assert!(matches!(e, BenchError::Config(_)), "{e}");
     assert!(e.to_string().contains("--warehouses"), "{e}");

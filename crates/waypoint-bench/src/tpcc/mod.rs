@@ -25,7 +25,7 @@ use crate::workload::{Loaded, Worker, Workload};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use random::NuConstants;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use waypoint::{Database, Index, KeyExtractor, Table};
 
@@ -55,7 +55,10 @@ pub const CUSTOMERS_PER_DISTRICT: u32 = 3000;
 /// and checked on reuse).
 const LOAD_SEED: u64 = 0x7C_C0AD;
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+/// Also what a load records in `bench_meta` (with the derived sizes), so
+/// `serde_json::from_value::<TpccConfig>` of the recorded parameters
+/// rebuilds the configuration of a loaded database.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TpccConfig {
     pub warehouses: u32,
     /// 1 for the spec's sizes. A divisor for tests: items (and stock per
@@ -195,6 +198,7 @@ impl Tpcc {
         let c = &self.config;
         serde_json::json!({
             "warehouses": c.warehouses,
+            "scale_down": c.scale_down,
             "items": c.items(),
             "customers_per_district": c.customers_per_district(),
             "c_last_load": self.load_c.c_last,
