@@ -5,8 +5,9 @@
 //! - [`driver`]: N workers with pipelined commits, warm-up, per-second
 //!   [`metrics`], the [`summary`] and its files, and the PNG [`plots`];
 //!   runs any [`workload`].
-//! - Workloads: [`tpcb`] (with its balance invariant) and [`ycsb`] (A–F).
-//!   TPC-C and Voter are still to come.
+//! - Workloads: [`tpcc`] (TPC-C, with consistency conditions 1–4),
+//!   [`tpcb`] (with its balance invariant) and [`ycsb`] (A–F). Voter is
+//!   still to come.
 
 pub mod driver;
 pub mod engine;
@@ -17,6 +18,7 @@ pub mod plots;
 pub mod report;
 pub mod summary;
 pub mod tpcb;
+pub mod tpcc;
 pub mod updates;
 pub mod workload;
 pub mod ycsb;

@@ -38,8 +38,18 @@ pub trait Worker {
     fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>);
 }
 
+/// The error a worker returns from [`Worker::next`] to roll its
+/// transaction back on purpose, as TPC-C's New-Order does for an unused
+/// item number (1% of them): the driver drops the transaction and counts
+/// an abort of its type, as for a conflict, and the run goes on. It is
+/// `KeyNotFound`, what the engine reports for the missing row.
+pub fn intended_rollback() -> Error {
+    Error::KeyNotFound
+}
+
 /// Errors that end a transaction attempt but not the run: OCC conflicts and
-/// the key races of inserts and deletes under concurrency.
+/// the key races of inserts and deletes under concurrency, and
+/// [`intended_rollback`].
 pub fn is_abort(e: &Error) -> bool {
     matches!(e, Error::Conflict | Error::KeyExists | Error::KeyNotFound)
 }

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Workload: `tpcb` (TPC-B, pgbench-like), `ycsb` (presets A-F),
-    /// `engine` (load, point reads, range scans, verified reopen) or
-    /// `updates` (small update transactions: the commit path). TPC-C and
-    /// Voter follow.
+    /// Workload: `tpcc` (TPC-C), `tpcb` (TPC-B, pgbench-like), `ycsb`
+    /// (presets A-F), `engine` (load, point reads, range scans, verified
+    /// reopen) or `updates` (small update transactions: the commit path).
+    /// Voter follows.
     pub workload: String,
     /// A TOML file with any of these options (kebab-case keys, e.g.
     /// `value-size = 200`); command-line flags win.
@@ -29,12 +29,12 @@ pub struct BenchArgs {
     /// [default: 10].
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Whole seconds of warm-up, excluded from the summary (tpcb, ycsb)
+    /// Whole seconds of warm-up, excluded from the summary (tpcc, tpcb, ycsb)
     /// [default: 2].
     #[arg(long)]
     pub warmup: Option<u64>,
     /// Stop after this many transactions committed after the warm-up
-    /// (tpcb, ycsb; --duration still bounds the run).
+    /// (tpcc, tpcb, ycsb; --duration still bounds the run).
     #[arg(long)]
     pub txns: Option<u64>,
     /// Records: YCSB rows, TPC-B accounts, engine/updates rows
@@ -44,6 +44,13 @@ pub struct BenchArgs {
     /// TPC-B branches (pgbench's scale) [default: 10].
     #[arg(long)]
     pub scale: Option<u64>,
+    /// TPC-C warehouses [default: one per worker].
+    #[arg(long)]
+    pub warehouses: Option<u32>,
+    /// TPC-C for tests: items, stock, customers and orders divided by this
+    /// factor [default: 1, the spec's sizes].
+    #[arg(long, hide = true)]
+    pub tpcc_scale_down: Option<u32>,
     /// Value size in bytes (ycsb, engine, updates) [default: 100].
     #[arg(long)]
     pub value_size: Option<usize>,
@@ -102,6 +109,7 @@ struct FileOptions {
     txns: Option<u64>,
     records: Option<u64>,
     scale: Option<u64>,
+    warehouses: Option<u32>,
     value_size: Option<usize>,
     buffer: Option<String>,
     page_size: Option<String>,
@@ -150,6 +158,7 @@ impl BenchArgs {
             txns,
             records,
             scale,
+            warehouses,
             value_size,
             buffer,
             page_size,

@@ -1,4 +1,4 @@
-//! `waypoint bench tpcb|ycsb`: builds the driver's and the workload's
+//! `waypoint bench tpcc|tpcb|ycsb`: builds the driver's and the workload's
 //! configuration from the options, prints one line per second and the
 //! summary table, and writes `summary.json`, `series.csv` and the PNG plots
 //! to `--out` (a plot that fails is a warning line on stderr).
@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use waypoint_bench::driver::{self, DriverConfig};
 use waypoint_bench::metrics::Sample;
 use waypoint_bench::tpcb::{Tpcb, TpcbConfig};
+use waypoint_bench::tpcc::{Tpcc, TpccConfig};
 use waypoint_bench::workload::Workload;
 use waypoint_bench::ycsb::{KeyDistribution, Ycsb, YcsbConfig};
 
@@ -42,6 +43,23 @@ fn tpcb(args: &BenchArgs) -> Result<Tpcb> {
         None => TpcbConfig::with_scale(scale),
     };
     Ok(Tpcb::new(config))
+}
+
+/// TPC-C at the spec's sizes; one warehouse per worker unless
+/// `--warehouses` says otherwise.
+fn tpcc(args: &BenchArgs, seed: u64) -> Result<Tpcc> {
+    if args.records.is_some() || args.scale.is_some() {
+        bail!("--records and --scale do not apply to tpcc; its size is --warehouses");
+    }
+    let warehouses = args.warehouses.unwrap_or(args.workers() as u32);
+    if warehouses == 0 || warehouses > u16::MAX as u32 {
+        bail!("--warehouses must be between 1 and {}", u16::MAX);
+    }
+    let config = TpccConfig {
+        scale_down: args.tpcc_scale_down.unwrap_or(1),
+        ..TpccConfig::new(warehouses)
+    };
+    Ok(Tpcc::new(config, seed))
 }
 
 fn ycsb(args: &BenchArgs) -> Result<Ycsb> {
@@ -98,6 +116,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         driver::check_dir(dir)?;
     }
     let mut workload: Box<dyn Workload> = match args.workload.as_str() {
+        "tpcc" => Box::new(tpcc(args, config.seed)?),
         "tpcb" => Box::new(tpcb(args)?),
         "ycsb" => Box::new(ycsb(args)?),
         other => unreachable!("dispatched {other}"),

@@ -23,7 +23,9 @@ fn fails_with_one_line(args: &[&str], needle: &str) {
 #[test]
 fn bad_input_is_one_line_and_a_nonzero_exit() {
     fails_with_one_line(&["bench", "nosuch"], "unknown workload");
-    fails_with_one_line(&["bench", "tpcc"], "not implemented yet");
+    fails_with_one_line(&["bench", "voter"], "not implemented yet");
+    fails_with_one_line(&["bench", "tpcc", "--warehouses", "0"], "--warehouses");
+    fails_with_one_line(&["bench", "tpcc", "--records", "10"], "--warehouses");
     fails_with_one_line(&["bench", "ycsb", "--frobnicate"], "--frobnicate");
     fails_with_one_line(&["bench", "ycsb", "--buffer", "lots"], "is not a size");
     fails_with_one_line(&["bench", "ycsb", "--preset", "q"], "preset");
@@ -96,6 +98,71 @@ fn tiny_runs_end_to_end_with_a_config_file() {
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["verify"]["accounts"], 1000);
+}
+
+#[test]
+fn tiny_tpcc_run_reports_its_five_transaction_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out) = (dir.path().join("db"), dir.path().join("out"));
+    let args = |warehouses: &'static str| {
+        vec![
+            "bench".to_string(),
+            "tpcc".into(),
+            "--warehouses".into(),
+            warehouses.into(),
+            "--tpcc-scale-down".into(),
+            "100".into(),
+            "--duration".into(),
+            "1".into(),
+            "--warmup".into(),
+            "0".into(),
+            "--buffer".into(),
+            "16MiB".into(),
+            "--dir".into(),
+            db.to_str().unwrap().into(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+        ]
+    };
+    let a = args("1");
+    let o = waypoint(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("verified"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["workload"], "tpcc");
+    assert_eq!(v["config"]["workload"]["warehouses"], 1);
+    let types: Vec<&str> = v["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let want = [
+        "new_order",
+        "payment",
+        "order_status",
+        "delivery",
+        "stock_level",
+    ];
+    assert_eq!(types, want);
+    for ty in want {
+        assert!(v["latency_us"][ty]["p50"].is_u64(), "latency_us.{ty}");
+    }
+    assert!(v["types"][0]["committed"].as_u64().unwrap() > 0);
+    assert_eq!(v["verify"]["conditions"], serde_json::json!([1, 2, 3, 4]));
+
+    // The database holds one warehouse: two are refused, nothing changes.
+    let a = args("2");
+    fails_with_one_line(
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        "same --warehouses",
+    );
 }
 
 /// `waypoint simulate --seeds 200`, the crash simulation CI runs (through
