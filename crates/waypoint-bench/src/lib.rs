@@ -5,8 +5,9 @@
 //! - [`driver`]: N workers with pipelined commits, warm-up, per-second
 //!   [`metrics`], the [`summary`] and its files, and the PNG [`plots`];
 //!   runs any [`workload`].
-//! - Workloads: [`tpcb`] (with its balance invariant) and [`ycsb`] (A–F).
-//!   TPC-C and Voter are still to come.
+//! - Workloads: [`tpcb`] (with its balance invariant), [`ycsb`] (A–F) and
+//!   [`voter`] (seed 001's phone-in election with a vote limit per phone).
+//!   TPC-C is still to come.
 
 pub mod driver;
 pub mod engine;
@@ -18,6 +19,7 @@ pub mod report;
 pub mod summary;
 pub mod tpcb;
 pub mod updates;
+pub mod voter;
 pub mod workload;
 pub mod ycsb;
 

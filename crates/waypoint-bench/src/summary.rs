@@ -207,8 +207,16 @@ impl Summary {
 
     /// The table a person reads at the end of a run.
     pub fn table(&self) -> String {
+        // Wide enough for the longest type name (`bad_contestant`).
+        let w = self
+            .types
+            .iter()
+            .map(|t| t.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(10);
         let mut out = format!(
-            "{:<10} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "{:<w$} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
             "type", "committed", "txn/s", "aborts", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
         );
         let rows = self
@@ -220,7 +228,7 @@ impl Summary {
             let key = if name == "total" { "overall" } else { name };
             let l = self.latency_us[key];
             out += &format!(
-                "{name:<10} {committed:>11} {rate:>11.0} {aborts:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                "{name:<w$} {committed:>11} {rate:>11.0} {aborts:>9} {:>9} {:>9} {:>9} {:>9}\n",
                 l.p50, l.p99, l.p999, l.max
             );
         }

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args)]
 pub struct BenchArgs {
     /// Workload: `tpcb` (TPC-B, pgbench-like), `ycsb` (presets A-F),
-    /// `engine` (load, point reads, range scans, verified reopen) or
-    /// `updates` (small update transactions: the commit path). TPC-C and
-    /// Voter follow.
+    /// `voter` (phone-in election with a vote limit per phone), `engine`
+    /// (load, point reads, range scans, verified reopen) or `updates` (small
+    /// update transactions: the commit path). TPC-C follows.
     pub workload: String,
     /// A TOML file with any of these options (kebab-case keys, e.g.
     /// `value-size = 200`); command-line flags win.
@@ -37,8 +37,8 @@ pub struct BenchArgs {
     /// (tpcb, ycsb; --duration still bounds the run).
     #[arg(long)]
     pub txns: Option<u64>,
-    /// Records: YCSB rows, TPC-B accounts, engine/updates rows
-    /// [default: 1000000; tpcb: 100000 per branch].
+    /// Records: YCSB rows, TPC-B accounts, Voter phone numbers,
+    /// engine/updates rows [default: 1000000; tpcb: 100000 per branch].
     #[arg(long)]
     pub records: Option<u64>,
     /// TPC-B branches (pgbench's scale) [default: 10].
@@ -89,6 +89,12 @@ pub struct BenchArgs {
     /// YCSB operations per transaction [default: 1].
     #[arg(long)]
     pub ops_per_txn: Option<usize>,
+    /// Voter contestants [default: 6].
+    #[arg(long)]
+    pub contestants: Option<u32>,
+    /// Voter votes allowed per phone number [default: 2].
+    #[arg(long)]
+    pub max_votes: Option<u32>,
 }
 
 /// The same options in a TOML file; an unknown key is an error.
@@ -118,6 +124,8 @@ struct FileOptions {
     distribution: Option<String>,
     theta: Option<f64>,
     ops_per_txn: Option<usize>,
+    contestants: Option<u32>,
+    max_votes: Option<u32>,
 }
 
 fn read_file(path: &Path) -> Result<FileOptions> {
@@ -164,7 +172,9 @@ impl BenchArgs {
             preset,
             distribution,
             theta,
-            ops_per_txn
+            ops_per_txn,
+            contestants,
+            max_votes
         );
         Ok(self)
     }

@@ -1,4 +1,4 @@
-//! `waypoint bench tpcb|ycsb`: builds the driver's and the workload's
+//! `waypoint bench tpcb|ycsb|voter`: builds the driver's and the workload's
 //! configuration from the options, prints one line per second and the
 //! summary table, and writes `summary.json`, `series.csv` and the PNG plots
 //! to `--out` (a plot that fails is a warning line on stderr).
@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use waypoint_bench::driver::{self, DriverConfig};
 use waypoint_bench::metrics::Sample;
 use waypoint_bench::tpcb::{Tpcb, TpcbConfig};
+use waypoint_bench::voter::{Voter, VoterConfig};
 use waypoint_bench::workload::Workload;
 use waypoint_bench::ycsb::{KeyDistribution, Ycsb, YcsbConfig};
 
@@ -62,6 +63,18 @@ fn ycsb(args: &BenchArgs) -> Result<Ycsb> {
     Ok(Ycsb::new(config))
 }
 
+pub(crate) fn voter(args: &BenchArgs) -> Result<Voter> {
+    let d = VoterConfig::default();
+    let config = VoterConfig {
+        contestants: args.contestants.unwrap_or(d.contestants),
+        max_votes_per_phone: args.max_votes.unwrap_or(d.max_votes_per_phone),
+        phones: args.records.unwrap_or(d.phones),
+        ..d
+    };
+    config.check()?;
+    Ok(Voter::new(config))
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
@@ -100,6 +113,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut workload: Box<dyn Workload> = match args.workload.as_str() {
         "tpcb" => Box::new(tpcb(args)?),
         "ycsb" => Box::new(ycsb(args)?),
+        "voter" => Box::new(voter(args)?),
         other => unreachable!("dispatched {other}"),
     };
     println!(

@@ -50,10 +50,10 @@ enum Command {
 
 fn bench(args: BenchArgs) -> Result<()> {
     let args = args.merge_config_file()?;
-    const AVAILABLE: &str = "tpcb, ycsb, engine, updates";
+    const AVAILABLE: &str = "tpcb, ycsb, voter, engine, updates";
     match args.workload.as_str() {
-        "tpcb" | "ycsb" | "engine" | "updates" => {}
-        "tpcc" | "voter" => bail!(
+        "tpcb" | "ycsb" | "voter" | "engine" | "updates" => {}
+        "tpcc" => bail!(
             "workload {:?} is not implemented yet; available: {AVAILABLE}",
             args.workload
         ),
