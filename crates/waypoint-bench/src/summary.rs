@@ -2,7 +2,7 @@
 //! warm-up), the table printed for people, and the files `summary.json`
 //! and `series.csv`.
 
-use crate::driver::{logging_name, DriverConfig};
+use crate::driver::{logging_name, pin_name, DriverConfig};
 use crate::error::{BenchError, BenchResult};
 use crate::metrics::{csv_header, csv_row, Sample, Snapshot};
 use crate::report::Latency;
@@ -125,6 +125,8 @@ pub(crate) struct Inputs<'a> {
     pub verify: Option<serde_json::Value>,
     pub close_seconds: f64,
     pub data_dir_bytes: u64,
+    /// Whether the worker threads were pinned to cores.
+    pub pinned: bool,
 }
 
 impl Summary {
@@ -146,6 +148,8 @@ impl Summary {
         config["logging"] = logging_name(i.driver.logging).into();
         config["commit"] = i.driver.commit.name().into();
         config["checkpoint"] = i.driver.checkpoint.name().into();
+        config["pin"] = pin_name(i.driver.pin).into();
+        config["pinned"] = i.pinned.into();
         config["workload"] = i.workload_config;
         let (loaded_now, records_loaded) = match i.loaded {
             Loaded::Fresh { records } => (true, records),

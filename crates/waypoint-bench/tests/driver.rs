@@ -132,6 +132,10 @@ fn summary_json_and_series_csv_have_the_documented_fields() {
     assert_eq!(v["config"]["workers"], 2);
     assert_eq!(v["config"]["commit"], "rfa-group");
     assert_eq!(v["config"]["workload"]["preset"], "a");
+    // Two workers are pinned when the process may use two cores or more.
+    assert_eq!(v["config"]["pin"], "auto");
+    let cores = core_affinity::get_core_ids().map_or(0, |c| c.len());
+    assert_eq!(v["config"]["pinned"], cores >= 2);
     for ty in ["overall", "read", "update"] {
         for q in ["p50", "p99", "p999", "max"] {
             assert!(v["latency_us"][ty][q].is_u64(), "latency_us.{ty}.{q}");

@@ -95,6 +95,13 @@ pub struct BenchArgs {
     /// Voter votes allowed per phone number [default: 2].
     #[arg(long)]
     pub max_votes: Option<u32>,
+    /// Pin worker threads to cores (tpcb, ycsb, voter) [default: when
+    /// there are at least as many cores as workers].
+    #[arg(long, overrides_with = "no_pin")]
+    pub pin: bool,
+    /// Do not pin worker threads to cores.
+    #[arg(long, overrides_with = "pin")]
+    pub no_pin: bool,
 }
 
 /// The same options in a TOML file; an unknown key is an error.
@@ -126,6 +133,8 @@ struct FileOptions {
     ops_per_txn: Option<usize>,
     contestants: Option<u32>,
     max_votes: Option<u32>,
+    /// true: `--pin`, false: `--no-pin`.
+    pin: Option<bool>,
 }
 
 fn read_file(path: &Path) -> Result<FileOptions> {
@@ -176,7 +185,24 @@ impl BenchArgs {
             contestants,
             max_votes
         );
+        if !self.pin && !self.no_pin {
+            match f.pin {
+                Some(true) => self.pin = true,
+                Some(false) => self.no_pin = true,
+                None => {}
+            }
+        }
         Ok(self)
+    }
+
+    /// `--pin`/`--no-pin`: Some(choice), or None to pin when there are
+    /// enough cores.
+    pub fn pin(&self) -> Option<bool> {
+        match (self.pin, self.no_pin) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
     }
 
     pub fn workers(&self) -> usize {

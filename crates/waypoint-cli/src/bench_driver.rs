@@ -30,6 +30,7 @@ fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         wal_limit_bytes: args.wal_limit_bytes()? as u64,
         seed: args.seed.unwrap_or(d.seed),
         verify: true,
+        pin: args.pin(),
     })
 }
 
@@ -117,7 +118,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         other => unreachable!("dispatched {other}"),
     };
     println!(
-        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, dir {}",
+        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, pin {}, dir {}",
         workload.name(),
         workload.config_json(),
         config.workers,
@@ -130,6 +131,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         args.commit_name(),
         config.checkpoint.name(),
         mib(config.wal_limit_bytes),
+        driver::pin_name(config.pin),
         config
             .dir
             .as_ref()

@@ -91,11 +91,13 @@ fn tiny_runs_end_to_end_with_a_config_file() {
     assert!(out.join("series.csv").exists());
 
     let out = dir.path().join("tpcb");
-    let stdout = tiny_run("tpcb", &["--scale", "2"], &out);
+    let stdout = tiny_run("tpcb", &["--scale", "2", "--no-pin"], &out);
     assert!(stdout.contains("verified"), "{stdout}");
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["verify"]["accounts"], 1000);
+    assert_eq!(v["config"]["pin"], "off");
+    assert_eq!(v["config"]["pinned"], false);
 }
 
 /// `waypoint simulate --seeds 200`, the crash simulation CI runs (through
