@@ -18,7 +18,7 @@ use crate::error::{BenchError, BenchResult};
 use crate::metrics::{Sample, Snapshot};
 use crate::plots::{self, Cdf};
 use crate::report::new_histogram;
-use crate::summary::{self, Summary};
+use crate::summary::{self, RecoverySummary, Summary};
 use crate::workload::{is_abort, Workload};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -151,8 +151,11 @@ pub fn check_dir(dir: &std::path::Path) -> BenchResult<()> {
 }
 
 /// Open the database `dir` (or a temporary one). An existing directory
-/// must be empty or hold a waypoint database.
-fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDir>)> {
+/// must be empty or hold a waypoint database. Also returns what recovery
+/// did if an existing database needed it.
+fn open(
+    config: &DriverConfig,
+) -> BenchResult<(Database, Option<tempfile::TempDir>, Option<RecoverySummary>)> {
     let (dir, tmp) = match &config.dir {
         Some(d) => (d.clone(), None),
         None => {
@@ -172,7 +175,13 @@ fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDi
         create_if_missing: !exists,
         ..Options::default()
     };
-    Ok((Database::open(&dir, options)?, tmp))
+    let t0 = Instant::now();
+    let db = Database::open(&dir, options)?;
+    let recovery = db
+        .recovery_report()
+        .filter(|r| exists && RecoverySummary::needed(r))
+        .map(|r| RecoverySummary::of(r, t0.elapsed()));
+    Ok((db, tmp, recovery))
 }
 
 /// Load (or check) the workload's data, run it, verify, close cleanly, and
@@ -189,7 +198,7 @@ pub fn run(
             "workers and in-flight must be at least 1".into(),
         ));
     }
-    let (db, _tmp) = open(config)?;
+    let (db, _tmp, recovery) = open(config)?;
     let t0 = Instant::now();
     let loaded = workload.setup(&db, config.workers)?;
     let load_seconds = t0.elapsed().as_secs_f64();
@@ -271,6 +280,7 @@ pub fn run(
         close_seconds,
         data_dir_bytes: crate::metrics::dir_bytes(&dir),
         pinned: pinned.load(Ordering::Relaxed),
+        recovery,
     });
     let (mut plots, mut warnings) = (Vec::new(), Vec::new());
     if let Some(out) = &config.out {
