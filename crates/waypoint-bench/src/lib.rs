@@ -7,7 +7,8 @@
 //!   runs any [`workload`].
 //! - Workloads: [`tpcb`] (with its balance invariant), [`ycsb`] (A–F) and
 //!   [`voter`] (seed 001's phone-in election with a vote limit per phone).
-//!   TPC-C is still to come.
+//!   TPC-C is still to come. [`registry`] rebuilds a workload from what a
+//!   database was loaded with (for `waypoint verify` and `crash-test`).
 
 pub mod driver;
 pub mod engine;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod load;
 pub mod metrics;
 pub mod plots;
+pub mod registry;
 pub mod report;
 pub mod summary;
 pub mod tpcb;

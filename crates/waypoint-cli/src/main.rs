@@ -9,6 +9,7 @@ mod args;
 mod bench_driver;
 mod bench_engine;
 mod simulate;
+mod tools;
 
 use anyhow::{bail, Context, Result};
 use args::BenchArgs;
@@ -46,6 +47,13 @@ enum Command {
     /// Crash simulation on a simulated disk: per seed a workload, an option
     /// set and a fault schedule; recover and check every acknowledged commit.
     Simulate(simulate::SimulateArgs),
+    /// Check a workload's invariants on a database (opening it recovers
+    /// it); the workload's scale is read from the database.
+    Verify(tools::VerifyArgs),
+    /// Show what a database's files hold (superblock, data file, checkpoint
+    /// metadata, log partitions and segments with their GSN ranges),
+    /// read-only: nothing is recovered or changed.
+    Inspect(tools::InspectArgs),
 }
 
 fn bench(args: BenchArgs) -> Result<()> {
@@ -152,7 +160,17 @@ fn main() {
         Err(e) => {
             // One line: clap's first line, without its usage block.
             let msg = e.to_string();
-            let first = msg.lines().next().unwrap_or("bad arguments");
+            let mut lines = msg.lines();
+            let mut first = lines.next().unwrap_or("bad arguments").to_string();
+            // "the following required arguments were not provided:" names
+            // them on the indented lines after it.
+            if first.ends_with(':') {
+                let named: Vec<&str> = lines
+                    .take_while(|l| l.starts_with(' '))
+                    .map(str::trim)
+                    .collect();
+                first = format!("{first} {}", named.join(", "));
+            }
             eprintln!("{} (see --help)", first);
             std::process::exit(2);
         }
@@ -162,6 +180,8 @@ fn main() {
         Command::Check { dir } => check(dir),
         Command::Recover { dir, json } => recover(dir, json),
         Command::Simulate(args) => simulate::run(args),
+        Command::Verify(args) => tools::verify(args),
+        Command::Inspect(args) => tools::inspect(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
