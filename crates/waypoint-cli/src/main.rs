@@ -8,6 +8,7 @@
 mod args;
 mod bench_driver;
 mod bench_engine;
+mod crash_test;
 mod simulate;
 mod tools;
 
@@ -54,6 +55,13 @@ enum Command {
     /// metadata, log partitions and segments with their GSN ranges),
     /// read-only: nothing is recovered or changed.
     Inspect(tools::InspectArgs),
+    /// Run a workload in a child process, SIGKILL it at a random moment,
+    /// recover, verify (invariants and every acknowledged commit), repeat
+    /// on the same database.
+    CrashTest(crash_test::CrashTestArgs),
+    /// The child process of `crash-test`.
+    #[command(hide = true)]
+    CrashChild(crash_test::CrashChildArgs),
 }
 
 fn bench(args: BenchArgs) -> Result<()> {
@@ -182,6 +190,8 @@ fn main() {
         Command::Simulate(args) => simulate::run(args),
         Command::Verify(args) => tools::verify(args),
         Command::Inspect(args) => tools::inspect(args),
+        Command::CrashTest(args) => crash_test::run(args),
+        Command::CrashChild(args) => crash_test::child(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -314,6 +314,92 @@ fn inspect_reads_a_crashed_database_without_changing_it() {
 }
 
 #[test]
+fn crash_test_tpcb_two_cycles_pass() {
+    let o = waypoint(&[
+        "crash-test",
+        "tpcb",
+        "--cycles",
+        "2",
+        "--kill-after-ms",
+        "100..300",
+        "--records",
+        "2000",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("2 cycles, 0 failures"), "{stdout}");
+    assert!(stdout.contains("seed "), "{stdout}");
+    assert_eq!(stdout.matches("; verified").count(), 2, "{stdout}");
+}
+
+/// Voter and YCSB run through the same child, on a kept directory that
+/// ages across invocations; and a lost acknowledgement (the hidden
+/// `--unsafe-phantom-ack`) fails with the seed and a reproduction command.
+#[test]
+fn crash_test_voter_and_ycsb_and_a_reported_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    for workload in ["voter", "ycsb"] {
+        let dir = tmp.path().join(workload);
+        let d = dir.to_str().unwrap();
+        for _ in 0..2 {
+            let o = waypoint(&[
+                "crash-test",
+                workload,
+                "--cycles",
+                "1",
+                "--kill-after-ms",
+                "100..200",
+                "--records",
+                "2000",
+                "--dir",
+                d,
+            ]);
+            let stdout = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                o.status.success() && stdout.contains("1 cycles, 0 failures"),
+                "{workload}: {stdout}{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let o = waypoint(&["verify", d, "--workload", workload]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = waypoint(&[
+        "crash-test",
+        "voter",
+        "--cycles",
+        "1",
+        "--seed",
+        "5",
+        "--kill-after-ms",
+        "50",
+        "--records",
+        "500",
+        "--dir",
+        tmp.path().join("phantom").to_str().unwrap(),
+        "--unsafe-phantom-ack",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{stdout}");
+    assert!(stdout.contains("1 cycles, 1 failures"), "{stdout}");
+    assert!(
+        stdout.contains("acknowledged transactions lost"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("reproduce")
+            && stdout
+                .contains("waypoint crash-test voter --cycles 1 --seed 5 --kill-after-ms 50..50")
+            && stdout.contains("--unsafe-phantom-ack"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn bad_input_to_verify_inspect_and_crash_test() {
     let tmp = tempfile::tempdir().unwrap();
     let mine = tmp.path().join("mine");
@@ -332,6 +418,24 @@ fn bad_input_to_verify_inspect_and_crash_test() {
     fails_with_one_line(&["verify", m], "--workload");
     fails_with_one_line(&["inspect", x], "does not exist");
     fails_with_one_line(&["inspect", m], "not a waypoint database");
+    fails_with_one_line(&["crash-test", "nosuch"], "unknown workload");
+    fails_with_one_line(
+        &["crash-test", "tpcb", "--kill-after-ms", "soon"],
+        "is not a range of milliseconds",
+    );
+    fails_with_one_line(
+        &["crash-test", "tpcb", "--kill-after-ms", "300..100"],
+        "is not a range of milliseconds",
+    );
+    fails_with_one_line(
+        &["crash-test", "tpcb", "--commit", "eventually"],
+        "--commit",
+    );
+    fails_with_one_line(&["crash-test", "tpcb", "--buffer", "lots"], "is not a size");
+    fails_with_one_line(
+        &["crash-test", "tpcb", "--dir", m],
+        "not a waypoint database",
+    );
     assert!(!missing.exists());
     assert_eq!(
         files(&mine),
