@@ -8,12 +8,17 @@
 //! committed when its commit is durable, and its latency runs from `begin`
 //! until then. The warm-up (whole seconds) is sampled into the series but
 //! excluded from the summary's counts and latencies.
+//!
+//! Worker threads are pinned to cores ([`DriverConfig::pin`]): worker `w`
+//! to the `w % n`-th of the `n` cores the process may run on; by default
+//! only when there are at least as many cores as workers. The summary's
+//! config records whether pinning was applied (`pinned`).
 
 use crate::error::{BenchError, BenchResult};
 use crate::metrics::{Sample, Snapshot};
 use crate::plots::{self, Cdf};
 use crate::report::new_histogram;
-use crate::summary::{self, Summary};
+use crate::summary::{self, RecoverySummary, Summary};
 use crate::workload::{is_abort, Workload};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -50,6 +55,10 @@ pub struct DriverConfig {
     pub seed: u64,
     /// Run the workload's invariant check after the workers stop.
     pub verify: bool,
+    /// Pin worker threads to cores: `Some(true)` always, `Some(false)`
+    /// never, `None` when there are at least as many cores as workers.
+    #[serde(skip)]
+    pub pin: Option<bool>,
 }
 
 impl Default for DriverConfig {
@@ -70,6 +79,7 @@ impl Default for DriverConfig {
             wal_limit_bytes: 1 << 30,
             seed: 42,
             verify: true,
+            pin: None,
         }
     }
 }
@@ -79,6 +89,25 @@ pub fn logging_name(l: Logging) -> &'static str {
         Logging::None => "none",
         Logging::PerWorker => "per-worker",
     }
+}
+
+/// `auto`, `on` or `off`, as the summary's config shows `pin`.
+pub fn pin_name(pin: Option<bool>) -> &'static str {
+    match pin {
+        None => "auto",
+        Some(true) => "on",
+        Some(false) => "off",
+    }
+}
+
+/// The cores to pin `workers` worker threads to (worker `w` to
+/// `cores[w % cores.len()]`), or None if they are not pinned.
+pub fn pin_cores(pin: Option<bool>, workers: usize) -> Option<Vec<core_affinity::CoreId>> {
+    if pin == Some(false) {
+        return None;
+    }
+    let cores = core_affinity::get_core_ids().filter(|c| !c.is_empty())?;
+    (pin == Some(true) || cores.len() >= workers).then_some(cores)
 }
 
 /// Everything a run produced.
@@ -122,8 +151,11 @@ pub fn check_dir(dir: &std::path::Path) -> BenchResult<()> {
 }
 
 /// Open the database `dir` (or a temporary one). An existing directory
-/// must be empty or hold a waypoint database.
-fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDir>)> {
+/// must be empty or hold a waypoint database. Also returns what recovery
+/// did if an existing database needed it.
+fn open(
+    config: &DriverConfig,
+) -> BenchResult<(Database, Option<tempfile::TempDir>, Option<RecoverySummary>)> {
     let (dir, tmp) = match &config.dir {
         Some(d) => (d.clone(), None),
         None => {
@@ -143,7 +175,13 @@ fn open(config: &DriverConfig) -> BenchResult<(Database, Option<tempfile::TempDi
         create_if_missing: !exists,
         ..Options::default()
     };
-    Ok((Database::open(&dir, options)?, tmp))
+    let t0 = Instant::now();
+    let db = Database::open(&dir, options)?;
+    let recovery = db
+        .recovery_report()
+        .filter(|r| exists && RecoverySummary::needed(r))
+        .map(|r| RecoverySummary::of(r, t0.elapsed()));
+    Ok((db, tmp, recovery))
 }
 
 /// Load (or check) the workload's data, run it, verify, close cleanly, and
@@ -160,7 +198,7 @@ pub fn run(
             "workers and in-flight must be at least 1".into(),
         ));
     }
-    let (db, _tmp) = open(config)?;
+    let (db, _tmp, recovery) = open(config)?;
     let t0 = Instant::now();
     let loaded = workload.setup(&db, config.workers)?;
     let load_seconds = t0.elapsed().as_secs_f64();
@@ -173,6 +211,9 @@ pub fn run(
         measuring: AtomicBool::new(config.warmup_secs == 0),
         running: AtomicUsize::new(config.workers),
     };
+    let cores = pin_cores(config.pin, config.workers);
+    // Cleared by a worker whose pinning failed.
+    let pinned = AtomicBool::new(cores.is_some());
     let snapshot = || {
         Snapshot::take(
             &db,
@@ -184,8 +225,14 @@ pub fn run(
     let (series, base, end, measured_secs, hists) = std::thread::scope(|s| -> BenchResult<_> {
         let handles: Vec<_> = (0..config.workers)
             .map(|w| {
-                let (db, counters) = (&db, &counters);
+                let (db, counters, pinned) = (&db, &counters, &pinned);
+                let core = cores.as_ref().map(|c| c[w % c.len()]);
                 s.spawn(move || {
+                    if let Some(core) = core {
+                        if !core_affinity::set_for_current(core) {
+                            pinned.store(false, Ordering::Relaxed);
+                        }
+                    }
                     let r = worker_loop(db, workload, config, w, counters);
                     if r.is_err() {
                         counters.stop.store(true, Ordering::Release);
@@ -232,6 +279,8 @@ pub fn run(
         verify,
         close_seconds,
         data_dir_bytes: crate::metrics::dir_bytes(&dir),
+        pinned: pinned.load(Ordering::Relaxed),
+        recovery,
     });
     let (mut plots, mut warnings) = (Vec::new(), Vec::new());
     if let Some(out) = &config.out {

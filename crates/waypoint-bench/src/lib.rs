@@ -6,8 +6,10 @@
 //!   [`metrics`], the [`summary`] and its files, and the PNG [`plots`];
 //!   runs any [`workload`].
 //! - Workloads: [`tpcc`] (TPC-C, with consistency conditions 1–4),
-//!   [`tpcb`] (with its balance invariant) and [`ycsb`] (A–F). Voter is
-//!   still to come.
+//!   [`tpcb`] (with its balance invariant), [`ycsb`] (A–F) and [`voter`]
+//!   (seed 001's phone-in election with a vote limit per phone).
+//!   [`registry`] rebuilds a workload from what a database was loaded with
+//!   (for `waypoint verify` and `crash-test`).
 
 pub mod driver;
 pub mod engine;
@@ -15,11 +17,13 @@ pub mod error;
 pub mod load;
 pub mod metrics;
 pub mod plots;
+pub mod registry;
 pub mod report;
 pub mod summary;
 pub mod tpcb;
 pub mod tpcc;
 pub mod updates;
+pub mod voter;
 pub mod workload;
 pub mod ycsb;
 

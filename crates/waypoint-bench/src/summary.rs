@@ -2,7 +2,7 @@
 //! warm-up), the table printed for people, and the files `summary.json`
 //! and `series.csv`.
 
-use crate::driver::{logging_name, DriverConfig};
+use crate::driver::{logging_name, pin_name, DriverConfig};
 use crate::error::{BenchError, BenchResult};
 use crate::metrics::{csv_header, csv_row, Sample, Snapshot};
 use crate::report::Latency;
@@ -11,6 +11,8 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
+use waypoint::wal::recovery::RecoveryReport;
 
 /// Per transaction type, over the measured window.
 #[derive(Debug, Clone, Serialize)]
@@ -72,6 +74,10 @@ pub struct Summary {
     pub close_seconds: f64,
     /// Files in the database directory after the clean close.
     pub data_dir_bytes: u64,
+    /// What recovery did when the run opened an existing database that
+    /// needed it (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoverySummary>,
 }
 
 /// The per-second throughput after the warm-up against its median (issue
@@ -125,6 +131,101 @@ pub(crate) struct Inputs<'a> {
     pub verify: Option<serde_json::Value>,
     pub close_seconds: f64,
     pub data_dir_bytes: u64,
+    /// Whether the worker threads were pinned to cores.
+    pub pinned: bool,
+    pub recovery: Option<RecoverySummary>,
+}
+
+/// The engine's [`RecoveryReport`] for the summary: counts, per-phase
+/// milliseconds, and the log read per second.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RecoverySummary {
+    pub partitions: usize,
+    pub segments: usize,
+    /// Log records above the log floor (the ones recovery used).
+    pub records: u64,
+    /// Bytes of log read.
+    pub bytes: u64,
+    pub torn_tails: usize,
+    pub winners: usize,
+    pub losers: usize,
+    pub pages_redone: usize,
+    pub records_redone: u64,
+    pub records_undone: u64,
+    pub gaps: usize,
+    pub repaired_torn_pages: usize,
+    pub analysis_ms: f64,
+    pub redo_ms: f64,
+    pub undo_ms: f64,
+    /// Analysis + redo + undo.
+    pub total_ms: f64,
+    /// Log bytes recovered per second of recovery, in MB/s (10^6 bytes).
+    pub mb_per_sec: f64,
+    /// The whole `Database::open`, recovery included.
+    pub open_ms: f64,
+}
+
+impl RecoverySummary {
+    /// Whether opening had anything to recover: log records above the
+    /// floor, or torn pages repaired from the double-write file.
+    pub fn needed(r: &RecoveryReport) -> bool {
+        r.records > 0 || r.repaired_torn_pages > 0 || r.torn_tails > 0
+    }
+
+    pub fn of(r: &RecoveryReport, open: Duration) -> Self {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let total = r.total().as_secs_f64();
+        RecoverySummary {
+            partitions: r.partitions,
+            segments: r.segments,
+            records: r.records,
+            bytes: r.log_bytes,
+            torn_tails: r.torn_tails,
+            winners: r.winners,
+            losers: r.losers,
+            pages_redone: r.pages_redone,
+            records_redone: r.records_redone,
+            records_undone: r.records_undone,
+            gaps: r.gaps,
+            repaired_torn_pages: r.repaired_torn_pages,
+            analysis_ms: ms(r.analysis),
+            redo_ms: ms(r.redo),
+            undo_ms: ms(r.undo),
+            total_ms: ms(r.total()),
+            mb_per_sec: if total > 0.0 {
+                r.log_bytes as f64 / 1e6 / total
+            } else {
+                0.0
+            },
+            open_ms: ms(open),
+        }
+    }
+
+    /// Two lines for people.
+    pub fn lines(&self) -> String {
+        format!(
+            "recovery: {} records, {} of log in {} partitions ({} segments, {} torn tails); {} winners, {} losers, {} records redone on {} pages, {} undone, {} gaps, {} torn pages repaired\n\
+             recovery: analysis {:.1} ms, redo {:.1} ms, undo {:.1} ms = {:.1} ms ({:.0} MB/s); open {:.1} ms\n",
+            self.records,
+            mib(self.bytes),
+            self.partitions,
+            self.segments,
+            self.torn_tails,
+            self.winners,
+            self.losers,
+            self.records_redone,
+            self.pages_redone,
+            self.records_undone,
+            self.gaps,
+            self.repaired_torn_pages,
+            self.analysis_ms,
+            self.redo_ms,
+            self.undo_ms,
+            self.total_ms,
+            self.mb_per_sec,
+            self.open_ms
+        )
+    }
 }
 
 impl Summary {
@@ -146,6 +247,8 @@ impl Summary {
         config["logging"] = logging_name(i.driver.logging).into();
         config["commit"] = i.driver.commit.name().into();
         config["checkpoint"] = i.driver.checkpoint.name().into();
+        config["pin"] = pin_name(i.driver.pin).into();
+        config["pinned"] = i.pinned.into();
         config["workload"] = i.workload_config;
         let (loaded_now, records_loaded) = match i.loaded {
             Loaded::Fresh { records } => (true, records),
@@ -202,13 +305,22 @@ impl Summary {
             verify: i.verify,
             close_seconds: i.close_seconds,
             data_dir_bytes: i.data_dir_bytes,
+            recovery: i.recovery,
         }
     }
 
     /// The table a person reads at the end of a run.
     pub fn table(&self) -> String {
+        // Wide enough for the longest type name (`bad_contestant`).
+        let w = self
+            .types
+            .iter()
+            .map(|t| t.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(10);
         let mut out = format!(
-            "{:<10} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "{:<w$} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
             "type", "committed", "txn/s", "aborts", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
         );
         let rows = self
@@ -220,7 +332,7 @@ impl Summary {
             let key = if name == "total" { "overall" } else { name };
             let l = self.latency_us[key];
             out += &format!(
-                "{name:<10} {committed:>11} {rate:>11.0} {aborts:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                "{name:<w$} {committed:>11} {rate:>11.0} {aborts:>9} {:>9} {:>9} {:>9} {:>9}\n",
                 l.p50, l.p99, l.p999, l.max
             );
         }
@@ -254,6 +366,9 @@ impl Summary {
             self.backpressure_ms,
             self.steal_ms
         );
+        if let Some(r) = &self.recovery {
+            out += &r.lines();
+        }
         if let Some(v) = &self.verify {
             out += &format!("verified: {v}\n");
         }

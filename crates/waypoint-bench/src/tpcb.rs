@@ -17,10 +17,10 @@ use crate::load::{self, for_each_row, parallel_insert};
 use crate::workload::{Loaded, Worker, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use waypoint::{Database, Error, Table, Transaction};
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TpcbConfig {
     pub branches: u64,
     pub tellers_per_branch: u64,

@@ -132,6 +132,10 @@ fn summary_json_and_series_csv_have_the_documented_fields() {
     assert_eq!(v["config"]["workers"], 2);
     assert_eq!(v["config"]["commit"], "rfa-group");
     assert_eq!(v["config"]["workload"]["preset"], "a");
+    // Two workers are pinned when the process may use two cores or more.
+    assert_eq!(v["config"]["pin"], "auto");
+    let cores = core_affinity::get_core_ids().map_or(0, |c| c.len());
+    assert_eq!(v["config"]["pinned"], cores >= 2);
     for ty in ["overall", "read", "update"] {
         for q in ["p50", "p99", "p999", "max"] {
             assert!(v["latency_us"][ty][q].is_u64(), "latency_us.{ty}.{q}");
@@ -257,4 +261,72 @@ fn a_plot_that_cannot_be_written_is_a_warning_and_the_run_survives() {
     );
     assert!(run.plots.is_empty());
     assert!(out.join("summary.json").exists() && out.join("series.csv").exists());
+}
+
+/// `summary.json` and the table report recovery when the run opened a
+/// database that needed it, and not after a clean close.
+#[test]
+fn a_run_that_recovers_the_database_reports_the_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = tpcb_run(dir.path(), 50).summary;
+    assert!(first.recovery.is_none(), "a fresh load recovered nothing");
+
+    // Commit without a clean close, then forget the database as a killed
+    // process would leave it. It is quiescent (every commit durable, a
+    // large pool, a far WAL limit), so its idle threads write nothing more.
+    let db = Database::open(
+        dir.path().join("db"),
+        Options {
+            buffer_pool_bytes: 32 << 20,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut w = Tpcb::new(TpcbConfig::with_accounts(2, 1000));
+    waypoint_bench::workload::Workload::setup(&mut w, &db, 1).unwrap();
+    {
+        let mut session = db.session();
+        let mut gen = waypoint_bench::workload::Workload::worker(&w, 0, 1);
+        for _ in 0..100 {
+            let mut tx = session.begin().unwrap();
+            gen.next(&mut tx).1.unwrap();
+            tx.commit().unwrap();
+        }
+    }
+    std::mem::forget(db);
+
+    let out = dir.path().join("out");
+    let c = DriverConfig {
+        max_txns: Some(20),
+        out: Some(out.clone()),
+        ..config(dir.path())
+    };
+    let run = driver::run(
+        &c,
+        &mut Tpcb::new(TpcbConfig::with_accounts(2, 1000)),
+        &|_| {},
+    )
+    .expect("run after recovery");
+    let r = run.summary.recovery.as_ref().expect("recovery reported");
+    assert!(r.records > 0 && r.winners >= 100 && r.bytes > 0, "{r:?}");
+    assert!(r.total_ms > 0.0 && r.open_ms >= r.total_ms, "{r:?}");
+    assert!(run.summary.table().contains("recovery: analysis"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for field in [
+        "records",
+        "bytes",
+        "analysis_ms",
+        "redo_ms",
+        "undo_ms",
+        "total_ms",
+        "mb_per_sec",
+    ] {
+        assert!(v["recovery"][field].is_number(), "recovery.{field}: {v}");
+    }
+    assert_eq!(v["verify"]["accounts"], 1000);
+
+    // The run closed cleanly: the next one has nothing to recover.
+    let next = tpcb_run(dir.path(), 20).summary;
+    assert!(next.recovery.is_none(), "{:?}", next.recovery);
 }

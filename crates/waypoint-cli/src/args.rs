@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args)]
 pub struct BenchArgs {
     /// Workload: `tpcc` (TPC-C), `tpcb` (TPC-B, pgbench-like), `ycsb`
-    /// (presets A-F), `engine` (load, point reads, range scans, verified
-    /// reopen) or `updates` (small update transactions: the commit path).
-    /// Voter follows.
+    /// (presets A-F), `voter` (phone-in election with a vote limit per
+    /// phone), `engine` (load, point reads, range scans, verified reopen) or
+    /// `updates` (small update transactions: the commit path).
     pub workload: String,
     /// A TOML file with any of these options (kebab-case keys, e.g.
     /// `value-size = 200`); command-line flags win.
@@ -37,8 +37,8 @@ pub struct BenchArgs {
     /// (tpcc, tpcb, ycsb; --duration still bounds the run).
     #[arg(long)]
     pub txns: Option<u64>,
-    /// Records: YCSB rows, TPC-B accounts, engine/updates rows
-    /// [default: 1000000; tpcb: 100000 per branch].
+    /// Records: YCSB rows, TPC-B accounts, Voter phone numbers,
+    /// engine/updates rows [default: 1000000; tpcb: 100000 per branch].
     #[arg(long)]
     pub records: Option<u64>,
     /// TPC-B branches (pgbench's scale) [default: 10].
@@ -96,6 +96,19 @@ pub struct BenchArgs {
     /// YCSB operations per transaction [default: 1].
     #[arg(long)]
     pub ops_per_txn: Option<usize>,
+    /// Voter contestants [default: 6].
+    #[arg(long)]
+    pub contestants: Option<u32>,
+    /// Voter votes allowed per phone number [default: 2].
+    #[arg(long)]
+    pub max_votes: Option<u32>,
+    /// Pin worker threads to cores (tpcc, tpcb, ycsb, voter) [default: when
+    /// there are at least as many cores as workers].
+    #[arg(long, overrides_with = "no_pin")]
+    pub pin: bool,
+    /// Do not pin worker threads to cores.
+    #[arg(long, overrides_with = "pin")]
+    pub no_pin: bool,
 }
 
 /// The same options in a TOML file; an unknown key is an error.
@@ -126,6 +139,10 @@ struct FileOptions {
     distribution: Option<String>,
     theta: Option<f64>,
     ops_per_txn: Option<usize>,
+    contestants: Option<u32>,
+    max_votes: Option<u32>,
+    /// true: `--pin`, false: `--no-pin`.
+    pin: Option<bool>,
 }
 
 fn read_file(path: &Path) -> Result<FileOptions> {
@@ -173,9 +190,28 @@ impl BenchArgs {
             preset,
             distribution,
             theta,
-            ops_per_txn
+            ops_per_txn,
+            contestants,
+            max_votes
         );
+        if !self.pin && !self.no_pin {
+            match f.pin {
+                Some(true) => self.pin = true,
+                Some(false) => self.no_pin = true,
+                None => {}
+            }
+        }
         Ok(self)
+    }
+
+    /// `--pin`/`--no-pin`: Some(choice), or None to pin when there are
+    /// enough cores.
+    pub fn pin(&self) -> Option<bool> {
+        match (self.pin, self.no_pin) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
     }
 
     pub fn workers(&self) -> usize {

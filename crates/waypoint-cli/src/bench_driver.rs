@@ -1,4 +1,4 @@
-//! `waypoint bench tpcc|tpcb|ycsb`: builds the driver's and the workload's
+//! `waypoint bench tpcc|tpcb|ycsb|voter`: builds the driver's and the workload's
 //! configuration from the options, prints one line per second and the
 //! summary table, and writes `summary.json`, `series.csv` and the PNG plots
 //! to `--out` (a plot that fails is a warning line on stderr).
@@ -9,6 +9,7 @@ use waypoint_bench::driver::{self, DriverConfig};
 use waypoint_bench::metrics::Sample;
 use waypoint_bench::tpcb::{Tpcb, TpcbConfig};
 use waypoint_bench::tpcc::{Tpcc, TpccConfig};
+use waypoint_bench::voter::{Voter, VoterConfig};
 use waypoint_bench::workload::Workload;
 use waypoint_bench::ycsb::{KeyDistribution, Ycsb, YcsbConfig};
 
@@ -30,6 +31,7 @@ fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         wal_limit_bytes: args.wal_limit_bytes()? as u64,
         seed: args.seed.unwrap_or(d.seed),
         verify: true,
+        pin: args.pin(),
     })
 }
 
@@ -80,6 +82,18 @@ fn ycsb(args: &BenchArgs) -> Result<Ycsb> {
     Ok(Ycsb::new(config))
 }
 
+pub(crate) fn voter(args: &BenchArgs) -> Result<Voter> {
+    let d = VoterConfig::default();
+    let config = VoterConfig {
+        contestants: args.contestants.unwrap_or(d.contestants),
+        max_votes_per_phone: args.max_votes.unwrap_or(d.max_votes_per_phone),
+        phones: args.records.unwrap_or(d.phones),
+        ..d
+    };
+    config.check()?;
+    Ok(Voter::new(config))
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
@@ -119,10 +133,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         "tpcc" => Box::new(tpcc(args, config.seed)?),
         "tpcb" => Box::new(tpcb(args)?),
         "ycsb" => Box::new(ycsb(args)?),
+        "voter" => Box::new(voter(args)?),
         other => unreachable!("dispatched {other}"),
     };
     println!(
-        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, dir {}",
+        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, pin {}, dir {}",
         workload.name(),
         workload.config_json(),
         config.workers,
@@ -135,6 +150,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         args.commit_name(),
         config.checkpoint.name(),
         mib(config.wal_limit_bytes),
+        driver::pin_name(config.pin),
         config
             .dir
             .as_ref()

@@ -8,7 +8,9 @@
 mod args;
 mod bench_driver;
 mod bench_engine;
+mod crash_test;
 mod simulate;
+mod tools;
 
 use anyhow::{bail, Context, Result};
 use args::BenchArgs;
@@ -46,17 +48,27 @@ enum Command {
     /// Crash simulation on a simulated disk: per seed a workload, an option
     /// set and a fault schedule; recover and check every acknowledged commit.
     Simulate(simulate::SimulateArgs),
+    /// Check a workload's invariants on a database (opening it recovers
+    /// it); the workload's scale is read from the database.
+    Verify(tools::VerifyArgs),
+    /// Show what a database's files hold (superblock, data file, checkpoint
+    /// metadata, log partitions and segments with their GSN ranges),
+    /// read-only: nothing is recovered or changed.
+    Inspect(tools::InspectArgs),
+    /// Run a workload in a child process, SIGKILL it at a random moment,
+    /// recover, verify (invariants and every acknowledged commit), repeat
+    /// on the same database.
+    CrashTest(crash_test::CrashTestArgs),
+    /// The child process of `crash-test`.
+    #[command(hide = true)]
+    CrashChild(crash_test::CrashChildArgs),
 }
 
 fn bench(args: BenchArgs) -> Result<()> {
     let args = args.merge_config_file()?;
-    const AVAILABLE: &str = "tpcc, tpcb, ycsb, engine, updates";
+    const AVAILABLE: &str = "tpcc, tpcb, ycsb, voter, engine, updates";
     match args.workload.as_str() {
-        "tpcc" | "tpcb" | "ycsb" | "engine" | "updates" => {}
-        "voter" => bail!(
-            "workload {:?} is not implemented yet; available: {AVAILABLE}",
-            args.workload
-        ),
+        "tpcc" | "tpcb" | "ycsb" | "voter" | "engine" | "updates" => {}
         other => bail!("unknown workload {other:?}; available: {AVAILABLE}"),
     }
     args.check()?;
@@ -152,7 +164,17 @@ fn main() {
         Err(e) => {
             // One line: clap's first line, without its usage block.
             let msg = e.to_string();
-            let first = msg.lines().next().unwrap_or("bad arguments");
+            let mut lines = msg.lines();
+            let mut first = lines.next().unwrap_or("bad arguments").to_string();
+            // "the following required arguments were not provided:" names
+            // them on the indented lines after it.
+            if first.ends_with(':') {
+                let named: Vec<&str> = lines
+                    .take_while(|l| l.starts_with(' '))
+                    .map(str::trim)
+                    .collect();
+                first = format!("{first} {}", named.join(", "));
+            }
             eprintln!("{} (see --help)", first);
             std::process::exit(2);
         }
@@ -162,6 +184,10 @@ fn main() {
         Command::Check { dir } => check(dir),
         Command::Recover { dir, json } => recover(dir, json),
         Command::Simulate(args) => simulate::run(args),
+        Command::Verify(args) => tools::verify(args),
+        Command::Inspect(args) => tools::inspect(args),
+        Command::CrashTest(args) => crash_test::run(args),
+        Command::CrashChild(args) => crash_test::child(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod checkpoint;
 pub mod db;
 pub mod error;
+pub mod inspect;
 pub mod io;
 pub mod txn;
 pub mod wal;

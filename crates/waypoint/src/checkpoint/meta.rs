@@ -71,7 +71,7 @@ pub fn read(storage: &dyn Storage, dir: &Path) -> Result<u64> {
     if !storage.exists(&path) {
         return Ok(0);
     }
-    let file = storage.open(&path, OpenMode::Existing)?;
+    let file = storage.open(&path, OpenMode::ReadOnly)?;
     let len = file.len()?;
     if len != LEN as u64 {
         return Err(Error::Corruption {

@@ -31,6 +31,9 @@ pub enum OpenMode {
     CreateIfMissing,
     /// Create a new empty file; fail if it exists.
     CreateNew,
+    /// Open an existing file for reading only; fail if it is missing.
+    /// (`SimStorage` treats it as `Existing` and does not refuse writes.)
+    ReadOnly,
 }
 
 /// A directory tree holding database files.

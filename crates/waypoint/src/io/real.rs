@@ -36,9 +36,9 @@ struct RealFile {
 impl Storage for RealStorage {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
         let mut options = OpenOptions::new();
-        options.read(true).write(true);
+        options.read(true).write(mode != OpenMode::ReadOnly);
         match mode {
-            OpenMode::Existing => {}
+            OpenMode::Existing | OpenMode::ReadOnly => {}
             OpenMode::CreateIfMissing => {
                 options.create(true);
             }

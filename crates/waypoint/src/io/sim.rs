@@ -582,7 +582,7 @@ impl Storage for SimStorage {
         let ino = match (inner.entry(dir, &name), mode) {
             (Some(_), OpenMode::CreateNew) => return Err(fail(libc::EEXIST)),
             (Some(ino), _) => ino,
-            (None, OpenMode::Existing) => return Err(fail(libc::ENOENT)),
+            (None, OpenMode::Existing | OpenMode::ReadOnly) => return Err(fail(libc::ENOENT)),
             (None, _) => {
                 let ino = inner.alloc(Node::File(FileNode::default()));
                 let change = inner.set_entry(dir, name, Some(ino));

@@ -129,7 +129,7 @@ fn corruption(path: &Path, offset: u64, detail: impl Into<String>) -> Error {
 }
 
 /// Partitions found below `log_dir`, by id.
-fn partition_ids(storage: &dyn Storage, log_dir: &Path) -> Result<Vec<u32>> {
+pub(crate) fn partition_ids(storage: &dyn Storage, log_dir: &Path) -> Result<Vec<u32>> {
     if !storage.exists(log_dir) {
         return Ok(Vec::new());
     }

@@ -1,0 +1,613 @@
+//! Voter (seed 001 §V-A, VoltDB's benchmark): a phone-in election. A fixed
+//! set of contestants, an area code → state table, and one transaction,
+//! `vote`, cast from random phone numbers, each phone allowed at most
+//! `max_votes_per_phone` votes (2 in the paper, with 6 contestants).
+//!
+//! The `vote` transaction, as VoltDB's stored procedure does it:
+//! 1. look the contestant up; an unknown one (about 1% of the calls, as
+//!    VoltDB's client injects) rejects the vote (`bad_contestant`);
+//! 2. read the phone's vote count; at the limit the vote is rejected
+//!    (`over_limit`);
+//! 3. look the state up by the phone's area code;
+//! 4. insert the vote, bump the phone's count (VoltDB's
+//!    `v_votes_by_phone_number` view) and the contestant's count.
+//!
+//! A rejected vote commits without writing (it is still a transaction: it
+//! read the tables). The three outcomes are the transaction types of the
+//! report: `vote`, `over_limit`, `bad_contestant`.
+//!
+//! The per-contestant count is striped: a row per (contestant, stripe),
+//! and a worker bumps the stripe of its own number, so six hot rows do not
+//! turn every pair of concurrent votes into an OCC conflict; the
+//! contestant's count is the sum of its stripes.
+//!
+//! Invariants ([`Voter::verify`]): every vote names a valid contestant and
+//! the state of its phone's area code; per contestant, the votes equal the
+//! sum of its count stripes (so the total does too); per phone, the votes
+//! equal the stored count, and no phone has more than the limit.
+//!
+//! Keys are big-endian (so they sort), values little-endian:
+//! `voter_contestants` number u32 → name; `voter_area_codes` area code u16
+//! → state (2 ASCII letters); `voter_votes` (run nonce u64, worker u32, seq
+//! u64) → phone u64, contestant u32, state [2]; `voter_phone_votes` phone
+//! u64 → count u32; `voter_contestant_votes` (contestant u32, stripe u32)
+//! → count u64.
+
+use crate::error::{BenchError, BenchResult};
+use crate::load::{self, for_each_row, parallel_insert};
+use crate::workload::{Loaded, Worker, Workload};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use waypoint::{Database, Error, Table, Transaction};
+
+const CONTESTANTS: &str = "voter_contestants";
+const AREA_CODES: &str = "voter_area_codes";
+const VOTES: &str = "voter_votes";
+const PHONE_VOTES: &str = "voter_phone_votes";
+const CONTESTANT_VOTES: &str = "voter_contestant_votes";
+
+/// Transaction types (indices returned by the worker).
+pub const VOTE: usize = 0;
+pub const OVER_LIMIT: usize = 1;
+pub const BAD_CONTESTANT: usize = 2;
+
+/// The names VoltDB's Voter loads, in order; more contestants get numbered
+/// names.
+const NAMES: [&str; 12] = [
+    "Edwina Burnam",
+    "Tabatha Gehling",
+    "Kelly Clauss",
+    "Jessie Alloway",
+    "Alana Bregman",
+    "Jessie Eichman",
+    "Allie Rogalski",
+    "Nita Coster",
+    "Kurt Walser",
+    "Ericka Dieter",
+    "Loraine Nygren",
+    "Tania Mattioli",
+];
+
+/// Area codes and their states (a subset of the North American plan: one
+/// or more per state and DC).
+pub const AREA_CODE_STATES: [(u16, &str); 64] = [
+    (205, "AL"),
+    (907, "AK"),
+    (480, "AZ"),
+    (602, "AZ"),
+    (501, "AR"),
+    (213, "CA"),
+    (415, "CA"),
+    (510, "CA"),
+    (818, "CA"),
+    (303, "CO"),
+    (203, "CT"),
+    (302, "DE"),
+    (202, "DC"),
+    (305, "FL"),
+    (407, "FL"),
+    (404, "GA"),
+    (808, "HI"),
+    (208, "ID"),
+    (312, "IL"),
+    (773, "IL"),
+    (317, "IN"),
+    (319, "IA"),
+    (316, "KS"),
+    (502, "KY"),
+    (504, "LA"),
+    (207, "ME"),
+    (301, "MD"),
+    (617, "MA"),
+    (508, "MA"),
+    (313, "MI"),
+    (612, "MN"),
+    (601, "MS"),
+    (314, "MO"),
+    (406, "MT"),
+    (402, "NE"),
+    (702, "NV"),
+    (603, "NH"),
+    (201, "NJ"),
+    (505, "NM"),
+    (212, "NY"),
+    (718, "NY"),
+    (516, "NY"),
+    (704, "NC"),
+    (919, "NC"),
+    (701, "ND"),
+    (216, "OH"),
+    (614, "OH"),
+    (405, "OK"),
+    (503, "OR"),
+    (215, "PA"),
+    (412, "PA"),
+    (401, "RI"),
+    (803, "SC"),
+    (605, "SD"),
+    (615, "TN"),
+    (214, "TX"),
+    (512, "TX"),
+    (713, "TX"),
+    (801, "UT"),
+    (802, "VT"),
+    (703, "VA"),
+    (206, "WA"),
+    (304, "WV"),
+    (414, "WI"),
+];
+
+/// Numbers per area code: a phone number is `area * 10^7 + local`.
+const LOCAL_NUMBERS: u64 = 10_000_000;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VoterConfig {
+    /// Contestants, numbered 1..=contestants (the paper: 6).
+    pub contestants: u32,
+    /// Votes one phone number may cast (the paper: 2).
+    pub max_votes_per_phone: u32,
+    /// Distinct phone numbers the calls come from, spread over the area
+    /// codes; fewer numbers reach the limit sooner.
+    pub phones: u64,
+    /// Rows per contestant's count (workers bump the stripe of their number).
+    pub count_stripes: u32,
+}
+
+impl Default for VoterConfig {
+    fn default() -> Self {
+        VoterConfig {
+            contestants: 6,
+            max_votes_per_phone: 2,
+            phones: 1_000_000,
+            count_stripes: 16,
+        }
+    }
+}
+
+impl VoterConfig {
+    /// A configuration that can run (checked by `setup` too).
+    pub fn check(&self) -> BenchResult<()> {
+        let max_phones = AREA_CODE_STATES.len() as u64 * LOCAL_NUMBERS;
+        if self.contestants == 0 || self.contestants >= 1_000_000 {
+            return Err(BenchError::Config(format!(
+                "voter contestants must be between 1 and 999999, not {}",
+                self.contestants
+            )));
+        }
+        if self.max_votes_per_phone == 0 || self.count_stripes == 0 {
+            return Err(BenchError::Config(
+                "voter vote limit and count stripes must be positive".into(),
+            ));
+        }
+        if self.phones == 0 || self.phones > max_phones {
+            return Err(BenchError::Config(format!(
+                "voter phones must be between 1 and {max_phones}, not {}",
+                self.phones
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The phone number of phone `i` (0..phones): area codes round robin.
+pub fn phone_number(i: u64) -> u64 {
+    let n = AREA_CODE_STATES.len() as u64;
+    u64::from(AREA_CODE_STATES[(i % n) as usize].0) * LOCAL_NUMBERS + i / n
+}
+
+fn area_code(phone: u64) -> u16 {
+    (phone / LOCAL_NUMBERS).min(u64::from(u16::MAX)) as u16
+}
+
+fn contestant_name(n: u32) -> String {
+    NAMES
+        .get(n as usize - 1)
+        .map_or_else(|| format!("Contestant {n}"), |s| s.to_string())
+}
+
+fn u32_at(v: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(v.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(v: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(v.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn count_key(contestant: u32, stripe: u32) -> [u8; 8] {
+    let mut k = [0u8; 8];
+    k[..4].copy_from_slice(&contestant.to_be_bytes());
+    k[4..].copy_from_slice(&stripe.to_be_bytes());
+    k
+}
+
+#[derive(Clone)]
+struct Tables {
+    contestants: Table,
+    area_codes: Table,
+    votes: Table,
+    phone_votes: Table,
+    contestant_votes: Table,
+}
+
+impl Tables {
+    fn open(db: &Database) -> BenchResult<Self> {
+        Ok(Tables {
+            contestants: db.open_or_create_table(CONTESTANTS)?,
+            area_codes: db.open_or_create_table(AREA_CODES)?,
+            votes: db.open_or_create_table(VOTES)?,
+            phone_votes: db.open_or_create_table(PHONE_VOTES)?,
+            contestant_votes: db.open_or_create_table(CONTESTANT_VOTES)?,
+        })
+    }
+}
+
+pub struct Voter {
+    pub config: VoterConfig,
+    tables: Option<Tables>,
+    /// Distinguishes this run's vote keys from earlier runs' on a reused
+    /// database.
+    run_nonce: u64,
+}
+
+impl Voter {
+    pub fn new(config: VoterConfig) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Voter {
+            config,
+            tables: None,
+            run_nonce: nanos,
+        }
+    }
+}
+
+impl Workload for Voter {
+    fn name(&self) -> &'static str {
+        "voter"
+    }
+
+    fn txn_types(&self) -> Vec<&'static str> {
+        vec!["vote", "over_limit", "bad_contestant"]
+    }
+
+    fn config_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.config).expect("config serializes")
+    }
+
+    fn setup(&mut self, db: &Database, _workers: usize) -> BenchResult<Loaded> {
+        self.config.check()?;
+        let params = self.config_json();
+        let reuse = load::check_reuse(db, "voter", &params)?;
+        let t = Tables::open(db)?;
+        self.tables = Some(t.clone());
+        let c = &self.config;
+        let records = u64::from(c.contestants) + AREA_CODE_STATES.len() as u64;
+        if reuse {
+            return Ok(Loaded::Existing { records });
+        }
+        parallel_insert(db, &t.contestants, u64::from(c.contestants), 1, |i| {
+            let n = i as u32 + 1;
+            (n.to_be_bytes().to_vec(), contestant_name(n).into_bytes())
+        })?;
+        parallel_insert(db, &t.area_codes, AREA_CODE_STATES.len() as u64, 1, |i| {
+            let (code, state) = AREA_CODE_STATES[i as usize];
+            (code.to_be_bytes().to_vec(), state.as_bytes().to_vec())
+        })?;
+        let stripes = u64::from(c.count_stripes);
+        parallel_insert(
+            db,
+            &t.contestant_votes,
+            u64::from(c.contestants) * stripes,
+            1,
+            |i| {
+                let key = count_key((i / stripes) as u32 + 1, (i % stripes) as u32);
+                (key.to_vec(), 0u64.to_le_bytes().to_vec())
+            },
+        )?;
+        load::record_params(db, "voter", &params)?;
+        Ok(Loaded::Fresh { records })
+    }
+
+    fn worker(&self, worker: usize, seed: u64) -> Box<dyn Worker + '_> {
+        Box::new(VoterWorker {
+            config: &self.config,
+            tables: self.tables.as_ref().expect("setup ran"),
+            rng: SmallRng::seed_from_u64(seed),
+            key_prefix: [
+                &self.run_nonce.to_be_bytes()[..],
+                &(worker as u32).to_be_bytes(),
+            ]
+            .concat(),
+            stripe: worker as u32 % self.config.count_stripes,
+            seq: 0,
+        })
+    }
+
+    fn verify(&self, db: &Database) -> BenchResult<serde_json::Value> {
+        let v = verify(db, &self.config)?;
+        Ok(serde_json::to_value(v).expect("serializes"))
+    }
+}
+
+struct VoterWorker<'a> {
+    config: &'a VoterConfig,
+    tables: &'a Tables,
+    rng: SmallRng,
+    key_prefix: Vec<u8>,
+    stripe: u32,
+    seq: u64,
+}
+
+impl VoterWorker<'_> {
+    /// The body of `vote`; returns the outcome's transaction type.
+    fn vote(
+        &mut self,
+        tx: &mut Transaction<'_>,
+        phone: u64,
+        contestant: u32,
+    ) -> Result<usize, Error> {
+        let t = self.tables;
+        if tx.get(&t.contestants, &contestant.to_be_bytes())?.is_none() {
+            return Ok(BAD_CONTESTANT);
+        }
+        let phone_key = phone.to_be_bytes();
+        let count = match tx.get(&t.phone_votes, &phone_key)? {
+            Some(v) => u32_at(&v, 0).ok_or(Error::KeyNotFound)?,
+            None => 0,
+        };
+        if count >= self.config.max_votes_per_phone {
+            return Ok(OVER_LIMIT);
+        }
+        let state = tx
+            .get(&t.area_codes, &area_code(phone).to_be_bytes())?
+            .unwrap_or_else(|| b"XX".to_vec());
+        self.seq += 1;
+        let key = [self.key_prefix.as_slice(), &self.seq.to_be_bytes()].concat();
+        let mut vote = Vec::with_capacity(14);
+        vote.extend_from_slice(&phone.to_le_bytes());
+        vote.extend_from_slice(&contestant.to_le_bytes());
+        vote.extend_from_slice(&state);
+        tx.insert(&t.votes, &key, &vote)?;
+        let new_count = (count + 1).to_le_bytes();
+        if count == 0 {
+            // Two first votes of one phone race here: one insert fails
+            // (an abort), never a lost count.
+            tx.insert(&t.phone_votes, &phone_key, &new_count)?;
+        } else {
+            tx.update(&t.phone_votes, &phone_key, &new_count)?;
+        }
+        let ck = count_key(contestant, self.stripe);
+        let n = tx
+            .get(&t.contestant_votes, &ck)?
+            .and_then(|v| u64_at(&v, 0))
+            .ok_or(Error::KeyNotFound)?;
+        tx.update(&t.contestant_votes, &ck, &(n + 1).to_le_bytes())?;
+        Ok(VOTE)
+    }
+}
+
+impl Worker for VoterWorker<'_> {
+    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
+        let phone = phone_number(self.rng.gen_range(0..self.config.phones));
+        // VoltDB's client sends about one call in a hundred to a contestant
+        // that does not exist.
+        let contestant = if self.rng.gen_ratio(1, 100) {
+            0
+        } else {
+            self.rng.gen_range(1..=self.config.contestants)
+        };
+        match self.vote(tx, phone, contestant) {
+            Ok(ty) => (ty, Ok(())),
+            Err(e) => (VOTE, Err(e)),
+        }
+    }
+}
+
+/// One contestant's result.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ContestantResult {
+    pub number: u32,
+    pub name: String,
+    pub votes: u64,
+}
+
+/// What [`verify`] found.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct VoterCheck {
+    pub contestants: u64,
+    pub votes: u64,
+    /// Phones that voted at least once.
+    pub phones_voted: u64,
+    /// Phones at the vote limit.
+    pub phones_at_limit: u64,
+    /// Votes by contestant, in number order.
+    pub results: Vec<ContestantResult>,
+    /// The contestant with the most votes (the lowest number on a tie).
+    pub winner: Option<ContestantResult>,
+}
+
+fn bad(msg: String) -> BenchError {
+    BenchError::Verify(msg)
+}
+
+/// Check the Voter invariants on a quiescent database (see the module
+/// documentation).
+pub fn verify(db: &Database, config: &VoterConfig) -> BenchResult<VoterCheck> {
+    let t = Tables {
+        contestants: db.table(CONTESTANTS)?,
+        area_codes: db.table(AREA_CODES)?,
+        votes: db.table(VOTES)?,
+        phone_votes: db.table(PHONE_VOTES)?,
+        contestant_votes: db.table(CONTESTANT_VOTES)?,
+    };
+    let mut session = db.session();
+    let mut names: Vec<(u32, String)> = Vec::new();
+    for_each_row(&mut session, &t.contestants, |k, v| {
+        let n = k
+            .try_into()
+            .map(u32::from_be_bytes)
+            .map_err(|_| bad(format!("bad contestant key {k:?}")))?;
+        names.push((n, String::from_utf8_lossy(v).into_owned()));
+        Ok(())
+    })?;
+    let expected: Vec<u32> = (1..=config.contestants).collect();
+    if names.iter().map(|(n, _)| *n).collect::<Vec<_>>() != expected {
+        return Err(bad(format!(
+            "expected contestants 1..={}, found {} rows",
+            config.contestants,
+            names.len()
+        )));
+    }
+    let mut states: HashMap<u16, Vec<u8>> = HashMap::new();
+    for_each_row(&mut session, &t.area_codes, |k, v| {
+        let code = k
+            .try_into()
+            .map(u16::from_be_bytes)
+            .map_err(|_| bad(format!("bad area code key {k:?}")))?;
+        states.insert(code, v.to_vec());
+        Ok(())
+    })?;
+    if states.len() != AREA_CODE_STATES.len() {
+        return Err(bad(format!(
+            "{} area codes, expected {}",
+            states.len(),
+            AREA_CODE_STATES.len()
+        )));
+    }
+    // Counts from the votes themselves.
+    let mut by_contestant = vec![0u64; config.contestants as usize + 1];
+    let mut by_phone: HashMap<u64, u32> = HashMap::new();
+    let mut votes = 0u64;
+    for_each_row(&mut session, &t.votes, |k, v| {
+        let (Some(phone), Some(c), Some(state)) = (u64_at(v, 0), u32_at(v, 8), v.get(12..14))
+        else {
+            return Err(bad(format!("vote {k:?} has {} bytes, not 14", v.len())));
+        };
+        if c == 0 || c > config.contestants {
+            return Err(bad(format!(
+                "vote {k:?} is for contestant {c}, not one of 1..={}",
+                config.contestants
+            )));
+        }
+        let expected = states.get(&area_code(phone)).map_or(&b"XX"[..], |s| s);
+        if state != expected {
+            return Err(bad(format!(
+                "vote {k:?} from {phone} records state {:?}, its area code's is {:?}",
+                String::from_utf8_lossy(state),
+                String::from_utf8_lossy(expected)
+            )));
+        }
+        by_contestant[c as usize] += 1;
+        *by_phone.entry(phone).or_default() += 1;
+        votes += 1;
+        Ok(())
+    })?;
+    // The stored per-contestant counts (sum of stripes).
+    let mut counted = vec![0u64; config.contestants as usize + 1];
+    let mut stripes = 0u64;
+    for_each_row(&mut session, &t.contestant_votes, |k, v| {
+        let c = k
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_be_bytes)
+            .filter(|c| (1..=config.contestants).contains(c))
+            .ok_or_else(|| bad(format!("bad contestant count key {k:?}")))?;
+        let n = u64_at(v, 0).ok_or_else(|| bad(format!("short count row {k:?}")))?;
+        counted[c as usize] += n;
+        stripes += 1;
+        Ok(())
+    })?;
+    if stripes != u64::from(config.contestants) * u64::from(config.count_stripes) {
+        return Err(bad(format!("{stripes} contestant count rows")));
+    }
+    let total: u64 = counted.iter().sum();
+    if total != votes {
+        return Err(bad(format!(
+            "{votes} votes recorded, but the contestants' counts add up to {total}"
+        )));
+    }
+    for c in 1..=config.contestants as usize {
+        if counted[c] != by_contestant[c] {
+            return Err(bad(format!(
+                "contestant {c} has {} votes, but its count is {}",
+                by_contestant[c], counted[c]
+            )));
+        }
+    }
+    // The stored per-phone counts.
+    let (mut phones, mut at_limit) = (0u64, 0u64);
+    for_each_row(&mut session, &t.phone_votes, |k, v| {
+        let phone = k
+            .try_into()
+            .map(u64::from_be_bytes)
+            .map_err(|_| bad(format!("bad phone key {k:?}")))?;
+        let n = u32_at(v, 0).ok_or_else(|| bad(format!("short phone count of {phone}")))?;
+        if n > config.max_votes_per_phone {
+            return Err(bad(format!(
+                "phone {phone} has {n} votes, over the limit of {}",
+                config.max_votes_per_phone
+            )));
+        }
+        let cast = by_phone.remove(&phone).unwrap_or(0);
+        if cast != n {
+            return Err(bad(format!(
+                "phone {phone} cast {cast} votes, but its count is {n}"
+            )));
+        }
+        phones += 1;
+        at_limit += u64::from(n == config.max_votes_per_phone);
+        Ok(())
+    })?;
+    if let Some((phone, n)) = by_phone.into_iter().next() {
+        return Err(bad(format!(
+            "phone {phone} cast {n} votes but has no count row"
+        )));
+    }
+    let results: Vec<ContestantResult> = names
+        .into_iter()
+        .map(|(number, name)| ContestantResult {
+            number,
+            name,
+            votes: by_contestant[number as usize],
+        })
+        .collect();
+    let winner = results
+        .iter()
+        .filter(|r| r.votes > 0)
+        .max_by_key(|r| (r.votes, std::cmp::Reverse(r.number)))
+        .cloned();
+    Ok(VoterCheck {
+        contestants: results.len() as u64,
+        votes,
+        phones_voted: phones,
+        phones_at_limit: at_limit,
+        results,
+        winner,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phone_numbers_are_distinct_and_map_to_their_area_code() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..1000 {
+            let p = phone_number(i);
+            assert!(seen.insert(p));
+            let code = area_code(p);
+            assert!(AREA_CODE_STATES.iter().any(|(c, _)| *c == code));
+        }
+        assert!(VoterConfig {
+            phones: 0,
+            ..VoterConfig::default()
+        }
+        .check()
+        .is_err());
+    }
+}

@@ -1,0 +1,197 @@
+//! Voter: its invariants hold after a short two-worker run and after a
+//! simulated power loss with commits in flight and pages stolen; a
+//! corrupted count is caught.
+
+use std::path::Path;
+use std::sync::Arc;
+use waypoint::io::{CrashPolicy, SimStorage, Storage};
+use waypoint::{Database, Options};
+use waypoint_bench::driver::{self, DriverConfig};
+use waypoint_bench::voter::{self, Voter, VoterConfig, BAD_CONTESTANT, OVER_LIMIT, VOTE};
+use waypoint_bench::workload::{is_abort, Workload};
+use waypoint_bench::BenchError;
+
+/// Few phones, so the vote limit is reached within a short run.
+fn small() -> VoterConfig {
+    VoterConfig {
+        phones: 300,
+        ..VoterConfig::default()
+    }
+}
+
+#[test]
+fn a_short_two_worker_run_keeps_the_invariants() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = DriverConfig {
+        dir: Some(dir.path().join("db")),
+        workers: 2,
+        duration_secs: 10.0,
+        warmup_secs: 0,
+        max_txns: Some(1500),
+        in_flight: 8,
+        buffer_bytes: 32 << 20,
+        ..DriverConfig::default()
+    };
+    let mut w = Voter::new(small());
+    let out = driver::run(&c, &mut w, &|_| {}).expect("Voter run");
+    let s = &out.summary;
+    assert!(s.committed >= 1500, "committed {}", s.committed);
+    let by_type = |name: &str| s.types.iter().find(|t| t.name == name).unwrap().committed;
+    let (votes, over, bad) = (
+        by_type("vote"),
+        by_type("over_limit"),
+        by_type("bad_contestant"),
+    );
+    assert!(votes > 0 && over > 0 && bad > 0, "{:?}", s.types);
+    let checked = s.verify.as_ref().expect("verified");
+    // At most two votes from each of 300 phones.
+    assert!(checked["votes"].as_u64().unwrap() <= 600, "{checked}");
+    assert!(
+        checked["phones_at_limit"].as_u64().unwrap() > 0,
+        "{checked}"
+    );
+    assert_eq!(checked["contestants"], 6);
+
+    // Again after a clean close and reopen, and the database is reused.
+    let again = driver::run(&c, &mut Voter::new(small()), &|_| {}).expect("reuse");
+    assert!(!again.summary.loaded_now);
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let after = voter::verify(&db, &small()).unwrap();
+    assert_eq!(
+        serde_json::to_value(&after).unwrap(),
+        *again.summary.verify.as_ref().unwrap()
+    );
+    db.close().unwrap();
+
+    // Another configuration on the same directory is refused.
+    let other = VoterConfig {
+        contestants: 7,
+        ..small()
+    };
+    let e = driver::run(&c, &mut Voter::new(other), &|_| {})
+        .err()
+        .unwrap();
+    assert!(matches!(e, BenchError::Config(_)), "{e}");
+}
+
+fn sim_options(sim: &SimStorage) -> Options {
+    Options {
+        storage: Some(Arc::new(sim.clone()) as Arc<dyn Storage>),
+        page_size: Some(4096),
+        // 20 frames: pages with uncommitted votes are stolen.
+        buffer_pool_bytes: 20 * 4096,
+        ..Options::default()
+    }
+}
+
+/// Two sessions vote with pipelined commits; the last commits of each are
+/// left in flight, then the power fails (a random subset of unsynced writes
+/// kept, torn). Recovery keeps every acknowledged vote and the invariants.
+#[test]
+fn a_power_loss_keeps_acknowledged_votes_and_the_invariants() {
+    for seed in 0..4u64 {
+        let sim = SimStorage::new(seed);
+        let dir = Path::new("/voter");
+        let config = small();
+        let db = Database::open(dir, sim_options(&sim)).unwrap();
+        let mut w = Voter::new(config.clone());
+        w.setup(&db, 1).unwrap();
+        db.close().unwrap();
+
+        let db = Database::open(dir, sim_options(&sim)).unwrap();
+        let mut w = Voter::new(config.clone());
+        w.setup(&db, 2).unwrap();
+        let acked_votes: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|worker| {
+                    let (db, w) = (&db, &w);
+                    s.spawn(move || {
+                        let mut session = db.session();
+                        let mut gen = w.worker(worker, seed * 10 + worker as u64);
+                        let mut pending = std::collections::VecDeque::new();
+                        let mut acked = 0u64;
+                        for _ in 0..400 {
+                            let mut tx = session.begin().unwrap();
+                            let (ty, body) = gen.next(&mut tx);
+                            match body.and_then(|()| tx.commit_pipelined()) {
+                                Ok(p) => pending.push_back((ty, p)),
+                                Err(e) if is_abort(&e) => {}
+                                Err(e) => panic!("{e}"),
+                            }
+                            while pending.len() > 4 {
+                                let (ty, p) = pending.pop_front().unwrap();
+                                match p.wait() {
+                                    Ok(_) => acked += u64::from(ty == VOTE),
+                                    Err(e) if is_abort(&e) => {}
+                                    Err(e) => panic!("{e}"),
+                                }
+                            }
+                        }
+                        // Up to four commits stay in flight: the crash
+                        // may or may not keep them.
+                        std::mem::forget(pending);
+                        acked
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert!(acked_votes > 0);
+        std::mem::forget(db);
+        sim.crash(CrashPolicy::Random {
+            keep: 0.5,
+            tear: true,
+        });
+
+        let db = Database::open(dir, sim_options(&sim)).expect("recovery");
+        let report = db.recovery_report().unwrap().clone();
+        assert!(report.records > 0, "{report:?}");
+        let check = voter::verify(&db, &config).expect("Voter invariants after recovery");
+        assert!(
+            check.votes >= acked_votes,
+            "seed {seed}: {} votes after recovery, {acked_votes} acknowledged",
+            check.votes
+        );
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn verify_catches_a_corrupted_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Options::default()).unwrap();
+    let mut w = Voter::new(small());
+    w.setup(&db, 1).unwrap();
+    let mut session = db.session();
+    let mut gen = w.worker(0, 7);
+    let mut types = [0u64; 3];
+    for _ in 0..300 {
+        let mut tx = session.begin().unwrap();
+        let (ty, body) = gen.next(&mut tx);
+        body.unwrap();
+        tx.commit().unwrap();
+        types[ty] += 1;
+    }
+    assert!(types[VOTE] > 0 && types[OVER_LIMIT] + types[BAD_CONTESTANT] > 0);
+    drop(gen);
+    let ok = w.verify(&db).unwrap();
+    assert_eq!(ok["votes"], types[VOTE]);
+
+    // One more vote in contestant 3's count (stripe 0) than votes cast.
+    let counts = db.table("voter_contestant_votes").unwrap();
+    let key = [3u32.to_be_bytes(), 0u32.to_be_bytes()].concat();
+    session
+        .run(10, |tx| {
+            let v = tx.get(&counts, &key)?.unwrap();
+            let n = u64::from_le_bytes(v[..8].try_into().unwrap());
+            tx.update(&counts, &key, &(n + 1).to_le_bytes())
+        })
+        .unwrap();
+    let e = w.verify(&db).unwrap_err();
+    assert!(
+        e.to_string().contains("counts add up to"),
+        "unexpected error: {e}"
+    );
+    drop(session);
+    db.close().unwrap();
+}

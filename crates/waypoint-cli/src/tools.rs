@@ -1,0 +1,299 @@
+//! `waypoint verify` (a workload's invariants on a database, after the
+//! recovery that opening it does) and `waypoint inspect` (what the files
+//! of a database hold, read-only: nothing is recovered or changed).
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use waypoint::inspect::{CheckpointState, DatabaseInfo, SegmentEnd, SegmentHeader};
+use waypoint_bench::registry;
+use waypoint_bench::summary::RecoverySummary;
+
+#[derive(clap::Args)]
+pub struct VerifyArgs {
+    /// Database directory.
+    pub dir: PathBuf,
+    /// The workload whose invariants to check: tpcc, tpcb, ycsb or voter. Its
+    /// scale is read from the database.
+    #[arg(long)]
+    pub workload: String,
+    /// Buffer pool memory for the check, e.g. 256MiB [default: 256MiB].
+    #[arg(long)]
+    pub buffer: Option<String>,
+    /// Print what was checked as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct InspectArgs {
+    /// Database directory.
+    pub dir: PathBuf,
+    /// Print everything as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Refuse a directory without a data file before anything opens it.
+pub fn require_database(dir: &Path) -> Result<()> {
+    let data = dir.join(waypoint::db::DATA_FILE);
+    if !dir.is_dir() {
+        bail!("{} does not exist or is not a directory", dir.display());
+    }
+    if !data.is_file() {
+        bail!(
+            "{} is not a waypoint database (no {})",
+            dir.display(),
+            waypoint::db::DATA_FILE
+        );
+    }
+    // Opening would initialise an empty data file as a new database.
+    if std::fs::metadata(&data).map_or(true, |m| m.len() == 0) {
+        bail!(
+            "{} is not a waypoint database ({} is empty)",
+            dir.display(),
+            waypoint::db::DATA_FILE
+        );
+    }
+    Ok(())
+}
+
+pub fn verify(args: VerifyArgs) -> Result<()> {
+    registry::check_name(&args.workload)?;
+    require_database(&args.dir)?;
+    let buffer = crate::args::parse_size("buffer", args.buffer.as_deref().unwrap_or("256MiB"))?;
+    let options = waypoint::Options {
+        create_if_missing: false,
+        buffer_pool_bytes: buffer,
+        ..Default::default()
+    };
+    let t0 = std::time::Instant::now();
+    let db = waypoint::Database::open(&args.dir, options)
+        .with_context(|| format!("cannot open {}", args.dir.display()))?;
+    let recovery = db
+        .recovery_report()
+        .filter(|r| RecoverySummary::needed(r))
+        .map(|r| RecoverySummary::of(r, t0.elapsed()));
+    let outcome = registry::reopen(&db, &args.workload).and_then(|w| {
+        let checked = w.verify(&db)?;
+        Ok((w.config_json(), checked))
+    });
+    // Close cleanly whatever the check found: what recovery did stays done.
+    let closed = db.close();
+    let (config, checked) = outcome?;
+    closed.context("clean close after the check")?;
+    if args.json {
+        let v = json!({
+            "dir": args.dir, "workload": args.workload, "config": config,
+            "checked": checked, "recovery": recovery,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        if let Some(r) = &recovery {
+            print!("{}", r.lines());
+        }
+        println!(
+            "{}: the {} invariants hold ({config})",
+            args.dir.display(),
+            args.workload
+        );
+        println!("checked: {checked}");
+    }
+    Ok(())
+}
+
+pub fn inspect(args: InspectArgs) -> Result<()> {
+    require_database(&args.dir)?;
+    let info = waypoint::inspect::inspect(&args.dir)
+        .with_context(|| format!("cannot inspect {}", args.dir.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&info))?);
+    } else {
+        print!("{}", to_text(&info));
+    }
+    Ok(())
+}
+
+fn checkpoint_json(c: &CheckpointState) -> serde_json::Value {
+    match c {
+        CheckpointState::Absent => json!({ "present": false }),
+        CheckpointState::Floor(f) => json!({ "present": true, "floor": f }),
+        CheckpointState::Unreadable(e) => json!({ "present": true, "error": e }),
+    }
+}
+
+fn header_json(h: &SegmentHeader) -> serde_json::Value {
+    match h {
+        SegmentHeader::Valid { partition, start } => {
+            json!({ "state": "valid", "partition": partition, "start": start })
+        }
+        SegmentHeader::Torn => json!({ "state": "torn" }),
+        SegmentHeader::UnsupportedVersion(v) => {
+            json!({ "state": "unsupported_version", "version": v })
+        }
+        SegmentHeader::Corrupt(e) => json!({ "state": "corrupt", "error": e }),
+    }
+}
+
+fn end_json(e: &SegmentEnd) -> serde_json::Value {
+    match e {
+        SegmentEnd::Clean => json!({ "state": "clean" }),
+        SegmentEnd::TornTail { offset, error } => {
+            json!({ "state": "torn_tail", "offset": offset, "error": error })
+        }
+        SegmentEnd::Corrupt { offset, detail } => {
+            json!({ "state": "corrupt", "offset": offset, "error": detail })
+        }
+        SegmentEnd::NotScanned => json!({ "state": "not_scanned" }),
+    }
+}
+
+fn to_json(i: &DatabaseInfo) -> serde_json::Value {
+    let sb = &i.superblock;
+    let partitions: Vec<serde_json::Value> = i
+        .partitions
+        .iter()
+        .map(|p| {
+            let segments: Vec<serde_json::Value> = p
+                .segments
+                .iter()
+                .map(|s| {
+                    json!({
+                        "path": s.path, "start": s.start, "bytes": s.file_bytes,
+                        "header": header_json(&s.header), "records": s.records,
+                        "commits": s.commits, "records_above_floor": s.records_above_floor,
+                        "first_gsn": s.first_gsn, "last_gsn": s.last_gsn,
+                        "min_gsn": s.min_gsn, "max_gsn": s.max_gsn,
+                        "valid_bytes": s.valid_bytes, "end": end_json(&s.end),
+                    })
+                })
+                .collect();
+            json!({
+                "id": p.id, "path": p.path,
+                "bytes": p.segments.iter().map(|s| s.file_bytes).sum::<u64>(),
+                "first_gsn": p.segments.iter().find_map(|s| s.first_gsn),
+                "last_gsn": p.segments.iter().rev().find_map(|s| s.last_gsn),
+                "segments": segments, "other_files": p.other_files,
+            })
+        })
+        .collect();
+    json!({
+        "dir": i.dir,
+        "format": {
+            "database": i.db_format_version, "page": i.page_format_version,
+            "log": i.log_format_version, "checkpoint_metadata": i.checkpoint_format_version,
+        },
+        "page_size": sb.page_size,
+        "superblock": {
+            "next_page_id": sb.next_page_id, "catalog_root": sb.catalog_root,
+            "free_list_head": sb.free_list_head, "clean": sb.clean, "epoch": sb.epoch,
+            "log_floor": sb.log_floor,
+        },
+        "data_file": { "bytes": i.data_file_bytes, "pages": i.data_file_pages },
+        "double_write_bytes": i.double_write_bytes,
+        "checkpoint": checkpoint_json(&i.checkpoint),
+        "log_floor": i.log_floor,
+        "log": {
+            "partitions": i.partitions.len(), "segments": i.segments(), "bytes": i.log_bytes(),
+        },
+        "partitions": partitions,
+    })
+}
+
+fn size(bytes: u64) -> String {
+    if bytes < 1 << 20 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+    }
+}
+
+fn gsn(g: Option<u64>) -> String {
+    g.map_or("-".to_string(), |g| g.to_string())
+}
+
+fn to_text(i: &DatabaseInfo) -> String {
+    let sb = &i.superblock;
+    let mut out = format!("waypoint database {}\n", i.dir.display());
+    out += &format!(
+        "  formats: database {}, page {}, log {}, checkpoint metadata {}\n",
+        i.db_format_version,
+        i.page_format_version,
+        i.log_format_version,
+        i.checkpoint_format_version
+    );
+    out += &format!(
+        "  data file: {} ({} pages of {} bytes; next page id {}, free-list head {})\n",
+        size(i.data_file_bytes),
+        i.data_file_pages,
+        sb.page_size,
+        sb.next_page_id,
+        sb.free_list_head
+    );
+    if let Some(b) = i.double_write_bytes {
+        out += &format!("  double-write file: {}\n", size(b));
+    }
+    out += &format!(
+        "  closed cleanly: {} (epoch {}){}\n",
+        if sb.clean { "yes" } else { "no" },
+        sb.epoch,
+        if sb.clean {
+            ""
+        } else {
+            "; the next open recovers from the log"
+        }
+    );
+    let ckpt = match &i.checkpoint {
+        CheckpointState::Absent => "absent".to_string(),
+        CheckpointState::Floor(f) => format!("floor {f}"),
+        CheckpointState::Unreadable(e) => format!("unreadable: {e}"),
+    };
+    out += &format!(
+        "  log floor {} (superblock {}, checkpoint.waypoint {ckpt})\n",
+        i.log_floor, sb.log_floor
+    );
+    out += &format!(
+        "  log: {} partitions, {} segments, {}\n",
+        i.partitions.len(),
+        i.segments(),
+        size(i.log_bytes())
+    );
+    if i.segments() > 0 {
+        out += &format!(
+            "  {:<7} {:>20} {:>11} {:>9} {:>8} {:>9} {:>12} {:>12}  end\n",
+            "part", "start", "bytes", "records", "commits", ">floor", "first GSN", "last GSN"
+        );
+    }
+    for p in &i.partitions {
+        for s in &p.segments {
+            let end = match (&s.header, &s.end) {
+                (SegmentHeader::Torn, _) => "header torn (never synced)".to_string(),
+                (SegmentHeader::UnsupportedVersion(v), _) => format!("log format version {v}"),
+                (SegmentHeader::Corrupt(e), _) => format!("header corrupt: {e}"),
+                (_, SegmentEnd::Clean) => "clean".to_string(),
+                (_, SegmentEnd::TornTail { offset, error }) => {
+                    format!("torn tail at {offset} ({error})")
+                }
+                (_, SegmentEnd::Corrupt { offset, detail }) => {
+                    format!("CORRUPT at {offset}: {detail}")
+                }
+                (_, SegmentEnd::NotScanned) => "not scanned".to_string(),
+            };
+            out += &format!(
+                "  p{:05} {:>20} {:>11} {:>9} {:>8} {:>9} {:>12} {:>12}  {end}\n",
+                p.id,
+                s.start,
+                s.file_bytes,
+                s.records,
+                s.commits,
+                s.records_above_floor,
+                gsn(s.first_gsn),
+                gsn(s.last_gsn)
+            );
+        }
+        for f in &p.other_files {
+            out += &format!("  p{:05} not a segment: {}\n", p.id, f.display());
+        }
+    }
+    out
+}
