@@ -8,4 +8,5 @@ pub mod pool;
 pub use page::{PageId, PageKind};
 pub use pool::{
     BufferPool, ExclusiveGuard, FlushGate, OptimisticGuard, PoolConfig, PoolStats, SharedGuard,
+    WRITER_READ_FROM_DISK, WRITER_UNKNOWN,
 };

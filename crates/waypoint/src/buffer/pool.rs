@@ -56,6 +56,14 @@ pub trait FlushGate: Send + Sync {
     fn is_durable_at(&self, partition: u32, end: u64) -> bool;
 }
 
+/// `last_writer` of a frame nothing has logged on since its page was read
+/// from the data file: every change in that image was durable before it was
+/// written (WAL rule), so it is nobody's remote dependency.
+pub const WRITER_READ_FROM_DISK: u32 = u32::MAX - 1;
+/// `last_writer` of a frame with no known writer (a newly allocated page,
+/// whose free record may not be durable yet).
+pub const WRITER_UNKNOWN: u32 = u32::MAX;
+
 struct Frame {
     latch: HybridLatch,
     page_id: AtomicU64,
@@ -82,7 +90,7 @@ impl Frame {
             writeback: AtomicBool::new(false),
             cool: AtomicBool::new(false),
             persisted_gsn: AtomicU64::new(0),
-            last_writer: AtomicU32::new(u32::MAX),
+            last_writer: AtomicU32::new(WRITER_UNKNOWN),
             last_write_end: AtomicU64::new(0),
         }
     }
@@ -423,7 +431,9 @@ impl BufferPool {
             .store(page::page_gsn(data), Ordering::Relaxed);
         frame.dirty.store(false, Ordering::Relaxed);
         frame.cool.store(false, Ordering::Relaxed);
-        frame.last_writer.store(u32::MAX, Ordering::Relaxed);
+        frame
+            .last_writer
+            .store(WRITER_READ_FROM_DISK, Ordering::Relaxed);
         frame.last_write_end.store(0, Ordering::Relaxed);
         frame.page_id.store(pid, Ordering::Release);
         entry.store(idx as u64 + 1, Ordering::Release);
@@ -555,7 +565,7 @@ impl BufferPool {
             page::set_page_gsn(data, gsn);
             if fresh_frame {
                 frame.persisted_gsn.store(0, Ordering::Relaxed);
-                frame.last_writer.store(u32::MAX, Ordering::Relaxed);
+                frame.last_writer.store(WRITER_UNKNOWN, Ordering::Relaxed);
                 frame.last_write_end.store(0, Ordering::Relaxed);
                 frame.page_id.store(pid, Ordering::Release);
                 entry.store(idx as u64 + 1, Ordering::Release);
@@ -806,7 +816,8 @@ impl BufferPool {
             gate.ensure_durable(max_gsn)?;
             for item in &batch.items {
                 assert!(
-                    item.writer == u32::MAX || gate.is_durable_at(item.writer, item.writer_end),
+                    item.writer > u32::from(u16::MAX)
+                        || gate.is_durable_at(item.writer, item.writer_end),
                     "WAL rule: page {} (GSN {}) would be written before partition {} is durable to {}",
                     item.pid,
                     item.gsn,

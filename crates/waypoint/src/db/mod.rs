@@ -401,6 +401,9 @@ impl Database {
             None => Box::new(crate::txn::NoSessionLog::default()),
         };
         let (epoch, epoch_thread) = EpochClock::start(superblock.epoch + 1);
+        if let Some(w) = &wal {
+            w.set_first_epoch(epoch.current());
+        }
         let shared = Arc::new(DbShared {
             pool,
             wal,

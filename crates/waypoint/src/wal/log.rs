@@ -34,7 +34,7 @@ use crate::buffer::page;
 use crate::buffer::{ExclusiveGuard, FlushGate};
 use crate::error::Result;
 use crate::io::Storage;
-use crate::txn::epoch::SLOT_BITS;
+use crate::txn::epoch::{epoch_of, SLOT_BITS};
 use crate::txn::SessionLog;
 use parking_lot::RwLock;
 use std::cell::RefCell;
@@ -175,6 +175,9 @@ pub struct Wal {
     max_lag: AtomicU64,
     relief: (parking_lot::Mutex<()>, parking_lot::Condvar),
     backpressure_nanos: AtomicU64,
+    /// The epoch this process's TIDs start at (every TID below it is from
+    /// an earlier run, durable).
+    first_epoch: AtomicU64,
 }
 
 /// A transaction that logged changes and may still become a loser: until
@@ -232,6 +235,7 @@ impl Wal {
             max_lag: AtomicU64::new(u64::MAX),
             relief: (parking_lot::Mutex::new(()), parking_lot::Condvar::new()),
             backpressure_nanos: AtomicU64::new(0),
+            first_epoch: AtomicU64::new(0),
         }))
     }
 
@@ -325,6 +329,15 @@ impl Wal {
 
     /// A snapshot of the open partitions (an `Arc` clone: no allocation on
     /// the commit path).
+    /// Set at open to the epoch the clock starts from.
+    pub fn set_first_epoch(&self, epoch: u64) {
+        self.first_epoch.store(epoch, Ordering::Release);
+    }
+
+    pub fn first_epoch(&self) -> u64 {
+        self.first_epoch.load(Ordering::Acquire)
+    }
+
     fn all(&self) -> Arc<Vec<Arc<Partition>>> {
         Arc::clone(&self.open.read())
     }
@@ -664,7 +677,10 @@ impl WalSessionLog {
         let parts = self.wal.partitions.read();
         for tid in observed {
             let writer = (tid & ((1 << SLOT_BITS) - 1)) as u16;
-            if writer == self.slot || tid == 0 {
+            // A TID of an epoch before this process started was made
+            // durable (and recovered) before it; its slot may belong to
+            // another session now.
+            if writer == self.slot || tid == 0 || epoch_of(tid) < self.wal.first_epoch() {
                 continue;
             }
             // No partition: written before this process started, durable.
@@ -741,7 +757,11 @@ impl WalSessionLog {
         let mut floor = st.gsn;
         for page in pages.iter() {
             let prev = page::page_gsn(page.data());
-            if prev > st.flushed_at_start && page.last_writer() != self.slot as u32 {
+            let writer = page.last_writer();
+            if prev > st.flushed_at_start
+                && writer != self.slot as u32
+                && writer != crate::buffer::WRITER_READ_FROM_DISK
+            {
                 st.needs_remote = true;
             }
             floor = floor.max(prev);
@@ -1193,6 +1213,35 @@ mod tests {
             pool.stop();
             wal.shutdown().unwrap();
         }
+    }
+
+    /// A page read from the data file carries only durable changes (the
+    /// WAL rule held when it was written), so writing it is no remote
+    /// dependency, whatever its GSN; before, its unknown writer counted as
+    /// remote and every page evicted and read back made a commit remote.
+    #[test]
+    fn a_page_read_from_disk_is_no_remote_dependency() {
+        let (pool, wal, a, b) = setup(CommitProtocol::RfaGroup);
+        let s1 = wal.session_log(1).unwrap();
+        // s1 logs without committing: GSN_flushed stays low.
+        s1.state.borrow_mut().txn = 7;
+        b.insert(&pool, &s1, b"pending", 7, b"x").unwrap();
+        let mut s2 = wal.session_log(2).unwrap();
+        let mut write_as = |last_writer: u32, key: &[u8], tid: u64| {
+            pool.exclusive(a.root())
+                .unwrap()
+                .set_last_writer(last_writer, 0);
+            s2.on_begin();
+            a.insert(&pool, &s2, key, tid, b"y").unwrap();
+            commit(&mut s2, tid, &[]);
+            wal.stats().remote_flush_commits
+        };
+        assert_eq!(
+            write_as(crate::buffer::WRITER_READ_FROM_DISK, b"k1", 1 << 16 | 2),
+            0
+        );
+        // The same page last written by another partition is remote.
+        assert_eq!(write_as(100, b"k2", 2 << 16 | 2), 1);
     }
 
     fn positions(t: &CommitTicket) -> Vec<(u32, u64)> {
