@@ -918,6 +918,18 @@ impl SessionLog for WalSessionLog {
     /// or keep the end record but lose a page predecessor of a compensation
     /// record (leaving the transaction half undone). Rollbacks after
     /// placeholders are rare (a conflict at validation), so the sync is.
+    ///
+    /// The end record is appended only after the compensation records'
+    /// dependencies on other partitions are durable: this partition's
+    /// writer makes its own records durable regardless of the others, so an
+    /// end record appended first could survive a crash (or a full disk)
+    /// that lost a predecessor of a compensation record on another
+    /// partition. Redo then stops at that gap, the compensation is not
+    /// applied, and the end record keeps recovery from undoing the
+    /// transaction: a placeholder or an overwritten value would stay
+    /// (recovery's own undo orders its end records the same way). If that
+    /// wait fails, no end record is written and the transaction stays a
+    /// loser that recovery undoes.
     fn end_rollback(&mut self) -> Result<()> {
         let (txn, wrote, remote) = {
             let mut st = self.state.borrow_mut();
@@ -927,24 +939,25 @@ impl SessionLog for WalSessionLog {
         if !wrote {
             return Ok(());
         }
-        let end = self.append_end(txn)?;
-        let mut targets = vec![(Arc::clone(&self.partition), end)];
         if remote || self.unresolved_remote.is_some() {
-            for p in self.wal.all().iter() {
-                if p.id() != self.slot as u32 {
-                    let pos = p.appended();
-                    targets.push((Arc::clone(p), pos));
-                }
+            let deps = CommitTicket {
+                targets: self
+                    .wal
+                    .all()
+                    .iter()
+                    .filter(|p| p.id() != self.slot as u32)
+                    .map(|p| (Arc::clone(p), p.appended()))
+                    .collect(),
+                remote_tid: None,
+            };
+            for (p, pos) in &deps.targets {
+                p.request_flush(*pos);
             }
+            deps.wait()?;
         }
-        let ticket = CommitTicket {
-            targets,
-            remote_tid: None,
-        };
-        for (p, pos) in &ticket.targets {
-            p.request_flush(*pos);
-        }
-        ticket.wait()?;
+        let end = self.append_end(txn)?;
+        self.partition.request_flush(end);
+        self.partition.wait_durable(end)?;
         // Rolled back for good: recovery will not need its records.
         let done = self.unresolved.lock().pop_back();
         debug_assert!(done.is_some_and(|u| u.ticket.is_none()));
@@ -1131,5 +1144,68 @@ mod tests {
         assert!(wal.flushed_gsn() >= last);
         pool.stop();
         wal.shutdown().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod rollback_tests {
+    use super::*;
+    use crate::io::{CrashPolicy, Fault, FaultKind, SimStorage};
+    use crate::wal::recovery::Recovery;
+    use crate::wal::test_support::{durable, key, pool, small_tree, VALUE};
+
+    /// Regression test (found while building the full-log policy): a
+    /// rollback's end record used to be appended before its compensation
+    /// records' dependencies on other partitions were durable. Here session
+    /// B's compensation lands on a leaf right after session A's record,
+    /// A's partition fails before that record is durable, and B's own
+    /// writer makes B's end record durable anyway: after a power loss redo
+    /// stops at the gap on the leaf, B's compensation is not applied, and
+    /// the end record kept recovery from undoing B: its placeholder
+    /// stayed. Now the end record waits for those dependencies, so B stays
+    /// a loser and recovery removes the placeholder.
+    #[test]
+    fn a_rollback_whose_compensation_follows_a_lost_record_of_another_partition_stays_a_loser() {
+        let sim = SimStorage::new(21);
+        let (pool_before, wal, tree) = small_tree(&sim);
+        let mut b = wal.session_log(1).unwrap();
+        let mut a = wal.session_log(2).unwrap();
+        b.on_begin();
+        tree.insert(&pool_before, &b, &key(1), 2, &[]).unwrap();
+        durable(&wal, 1);
+        a.on_begin();
+        tree.insert(&pool_before, &a, &key(2), 3, &VALUE).unwrap();
+        // B's commit failed (a conflict, say): it rolls back on top of A's
+        // record, then A's log fails before that record is durable.
+        b.begin_rollback();
+        assert!(tree.remove(&pool_before, &b, &key(1)).unwrap().is_some());
+        sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path("p00002"));
+        let ended = b.end_rollback();
+        assert!(ended.is_err(), "A's record never became durable");
+        durable(&wal, 1);
+        pool_before.stop();
+        drop((a, b));
+        sim.crash(CrashPolicy::DropAll);
+
+        let pool = pool(&sim);
+        let mut recovery =
+            Recovery::analyze_and_redo(&sim, Path::new("/db/wal"), &pool, 1, 0).unwrap();
+        let wal = Wal::new(
+            Arc::new(sim.clone()),
+            Path::new("/db/wal"),
+            CommitProtocol::Rfa,
+            recovery.partitions(),
+            0,
+        )
+        .unwrap();
+        let mut undo_logs = [wal.session_log(u16::MAX).unwrap()];
+        recovery.undo(&pool, &mut undo_logs).unwrap();
+        assert!(
+            tree.get(&pool, &key(1)).unwrap().is_none(),
+            "the rolled-back placeholder survived recovery: {:?}",
+            recovery.report
+        );
+        assert!(tree.get(&pool, &key(2)).unwrap().is_none());
+        assert_eq!(tree.check(&pool).unwrap(), 60);
     }
 }
