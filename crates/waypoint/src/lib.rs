@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod db;
 pub mod error;
 pub mod io;
+mod sync;
 pub mod txn;
 pub mod wal;
 
