@@ -923,12 +923,7 @@ impl BufferPool {
         // Frames whose dirty page another writeback holds: revisit.
         let mut pending: Vec<u32> = Vec::new();
         for idx in (shard..self.frames.len()).step_by(shards) {
-            let frame = &self.frames[idx];
-            let busy = frame.writeback.load(Ordering::Acquire);
-            if busy
-                || (frame.dirty.load(Ordering::Acquire)
-                    && !self.stage(&mut batch, idx as u32, true, u64::MAX))
-            {
+            if self.stage_or_revisit(&mut batch, idx as u32) {
                 pending.push(idx as u32);
             }
             if batch.is_full() {
@@ -941,13 +936,9 @@ impl BufferPool {
             self.check_healthy()?;
             let mut still = Vec::new();
             for idx in pending {
-                let frame = &self.frames[idx as usize];
                 // Still being written by someone else, or written by them
                 // and changed during that write (then it is ours to write).
-                if frame.writeback.load(Ordering::Acquire)
-                    || (frame.dirty.load(Ordering::Acquire)
-                        && !self.stage(&mut batch, idx, true, u64::MAX))
-                {
+                if self.stage_or_revisit(&mut batch, idx) {
                     still.push(idx);
                 }
                 if batch.is_full() {
@@ -961,6 +952,29 @@ impl BufferPool {
             }
         }
         Ok(written)
+    }
+
+    /// For a checkpoint increment: stage frame `idx` if it is dirty; true
+    /// if it must be looked at again (dirty but held by another writeback,
+    /// or clean with another writeback of it in flight).
+    ///
+    /// `dirty` is read before `writeback`. Staging sets `writeback` before
+    /// it clears `dirty`, and a writeback clears `writeback` only after its
+    /// `fdatasync`, so a page seen clean and then not in writeback has its
+    /// earlier changes on disk. The other order (as this code had it) let a
+    /// page the page provider staged between the two loads pass as written
+    /// while its copy was still in flight, and the increment then claimed
+    /// the shard checkpointed: the log floor could pass changes the data
+    /// file did not have (found by the shuttle model,
+    /// `tests/model_check.rs`, `writeback`; the symptom of
+    /// docs/RELIABILITY.md findings 4-6).
+    fn stage_or_revisit(&self, batch: &mut WritebackBatch, idx: u32) -> bool {
+        let frame = &self.frames[idx as usize];
+        if frame.dirty.load(Ordering::Acquire) {
+            !self.stage(batch, idx, true, u64::MAX)
+        } else {
+            frame.writeback.load(Ordering::Acquire)
+        }
     }
 
     /// Stop the page provider. Pages stay resident; call after `flush_all`.
