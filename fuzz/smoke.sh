@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fuzz smoke run: build every cargo-fuzz target and run each for a few
-# seconds (FUZZ_SECONDS, default 5), then replay every saved regression
-# input in fuzz/regressions/<target>/. Fails on the first crash, hang
+# Fuzz smoke run: build every cargo-fuzz target (`cargo fuzz list`:
+# checkpoint_meta, log_record, log_segment, page, recovery) and run each for
+# a few seconds (FUZZ_SECONDS, default 5), then replay every saved
+# regression input in fuzz/regressions/<target>/. Fails on the first crash, hang
 # (-timeout) or out-of-memory (-rss_limit_mb) libFuzzer reports.
 #
 # Works on the stable toolchain: `-s none` builds libFuzzer with coverage

@@ -82,6 +82,17 @@ pub enum Error {
     /// disk. Every call fails until the database is reopened and recovered.
     #[error("database poisoned by an earlier I/O failure ({cause}); reopen it")]
     Poisoned { cause: String },
+    /// The disk holding the log is full: a log write failed with `ENOSPC`.
+    /// The database is read-only from then on: every write and every commit
+    /// that would log is refused with this error, and a commit whose records
+    /// were not yet durable fails with it (it was not acknowledged: after a
+    /// reopen it is absent, or present whole if the kernel had taken its
+    /// bytes before the disk filled). Reads (`get`, `scan`, read-only
+    /// transactions) keep working on the committed data. Nothing is retried:
+    /// free space, then reopen the database, and recovery restores every
+    /// acknowledged commit from the log.
+    #[error("the log's disk is full ({cause}): writes are refused, reads keep working; free space and reopen the database")]
+    LogFull { path: PathBuf, cause: String },
     #[error("{op} failed on {path}{}: {source}", fmt_offset(*.offset))]
     Io {
         op: IoOp,
@@ -136,11 +147,32 @@ impl Error {
         matches!(self, Error::Io { .. })
     }
 
-    /// The raw OS error code of an I/O error, if any (e.g. `libc::ENOSPC`).
+    /// True for [`Error::LogFull`]: the database is read-only until it is
+    /// reopened after space was freed.
+    pub fn is_log_full(&self) -> bool {
+        matches!(self, Error::LogFull { .. })
+    }
+
+    /// The raw OS error code of an I/O error, if any (e.g. `libc::ENOSPC`;
+    /// also for [`Error::LogFull`]).
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
             Error::Io { source, .. } => source.raw_os_error(),
+            Error::LogFull { .. } => Some(libc::ENOSPC),
             _ => None,
+        }
+    }
+
+    /// Did a write fail because the disk is full (`ENOSPC`)? Only writes
+    /// and file creation or growth count: a failed sync is a failed sync,
+    /// whatever its code (the data it covered may be lost).
+    pub(crate) fn is_enospc_on_write(&self) -> bool {
+        match self {
+            Error::Io { op, source, .. } => {
+                matches!(op, IoOp::Write | IoOp::SetLen | IoOp::Open)
+                    && source.raw_os_error() == Some(libc::ENOSPC)
+            }
+            _ => false,
         }
     }
 

@@ -885,6 +885,8 @@ fn is_enospc(e: &Error) -> bool {
                 && source.raw_os_error() == Some(libc::ENOSPC)
         }
         Error::Poisoned { cause } => cause.contains("os error 28"),
+        // The log shares the disk: it may fill up first (tests/log_full.rs).
+        Error::LogFull { cause, .. } => cause.contains("os error 28"),
         _ => false,
     }
 }

@@ -9,8 +9,14 @@
 //!
 //! Invariant: the version changes exactly when an exclusive holder releases,
 //! so an optimistic read that validates saw no concurrent modification.
+//!
+//! Model-checked with shuttle (`tests/model_check.rs`, module `latch`):
+//! that test compiles this very file with `crate::sync` mapped to shuttle's
+//! atomics and yields, so keep every atomic and every wait going through
+//! `crate::sync` (see `src/sync.rs`) and this file free of other crate
+//! items.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use crate::sync::atomic::{fence, AtomicU64, Ordering};
 
 const STATE_MASK: u64 = 0xFF;
 const EXCLUSIVE: u64 = 0xFF;
@@ -32,12 +38,12 @@ impl Backoff {
     pub(crate) fn wait(&mut self) {
         if self.0 < 6 {
             for _ in 0..(1 << self.0) {
-                std::hint::spin_loop();
+                crate::sync::spin_loop();
             }
         } else if self.0 < 20 {
-            std::thread::yield_now();
+            crate::sync::yield_now();
         } else {
-            std::thread::sleep(std::time::Duration::from_micros(50));
+            crate::sync::sleep(std::time::Duration::from_micros(50));
         }
         self.0 = self.0.saturating_add(1);
     }
@@ -174,34 +180,5 @@ impl HybridLatch {
 
     pub fn is_exclusive(&self) -> bool {
         self.word.load(Ordering::Relaxed) & STATE_MASK == EXCLUSIVE
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn modes_exclude_each_other_and_versions_advance() {
-        let l = HybridLatch::default();
-        let v = l.optimistic().unwrap();
-        assert!(l.try_shared());
-        assert!(l.try_shared());
-        assert!(!l.try_exclusive());
-        assert!(l.validate(v), "shared holders do not invalidate readers");
-        l.unlock_shared();
-        l.unlock_shared();
-        assert!(l.try_upgrade(v));
-        assert!(l.optimistic().is_none());
-        assert!(!l.validate(v));
-        assert!(!l.try_shared());
-        l.unlock_exclusive();
-        assert!(!l.validate(v), "an exclusive release invalidates readers");
-        let v2 = l.optimistic().unwrap();
-        assert_eq!(v2, v + 1);
-        assert!(!l.try_upgrade(v), "stale version cannot upgrade");
-        l.exclusive();
-        l.unlock_exclusive_unchanged();
-        assert!(l.validate(v2));
     }
 }

@@ -20,6 +20,13 @@
 //!   largest page GSN;
 //! - persisted-GSN rule (invariant 4): a frame's persisted GSN is raised
 //!   only after the batch's `sync_data` returned Ok.
+//!
+//! When the log's disk is full ([`Error::LogFull`] from the gate) the pool
+//! is not poisoned: nothing was written. Pages the gate cannot vouch for
+//! stay dirty (so they are never evicted); the page provider learns the
+//! gate's limit ([`FlushGate::write_limit`]) and writes and evicts only
+//! the other pages, so reads go on. Flushes and checkpoint increments fail
+//! with the error instead of skipping pages (they must not claim progress).
 
 use super::latch::{Backoff, HybridLatch};
 use super::page::{self, PageId, PageKind};
@@ -54,6 +61,13 @@ pub trait FlushGate: Send + Sync {
     /// record of every page it writes (the WAL rule checked independently
     /// of how the gate enforced it).
     fn is_durable_at(&self, partition: u32, end: u64) -> bool;
+
+    /// The largest page GSN `ensure_durable` can still succeed for:
+    /// `u64::MAX` while the log is healthy; once it can no longer be made
+    /// durable (its disk is full), the GSN up to which it is.
+    fn write_limit(&self) -> u64 {
+        u64::MAX
+    }
 }
 
 /// `last_writer` of a frame nothing has logged on since its page was read
@@ -186,6 +200,9 @@ pub struct BufferPool {
     failure: Mutex<Option<String>>,
     failed: AtomicBool,
     gate: parking_lot::RwLock<Option<Arc<dyn FlushGate>>>,
+    /// The page provider stages only pages with a GSN at or below this
+    /// (`u64::MAX` until the gate reports the log full).
+    write_limit: AtomicU64,
     /// The double-write file: every batch is written and synced there before
     /// it is written in place, so a page torn by a crash during the in-place
     /// write is repaired from its copy at the next open. The mutex also
@@ -249,6 +266,7 @@ impl BufferPool {
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             gate: parking_lot::RwLock::new(None),
+            write_limit: AtomicU64::new(u64::MAX),
             double_write: Mutex::new(None),
             counters: Counters::default(),
             provider_wake: Mutex::new(false),
@@ -341,6 +359,12 @@ impl BufferPool {
     }
 
     fn poison(&self, err: &Error) {
+        if err.is_log_full() {
+            // Nothing was written: the gate refused the batch. The pages
+            // stay dirty; the pool stays usable for reads.
+            self.learn_write_limit();
+            return;
+        }
         let mut failure = self.failure.lock();
         if failure.is_none() {
             *failure = Some(err.to_string());
@@ -348,6 +372,17 @@ impl BufferPool {
         }
         self.failed.store(true, Ordering::Release);
         self.frames_available.notify_all();
+    }
+
+    /// After the gate reported the log full: stage only what it can still
+    /// make durable.
+    fn learn_write_limit(&self) {
+        let limit = self
+            .gate
+            .read()
+            .as_ref()
+            .map_or(u64::MAX, |g| g.write_limit());
+        self.write_limit.store(limit, Ordering::Release);
     }
 
     fn frame_data(&self, idx: u32) -> *mut u8 {
@@ -679,6 +714,10 @@ impl BufferPool {
         batch: &mut WritebackBatch,
     ) {
         let n = self.frames.len();
+        if self.write_limit.load(Ordering::Acquire) != u64::MAX {
+            self.learn_write_limit();
+        }
+        let limit = self.write_limit.load(Ordering::Acquire);
         let mut scanned = 0;
         while cooling.len() < self.cool_target && scanned < n {
             let idx = *clock_hand;
@@ -702,8 +741,11 @@ impl BufferPool {
                 continue; // re-heated or gone: it will be cooled again later
             }
             if frame.dirty.load(Ordering::Acquire) {
-                if !batch.is_full() {
-                    self.stage(batch, idx, false);
+                if !batch.is_full() && !self.stage(batch, idx, false, limit) && limit != u64::MAX {
+                    // Possibly above what the full log can vouch for: out
+                    // of the queue (it would clog it), cooled again later.
+                    frame.cool.store(false, Ordering::Relaxed);
+                    continue;
                 }
                 cooling.push_back((idx, pid));
                 continue;
@@ -753,9 +795,10 @@ impl BufferPool {
     // Writeback: shared by the page provider and flushes (seed 000 §3.8)
     // ---------------------------------------------------------------
 
-    /// Copy frame `idx` into the batch if it is dirty and not already being
-    /// written. `wait` blocks for the shared latch instead of skipping.
-    fn stage(&self, batch: &mut WritebackBatch, idx: u32, wait: bool) -> bool {
+    /// Copy frame `idx` into the batch if it is dirty, not already being
+    /// written and its page GSN is at most `limit`. `wait` blocks for the
+    /// shared latch instead of skipping.
+    fn stage(&self, batch: &mut WritebackBatch, idx: u32, wait: bool, limit: u64) -> bool {
         let frame = &self.frames[idx as usize];
         if wait {
             frame.latch.shared();
@@ -763,9 +806,15 @@ impl BufferPool {
             return false;
         }
         let pid = frame.page_id.load(Ordering::Acquire);
+        // SAFETY: the shared latch excludes writers.
+        let within_limit = limit == u64::MAX
+            || page::page_gsn(unsafe {
+                std::slice::from_raw_parts(self.frame_data(idx), self.page_size)
+            }) <= limit;
         // The CAS makes the provider and a flush unable to stage one frame
         // into two batches at once.
         let staged = pid != NO_PAGE
+            && within_limit
             && frame.dirty.load(Ordering::Acquire)
             && frame
                 .writeback
@@ -860,7 +909,7 @@ impl BufferPool {
         loop {
             for idx in 0..self.frames.len() as u32 {
                 if self.frames[idx as usize].dirty.load(Ordering::Acquire) {
-                    self.stage(&mut batch, idx, true);
+                    self.stage(&mut batch, idx, true, u64::MAX);
                     if batch.is_full() {
                         self.write_batch(&mut batch, Writer::Flush)
                             .inspect_err(|e| self.poison(e))?;
@@ -906,12 +955,7 @@ impl BufferPool {
         // Frames whose dirty page another writeback holds: revisit.
         let mut pending: Vec<u32> = Vec::new();
         for idx in (shard..self.frames.len()).step_by(shards) {
-            let frame = &self.frames[idx];
-            let busy = frame.writeback.load(Ordering::Acquire);
-            if busy
-                || (frame.dirty.load(Ordering::Acquire)
-                    && !self.stage(&mut batch, idx as u32, true))
-            {
+            if self.stage_or_revisit(&mut batch, idx as u32) {
                 pending.push(idx as u32);
             }
             if batch.is_full() {
@@ -924,12 +968,9 @@ impl BufferPool {
             self.check_healthy()?;
             let mut still = Vec::new();
             for idx in pending {
-                let frame = &self.frames[idx as usize];
                 // Still being written by someone else, or written by them
                 // and changed during that write (then it is ours to write).
-                if frame.writeback.load(Ordering::Acquire)
-                    || (frame.dirty.load(Ordering::Acquire) && !self.stage(&mut batch, idx, true))
-                {
+                if self.stage_or_revisit(&mut batch, idx) {
                     still.push(idx);
                 }
                 if batch.is_full() {
@@ -943,6 +984,29 @@ impl BufferPool {
             }
         }
         Ok(written)
+    }
+
+    /// For a checkpoint increment: stage frame `idx` if it is dirty; true
+    /// if it must be looked at again (dirty but held by another writeback,
+    /// or clean with another writeback of it in flight).
+    ///
+    /// `dirty` is read before `writeback`. Staging sets `writeback` before
+    /// it clears `dirty`, and a writeback clears `writeback` only after its
+    /// `fdatasync`, so a page seen clean and then not in writeback has its
+    /// earlier changes on disk. The other order (as this code had it) let a
+    /// page the page provider staged between the two loads pass as written
+    /// while its copy was still in flight, and the increment then claimed
+    /// the shard checkpointed: the log floor could pass changes the data
+    /// file did not have (found by the shuttle model,
+    /// `tests/model_check.rs`, `writeback`; the symptom of
+    /// docs/RELIABILITY.md findings 4-6).
+    fn stage_or_revisit(&self, batch: &mut WritebackBatch, idx: u32) -> bool {
+        let frame = &self.frames[idx as usize];
+        if frame.dirty.load(Ordering::Acquire) {
+            !self.stage(batch, idx, true, u64::MAX)
+        } else {
+            frame.writeback.load(Ordering::Acquire)
+        }
     }
 
     /// Stop the page provider. Pages stay resident; call after `flush_all`.

@@ -11,6 +11,16 @@
 //! Page writes go through a double-write file so a torn page is repaired
 //! before recovery reads it. With `Logging::None` the data file is
 //! consistent after a clean close only.
+//!
+//! I/O errors: a failed write or `fdatasync` never lets a commit be
+//! acknowledged and is never retried. A failed page write poisons the
+//! database ([`Error::Poisoned`] on every later call). A failed log write or
+//! log `fdatasync` poisons the session's log partition. `ENOSPC` on a log
+//! write makes the database read-only: commits not yet durable fail with
+//! [`Error::LogFull`], every later write and DDL is refused with it, reads
+//! (`get`, `scan`, read-only transactions) go on, and `close` fails with it;
+//! after space is freed, a reopen recovers every acknowledged commit (see
+//! README "Durability" and ARCHITECTURE.md "A full log disk").
 
 mod superblock;
 
@@ -168,6 +178,16 @@ impl DbShared {
             });
         }
         self.pool.check_healthy()
+    }
+
+    /// `check_open`, and `Err(LogFull)` once the log's disk is full: the
+    /// database then takes no more writes (reads go on).
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        match &self.wal {
+            Some(wal) => wal.check_writable(),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn poison(&self, cause: String) {
@@ -552,9 +572,16 @@ impl Database {
                 // anything changes. A disk error may strike half-way: the
                 // in-memory catalog and the trees may then disagree until
                 // recovery undoes the change, so stop here.
+                // (A full log disk is among them: a catalog change cannot
+                // be rolled back in memory. DDL is refused up front once
+                // the disk is known full, so only one racing the first
+                // failed log write gets here.)
                 if matches!(
                     e,
-                    Error::Io { .. } | Error::Corruption { .. } | Error::Poisoned { .. }
+                    Error::Io { .. }
+                        | Error::Corruption { .. }
+                        | Error::Poisoned { .. }
+                        | Error::LogFull { .. }
                 ) {
                     self.inner
                         .shared
@@ -596,7 +623,7 @@ impl Database {
     }
 
     fn ddl_guard(&self) -> Result<parking_lot::RwLockWriteGuard<'_, ()>> {
-        self.inner.shared.check_open()?;
+        self.inner.shared.check_writable()?;
         Ok(self.inner.shared.quiesce.write())
     }
 

@@ -100,12 +100,14 @@ impl FaultKind {
 
 /// A one-shot fault: fires at the first operation numbered `>= at_op` that
 /// its kind applies to and, if `path_contains` is set, whose path (either
-/// path of a rename) contains that string.
+/// path of a rename) contains that string, and, if `op` is set, that is
+/// that operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
     pub at_op: u64,
     pub kind: FaultKind,
     pub path_contains: Option<String>,
+    pub op: Option<IoOp>,
 }
 
 impl Fault {
@@ -114,11 +116,19 @@ impl Fault {
             at_op,
             kind,
             path_contains: None,
+            op: None,
         }
     }
 
     pub fn on_path(mut self, part: impl Into<String>) -> Self {
         self.path_contains = Some(part.into());
+        self
+    }
+
+    /// Fire only on `op` (e.g. `IoOp::SyncData`: a failed `fdatasync`
+    /// after the writes went through).
+    pub fn on_op(mut self, op: IoOp) -> Self {
+        self.op = Some(op);
         self
     }
 }
@@ -318,7 +328,7 @@ impl Inner {
         if self.frozen {
             return Err(fail(libc::EIO));
         }
-        match self.take_fault(paths, |kind| kind.applies_to(op)) {
+        match self.take_fault(paths, Some(op), |kind| kind.applies_to(op)) {
             None => Ok(false),
             Some(FaultKind::ShortWrite) => Ok(true),
             Some(FaultKind::Enospc) => Err(fail(libc::ENOSPC)),
@@ -333,6 +343,7 @@ impl Inner {
     fn take_fault(
         &mut self,
         paths: &[&Path],
+        op: Option<IoOp>,
         eligible: impl Fn(FaultKind) -> bool,
     ) -> Option<FaultKind> {
         let n = self.ops;
@@ -343,7 +354,8 @@ impl Inner {
                     .iter()
                     .any(|p| p.to_string_lossy().contains(part.as_str())),
             };
-            f.at_op <= n && eligible(f.kind) && path_ok
+            let op_ok = f.op.is_none() || f.op == op;
+            f.at_op <= n && eligible(f.kind) && path_ok && op_ok
         })?;
         Some(self.faults.remove(index).kind)
     }
@@ -647,7 +659,7 @@ impl Storage for SimStorage {
         // cannot fail, so only a Freeze may fire here.
         inner.ops += 1;
         if inner
-            .take_fault(&[path], |k| k == FaultKind::Freeze)
+            .take_fault(&[path], None, |k| k == FaultKind::Freeze)
             .is_some()
         {
             inner.frozen = true;

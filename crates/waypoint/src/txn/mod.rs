@@ -383,6 +383,12 @@ impl Transaction<'_> {
         self.db().check_open()
     }
 
+    /// Writes are refused up front once the log's disk is full.
+    fn check_writable(&self) -> Result<()> {
+        self.check_active()?;
+        self.db().check_writable()
+    }
+
     fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         let max_key = BTree::max_key_len(&self.db().pool);
         if key.len() > max_key {
@@ -446,7 +452,7 @@ impl Transaction<'_> {
 
     /// Insert a new record; `KeyExists` if `key` is present.
     pub fn insert(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_active()?;
+        self.check_writable()?;
         self.check_sizes(key, Some(value))?;
         if self.exists(table, key)? {
             return Err(Error::KeyExists);
@@ -457,7 +463,7 @@ impl Transaction<'_> {
 
     /// Replace an existing record; `KeyNotFound` if `key` is absent.
     pub fn update(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_active()?;
+        self.check_writable()?;
         self.check_sizes(key, Some(value))?;
         if !self.exists(table, key)? {
             return Err(Error::KeyNotFound);
@@ -468,7 +474,7 @@ impl Transaction<'_> {
 
     /// Insert or replace, without reading the old value (a blind write).
     pub fn upsert(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_active()?;
+        self.check_writable()?;
         table.info.check_live()?;
         self.check_sizes(key, Some(value))?;
         self.put(table, key, Some(value));
@@ -477,7 +483,7 @@ impl Transaction<'_> {
 
     /// Delete `key`; returns whether it was present.
     pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
-        self.check_active()?;
+        self.check_writable()?;
         self.check_sizes(key, None)?;
         let existed = self.exists(table, key)?;
         if existed {
@@ -711,6 +717,8 @@ impl Transaction<'_> {
             self.session.log.on_commit(0, &mut observed)?;
             return Ok(CommitInfo { tid: 0 });
         }
+        // A full log disk refuses writes before anything is locked.
+        db.check_writable()?;
         let me = self.session.next_owner();
         let stripes = self
             .writes
@@ -723,9 +731,13 @@ impl Transaction<'_> {
         // commit builds on what it left.
         db.check_open()?;
         let mut undo = Vec::new();
-        let result = self.install(&db, me, &mut undo);
+        let mut result = self.install(&db, me, &mut undo);
         if result.is_err() {
-            self.rollback(&db, &mut undo);
+            if let Err(full) = self.rollback(&db, &mut undo) {
+                // The rollback is complete in memory, but the log filled up
+                // meanwhile: say so rather than "conflict, retry".
+                result = Err(full);
+            }
         }
         drop(locks);
         Ok(CommitInfo { tid: result? })
@@ -935,17 +947,27 @@ impl Transaction<'_> {
 
     /// Undo placeholders and partial installs, newest first. If undo itself
     /// fails the in-memory state can no longer be trusted: poison.
-    fn rollback(&mut self, db: &DbShared, undo: &mut Vec<Undo>) {
+    ///
+    /// On a full log disk the undo still completes in memory (its
+    /// compensation records may not be logged, see `WalSessionLog`), so
+    /// readers see the transaction undone and the database is not
+    /// poisoned; the end record is not durable, so the transaction stays a
+    /// loser that recovery undoes after the reopen. Returns `Err(LogFull)`
+    /// in that case.
+    fn rollback(&mut self, db: &DbShared, undo: &mut Vec<Undo>) -> Result<()> {
         self.session.log.begin_rollback();
         // Only a complete rollback may be closed with an end record: a
         // partial one must stay a loser so recovery finishes the undo
         // (found by errors.rs: an end record after a failed undo kept half
         // a transaction).
         if self.rollback_changes(db, undo) {
-            if let Err(e) = self.session.log.end_rollback() {
-                db.poison(format!("logging the end of a rollback failed: {e}"));
+            match self.session.log.end_rollback() {
+                Ok(()) => {}
+                Err(e) if e.is_log_full() => return Err(e),
+                Err(e) => db.poison(format!("logging the end of a rollback failed: {e}")),
             }
         }
+        Ok(())
     }
 
     /// Returns whether every change was undone.

@@ -26,7 +26,7 @@
 //! record and every record it depends on are durable, per the chosen
 //! [`CommitProtocol`] (for `Async` it returns at once and says so).
 
-use super::partition::Partition;
+use super::partition::{FullFlag, Partition};
 use super::record::{self, RecordBody, RecordHeader, RecordKind};
 use super::recovery::RecoveredPartition;
 use crate::btree::{PageLog, PageOp, RootId};
@@ -47,6 +47,12 @@ use std::sync::Arc;
 ///
 /// What survives: a *process crash* (kill -9) loses nothing the kernel
 /// accepted, a *power loss* loses everything not `fdatasync`ed.
+///
+/// Under every protocol but `Async`, a commit whose log write or sync fails
+/// is not acknowledged: it fails with [`crate::Error::Poisoned`] (EIO, a
+/// failed `fdatasync`: never retried) or, if the log's disk is full
+/// (`ENOSPC` on a write), with [`crate::Error::LogFull`], after which the
+/// database refuses writes but keeps serving reads until it is reopened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CommitProtocol {
     /// Flush every partition up to this commit before acknowledging it.
@@ -168,6 +174,8 @@ pub struct Wal {
     stage2: Arc<AtomicU64>,
     /// Stage 3: retired segments are moved here (deleted if unset).
     archive: RwLock<Option<PathBuf>>,
+    /// Raised when a partition's write fails with `ENOSPC`: no more writes.
+    full: Arc<FullFlag>,
     /// Back-pressure (set by the checkpointer): new transactions wait while
     /// more than `max_lag` bytes reached stage 2 after `checkpointed_through`,
     /// the stage-2 count the checkpointer has caught up with.
@@ -231,6 +239,7 @@ impl Wal {
             unresolved: parking_lot::Mutex::new(HashMap::new()),
             stage2: Arc::new(AtomicU64::new(0)),
             archive: RwLock::new(None),
+            full: Arc::new(FullFlag::default()),
             checkpointed_through: AtomicU64::new(0),
             max_lag: AtomicU64::new(u64::MAX),
             relief: (parking_lot::Mutex::new(()), parking_lot::Condvar::new()),
@@ -262,6 +271,19 @@ impl Wal {
 
     pub fn protocol(&self) -> CommitProtocol {
         self.protocol
+    }
+
+    /// `Err(LogFull)` once a partition's write failed with `ENOSPC`: from
+    /// then on nothing new may be logged (the database is read-only until
+    /// it is reopened).
+    #[inline]
+    pub fn check_writable(&self) -> Result<()> {
+        self.full.check()
+    }
+
+    /// Did a partition run out of disk space?
+    pub fn is_full(&self) -> bool {
+        self.full.is_full()
     }
 
     #[doc(hidden)]
@@ -301,6 +323,7 @@ impl Wal {
         )?;
         p.set_segment_size(self.segment_size.load(Ordering::Relaxed));
         p.set_stage2_counter(Arc::clone(&self.stage2));
+        p.set_full_flag(Arc::clone(&self.full));
         if let Some(dir) = self.archive.read().as_ref() {
             p.set_archive(dir.clone());
         }
@@ -594,6 +617,17 @@ impl FlushGate for Wal {
             .find(|p| p.id() == partition)
             .is_some_and(|p| p.durable() >= end)
     }
+
+    /// Once a partition is full, its durable GSN caps what can ever be
+    /// vouched for in this process (nothing is retried): every page whose
+    /// GSN is above stays in memory, dirty.
+    fn write_limit(&self) -> u64 {
+        if self.is_full() {
+            self.flushed_gsn()
+        } else {
+            u64::MAX
+        }
+    }
 }
 
 #[derive(Default)]
@@ -810,14 +844,27 @@ impl WalSessionLog {
         let appended = self.partition.append_group(&buf, count, last);
         st.buf = buf;
         // Stamped even when the append failed: the partition is then poisoned
-        // and never durable up to these GSNs, so the WAL rule keeps the
-        // unlogged change from ever reaching the data file.
+        // or full and never durable up to these GSNs, so the WAL rule keeps
+        // the unlogged change from ever reaching the data file.
         let end = *appended.as_ref().unwrap_or(&u64::MAX);
         for (i, page) in pages.iter_mut().enumerate() {
             page::set_page_gsn(page.data_mut(), first + i as u64);
             page.set_last_writer(self.slot as u32, end);
         }
-        appended.map(|_| ())
+        match appended {
+            Ok(_) => Ok(()),
+            // The log's disk is full: a rollback still completes in memory,
+            // so readers see the transaction undone. Its compensation
+            // records are not logged, and need not be: the transaction has
+            // no commit record that could become durable (or one that can
+            // no longer), so recovery undoes it from its durable records,
+            // and the pages changed here carry GSNs above everything the
+            // full partition made durable, so the WAL rule keeps them out
+            // of the data file until the reopen (ARCHITECTURE.md, "A full
+            // log disk").
+            Err(e) if e.is_log_full() && st.compensating => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -842,6 +889,25 @@ impl SessionLog for WalSessionLog {
 
     fn on_commit(&mut self, tid: u64, observed: &mut dyn Iterator<Item = u64>) -> Result<()> {
         let mut st = self.state.borrow_mut();
+        let mut copy;
+        let observed: &mut dyn Iterator<Item = u64> = match self.partition.check_healthy() {
+            Err(e) if !st.wrote => {
+                // Read-only on a stopped partition: this session's own
+                // commits that are not durable now never will be, and a
+                // read of one must not be acknowledged.
+                let all: Vec<u64> = observed.collect();
+                let own = self.partition.durable_commit_tid();
+                if all
+                    .iter()
+                    .any(|&t| t != 0 && (t & ((1 << SLOT_BITS) - 1)) as u16 == self.slot && t > own)
+                {
+                    return Err(e);
+                }
+                copy = all.into_iter();
+                &mut copy
+            }
+            _ => observed,
+        };
         // A pipelined predecessor that waits for other partitions makes this
         // commit wait for them too (found in review: otherwise an own-only
         // flush acknowledged a successor whose predecessor was then undone).
@@ -986,6 +1052,18 @@ impl SessionLog for WalSessionLog {
     /// or keep the end record but lose a page predecessor of a compensation
     /// record (leaving the transaction half undone). Rollbacks after
     /// placeholders are rare (a conflict at validation), so the sync is.
+    ///
+    /// The end record is appended only after the compensation records'
+    /// dependencies on other partitions are durable: this partition's
+    /// writer makes its own records durable regardless of the others, so an
+    /// end record appended first could survive a crash (or a full disk)
+    /// that lost a predecessor of a compensation record on another
+    /// partition. Redo then stops at that gap, the compensation is not
+    /// applied, and the end record keeps recovery from undoing the
+    /// transaction: a placeholder or an overwritten value would stay
+    /// (recovery's own undo orders its end records the same way). If that
+    /// wait fails, no end record is written and the transaction stays a
+    /// loser that recovery undoes.
     fn end_rollback(&mut self) -> Result<()> {
         let (txn, wrote, remote) = {
             let mut st = self.state.borrow_mut();
@@ -995,24 +1073,25 @@ impl SessionLog for WalSessionLog {
         if !wrote {
             return Ok(());
         }
-        let end = self.append_end(txn)?;
-        let mut targets = vec![(Arc::clone(&self.partition), end)];
         if remote || self.unresolved_remote.is_some() {
-            for p in self.wal.all().iter() {
-                if p.id() != self.slot as u32 {
-                    let pos = p.appended();
-                    targets.push((Arc::clone(p), pos));
-                }
+            let deps = CommitTicket {
+                targets: self
+                    .wal
+                    .all()
+                    .iter()
+                    .filter(|p| p.id() != self.slot as u32)
+                    .map(|p| (Arc::clone(p), p.appended()))
+                    .collect(),
+                remote_tid: None,
+            };
+            for (p, pos) in &deps.targets {
+                p.request_flush(*pos);
             }
+            deps.wait()?;
         }
-        let ticket = CommitTicket {
-            targets,
-            remote_tid: None,
-        };
-        for (p, pos) in &ticket.targets {
-            p.request_flush(*pos);
-        }
-        ticket.wait()?;
+        let end = self.append_end(txn)?;
+        self.partition.request_flush(end);
+        self.partition.wait_durable(end)?;
         // Rolled back for good: recovery will not need its records.
         let done = self.unresolved.lock().pop_back();
         debug_assert!(done.is_some_and(|u| u.ticket.is_none()));
@@ -1344,5 +1423,132 @@ mod tests {
         assert!(wal.flushed_gsn() >= last);
         pool.stop();
         wal.shutdown().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod rollback_tests {
+    use super::*;
+    use crate::buffer::BufferPool;
+    use crate::io::{CrashPolicy, Fault, FaultKind, SimStorage};
+    use crate::wal::recovery::Recovery;
+    use crate::wal::test_support::{durable, key, pool, small_tree, VALUE};
+
+    fn leaf_gsn(pool: &BufferPool, tree: crate::btree::BTree, k: &[u8]) -> u64 {
+        // The two-level setup tree: the root's child for `k`.
+        let root = pool.shared(tree.root()).unwrap();
+        let (_, leaf) = crate::btree::node::Node::new(root.data())
+            .child_for(k)
+            .unwrap();
+        drop(root);
+        page::page_gsn(pool.shared(leaf).unwrap().data())
+    }
+
+    /// Regression test (found while building the full-log policy): a
+    /// rollback's end record used to be appended before its compensation
+    /// records' dependencies on other partitions were durable. Here session
+    /// B's compensation lands on a leaf right after session A's record,
+    /// A's partition fails before that record is durable, and B's own
+    /// writer makes B's end record durable anyway: after a power loss redo
+    /// stops at the gap on the leaf, B's compensation is not applied, and
+    /// the end record kept recovery from undoing B: its placeholder
+    /// stayed. Now the end record waits for those dependencies, so B stays
+    /// a loser and recovery removes the placeholder.
+    #[test]
+    fn a_rollback_whose_compensation_follows_a_lost_record_of_another_partition_stays_a_loser() {
+        let sim = SimStorage::new(21);
+        let (pool_before, wal, tree) = small_tree(&sim);
+        let mut b = wal.session_log(1).unwrap();
+        let mut a = wal.session_log(2).unwrap();
+        b.on_begin();
+        tree.insert(&pool_before, &b, &key(1), 2, &[]).unwrap();
+        durable(&wal, 1);
+        a.on_begin();
+        tree.insert(&pool_before, &a, &key(2), 3, &VALUE).unwrap();
+        // B's commit failed (a conflict, say): it rolls back on top of A's
+        // record, then A's log fails before that record is durable.
+        b.begin_rollback();
+        assert!(tree.remove(&pool_before, &b, &key(1)).unwrap().is_some());
+        sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path("p00002"));
+        let ended = b.end_rollback();
+        assert!(ended.is_err(), "A's record never became durable");
+        durable(&wal, 1);
+        pool_before.stop();
+        drop((a, b));
+        sim.crash(CrashPolicy::DropAll);
+
+        let pool = pool(&sim);
+        let mut recovery =
+            Recovery::analyze_and_redo(&sim, Path::new("/db/wal"), &pool, 1, 0).unwrap();
+        let wal = Wal::new(
+            Arc::new(sim.clone()),
+            Path::new("/db/wal"),
+            CommitProtocol::Rfa,
+            recovery.partitions(),
+            0,
+        )
+        .unwrap();
+        let mut undo_logs = [wal.session_log(u16::MAX).unwrap()];
+        recovery.undo(&pool, &mut undo_logs).unwrap();
+        assert!(
+            tree.get(&pool, &key(1)).unwrap().is_none(),
+            "the rolled-back placeholder survived recovery: {:?}",
+            recovery.report
+        );
+        assert!(tree.get(&pool, &key(2)).unwrap().is_none());
+        assert_eq!(tree.check(&pool).unwrap(), 60);
+    }
+
+    /// On a full log disk a rollback completes in memory although its
+    /// compensation records cannot be logged: readers see it undone, the
+    /// pool is not poisoned, and the pages it changed carry GSNs the WAL
+    /// gate refuses, so they never reach the data file before recovery
+    /// undoes the transaction from its durable records.
+    #[test]
+    fn a_rollback_on_a_full_log_completes_in_memory_and_its_pages_stay_out_of_the_data_file() {
+        let sim = SimStorage::new(22);
+        let (pool, wal, tree) = small_tree(&sim);
+        let mut s = wal.session_log(1).unwrap();
+        s.on_begin();
+        tree.insert(&pool, &s, &key(1), 2, &VALUE).unwrap();
+        durable(&wal, 1);
+        tree.insert(&pool, &s, &key(2), 2, &VALUE).unwrap();
+        // The disk fills up: flushing the second record fails.
+        sim.inject(Fault::at(sim.op_count(), FaultKind::Enospc).on_path("/wal/"));
+        let p = wal.partition(1).unwrap();
+        let e = p.wait_durable(p.appended()).unwrap_err();
+        assert!(e.is_log_full(), "{e:?}");
+        assert!(wal.check_writable().unwrap_err().is_log_full());
+        assert!(p.is_full());
+        // The commit failed: roll back both inserts. Nothing can be logged.
+        s.begin_rollback();
+        assert!(tree.remove(&pool, &s, &key(2)).unwrap().is_some());
+        assert!(tree.remove(&pool, &s, &key(1)).unwrap().is_some());
+        let e = s.end_rollback().unwrap_err();
+        assert!(e.is_log_full(), "{e:?}");
+        assert!(tree.get(&pool, &key(1)).unwrap().is_none());
+        assert!(tree.get(&pool, &key(2)).unwrap().is_none());
+        assert_eq!(tree.check(&pool).unwrap(), 60);
+        // The leaf is above what the log can vouch for: refused, not written,
+        // and nothing is poisoned.
+        let limit = wal.write_limit();
+        let gsn = leaf_gsn(&pool, tree, &key(1));
+        assert!(gsn > limit, "leaf GSN {gsn}, limit {limit}");
+        assert!(wal.ensure_durable(gsn).unwrap_err().is_log_full());
+        let e = pool.flush_all().unwrap_err();
+        assert!(e.is_log_full(), "{e:?}");
+        pool.check_healthy().unwrap();
+        assert!(
+            pool.exclusive(tree.root()).is_ok(),
+            "the pool is not poisoned"
+        );
+        let data = sim.read_current(Path::new("/db/data")).unwrap_or_default();
+        for page in data.chunks(4096) {
+            assert!(
+                page::page_gsn(page) <= limit,
+                "a page above the log's durable GSN reached the data file"
+            );
+        }
+        pool.stop();
     }
 }

@@ -14,8 +14,11 @@
 //! Invariants: `durable` only advances after `sync_data` of every segment
 //! holding bytes below it returned Ok (and, for a new segment, after its
 //! directory entry was synced); records are appended in GSN order; after a
-//! failed write or sync the partition is poisoned and never reports
-//! durability again.
+//! failed write or sync the partition never reports durability again. A
+//! write that failed with `ENOSPC` makes it *full* (its waiters and appends
+//! get [`Error::LogFull`], and the log's [`FullFlag`] is raised so the
+//! database refuses writes); any other failure *poisons* it
+//! ([`Error::Poisoned`]). Neither is retried: a reopen recovers.
 
 use super::segment;
 pub use super::segment::{parse_segment_name, segment_name};
@@ -36,6 +39,52 @@ pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(5
 /// By default a segment is closed and a new one started once it exceeds
 /// this size (`Options::wal_segment_bytes`).
 pub const SEGMENT_SIZE: u64 = 16 << 20;
+
+/// Raised by the first partition of a log whose write fails with `ENOSPC`:
+/// from then on the database accepts no writes (they could not be logged),
+/// while reads go on. Never lowered; a reopen starts a new log manager.
+#[derive(Debug, Default)]
+pub struct FullFlag {
+    full: AtomicBool,
+    error: Mutex<Option<(PathBuf, String)>>,
+}
+
+impl FullFlag {
+    /// `Err(LogFull)` once a partition ran out of space.
+    #[inline]
+    pub fn check(&self) -> Result<()> {
+        if self.full.load(Ordering::Acquire) {
+            return Err(self.error());
+        }
+        Ok(())
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
+    fn error(&self) -> Error {
+        let (path, cause) = self.error.lock().clone().unwrap_or_default();
+        Error::LogFull { path, cause }
+    }
+
+    fn set(&self, path: PathBuf, cause: String) {
+        let mut e = self.error.lock();
+        if e.is_none() {
+            *e = Some((path, cause));
+        }
+        self.full.store(true, Ordering::Release);
+    }
+}
+
+/// Why a partition stopped.
+#[derive(Debug, Clone)]
+struct Failure {
+    /// A write failed with `ENOSPC` (else: poisoned).
+    full: bool,
+    path: PathBuf,
+    cause: String,
+}
 
 /// Directory of partition `id` below the log directory.
 pub fn partition_dir(log_dir: &Path, id: u32) -> PathBuf {
@@ -105,8 +154,10 @@ pub struct Partition {
     durable_commit_tid: AtomicU64,
     segment_size: AtomicU64,
     segments: Mutex<Vec<Segment>>,
-    failure: Mutex<Option<String>>,
+    failure: Mutex<Option<Failure>>,
     failed: AtomicBool,
+    /// The log's flag raised when a partition runs out of space.
+    full_flag: std::sync::OnceLock<Arc<FullFlag>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Log-wide count of bytes moved to stage 2 (the checkpointer's clock).
     stage2: std::sync::OnceLock<Arc<AtomicU64>>,
@@ -178,6 +229,7 @@ impl Partition {
             segments: Mutex::new(segments),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
+            full_flag: std::sync::OnceLock::new(),
             writer: Mutex::new(None),
             stage2: std::sync::OnceLock::new(),
             archive: std::sync::OnceLock::new(),
@@ -206,6 +258,11 @@ impl Partition {
             &self.dir.join(segment_name(start)),
             self.archive.get().map(|p| p.as_path()),
         )
+    }
+
+    /// Raise `flag` when a write of this partition fails with `ENOSPC`.
+    pub fn set_full_flag(&self, flag: Arc<FullFlag>) {
+        let _ = self.full_flag.set(flag);
     }
 
     /// Count the bytes this partition writes to stage 2 into `counter` too.
@@ -266,13 +323,28 @@ impl Partition {
         self.durable_gsn.load(Ordering::Acquire)
     }
 
+    /// `Err(LogFull)` after a write failed with `ENOSPC`, `Err(Poisoned)`
+    /// after any other failed write or sync, else Ok.
     pub fn check_healthy(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {
-            return Err(Error::Poisoned {
-                cause: self.failure.lock().clone().unwrap_or_default(),
+            let failure = self.failure.lock().clone();
+            return Err(match failure {
+                Some(Failure {
+                    full: true,
+                    path,
+                    cause,
+                }) => Error::LogFull { path, cause },
+                other => Error::Poisoned {
+                    cause: other.map(|f| f.cause).unwrap_or_default(),
+                },
             });
         }
         Ok(())
+    }
+
+    /// Did a write of this partition fail with `ENOSPC`?
+    pub fn is_full(&self) -> bool {
+        self.failed.load(Ordering::Acquire) && self.failure.lock().as_ref().is_some_and(|f| f.full)
     }
 
     /// Append one encoded record (8-byte aligned) with GSN `gsn`; returns
@@ -411,8 +483,31 @@ impl Partition {
                 std::mem::take(&mut s.full)
             };
             if let Err(e) = self.write_chunks(&chunks) {
-                tracing::error!(partition = self.id, error = %e, "log write failed; partition poisoned");
-                *self.failure.lock() = Some(e.to_string());
+                // ENOSPC on a write: the disk is full, and nothing claims
+                // the bytes reached it. Anything else (EIO, a failed sync
+                // whatever its code) poisons. Neither is retried.
+                let full = e.is_enospc_on_write();
+                let path = match &e {
+                    Error::Io { path, .. } => path.clone(),
+                    _ => self.dir.clone(),
+                };
+                if full {
+                    tracing::error!(partition = self.id, error = %e, "log disk full; partition stopped, the database refuses writes");
+                } else {
+                    tracing::error!(partition = self.id, error = %e, "log write failed; partition poisoned");
+                }
+                *self.failure.lock() = Some(Failure {
+                    full,
+                    path: path.clone(),
+                    cause: e.to_string(),
+                });
+                // The database-wide flag first: whoever sees this partition
+                // fail must find writes refused already.
+                if full {
+                    if let Some(flag) = self.full_flag.get() {
+                        flag.set(path, e.to_string());
+                    }
+                }
                 self.failed.store(true, Ordering::Release);
             }
             let mut s = self.stage1.lock();
