@@ -863,16 +863,20 @@ impl BufferPool {
         let gate = self.gate.read().clone();
         if let Some(gate) = gate {
             gate.ensure_durable(max_gsn)?;
-            for item in &batch.items {
-                assert!(
-                    item.writer > u32::from(u16::MAX)
-                        || gate.is_durable_at(item.writer, item.writer_end),
-                    "WAL rule: page {} (GSN {}) would be written before partition {} is durable to {}",
-                    item.pid,
-                    item.gsn,
-                    item.writer,
-                    item.writer_end
+            // The invariant, checked apart from how the gate enforced it.
+            // A violation refuses the batch and poisons the pool (a panic
+            // here would leave the frames in writeback for good, hanging
+            // every later flush and checkpoint).
+            if let Some(item) = batch.items.iter().find(|item| {
+                item.writer <= u32::from(u16::MAX)
+                    && !gate.is_durable_at(item.writer, item.writer_end)
+            }) {
+                let cause = format!(
+                    "WAL rule violated: page {} (GSN {}) would be written before log partition {} is durable to {}",
+                    item.pid, item.gsn, item.writer, item.writer_end
                 );
+                tracing::error!("{cause}");
+                return Err(Error::Poisoned { cause });
             }
         }
         let double_write = self.double_write.lock();

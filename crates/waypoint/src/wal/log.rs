@@ -1153,7 +1153,14 @@ mod tests {
     use crate::io::{OpenMode, SimStorage};
 
     fn setup(protocol: CommitProtocol) -> (Arc<BufferPool>, Arc<Wal>, BTree, BTree) {
-        let sim = SimStorage::new(9);
+        setup_on(&SimStorage::new(9), protocol)
+    }
+
+    fn setup_on(
+        sim: &SimStorage,
+        protocol: CommitProtocol,
+    ) -> (Arc<BufferPool>, Arc<Wal>, BTree, BTree) {
+        let sim = sim.clone();
         sim.create_dir_all(Path::new("/db")).unwrap();
         let file = sim
             .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
@@ -1193,14 +1200,17 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "WAL rule")]
-    fn writing_a_page_whose_last_record_is_not_durable_trips_the_wal_rule_assertion() {
+    fn writing_a_page_whose_last_record_is_not_durable_trips_the_wal_rule_check() {
         let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
         pool.set_flush_gate(Arc::new(BrokenGate));
         let s1 = wal.session_log(1).unwrap();
         s1.state.borrow_mut().txn = 5;
         a.insert(&pool, &s1, b"k", 5, b"v").unwrap();
-        let _ = pool.flush_all();
+        let err = pool.flush_all().unwrap_err();
+        assert!(err.to_string().contains("WAL rule violated"), "{err}");
+        // Refused and poisoned, not stuck: the frames left writeback.
+        assert!(pool.flush_all().is_err());
+        assert_eq!(pool.stats().pages_written_by_flush, 0);
     }
 
     #[test]
@@ -1266,29 +1276,23 @@ mod tests {
             // partition writer idle between them the latter is expected
             // only if s1 was not yet durable. Force the case: read
             // dependency on a commit that is not durable.
+            // A read of a commit its partition has not made durable: a TID
+            // of s1 above anything s1 committed durably (deterministic,
+            // unlike racing s1's writer).
             let before = wal.stats().remote_flush_commits;
-            s1.on_begin();
-            a.insert(&pool, &s1, b"shared-3", 1001 << 16 | 1, b"x")
-                .unwrap();
-            s1.on_commit(1001 << 16 | 1, &mut std::iter::empty())
-                .unwrap();
-            let unflushed = wal.partitions.read()[1]
-                .as_ref()
-                .unwrap()
-                .durable_commit_tid()
-                < (1001 << 16 | 1);
+            let unflushed = 1u64 << 40 | 1;
+            assert!(wal.partition(1).unwrap().durable_commit_tid() < unflushed);
             s2.on_begin();
             a.insert(&pool, &s2, b"shared-4", 1002 << 16 | 2, b"y")
                 .unwrap();
-            commit(&mut s2, 1002 << 16 | 2, &[1001 << 16 | 1]);
-            s1.wait_durable().unwrap();
-            if unflushed {
-                assert_eq!(
-                    wal.stats().remote_flush_commits,
-                    before + 1,
-                    "{protocol:?}: a read of an unflushed commit is a remote dependency"
-                );
-            }
+            s2.on_commit(1002 << 16 | 2, &mut [unflushed].into_iter())
+                .unwrap();
+            assert_eq!(
+                wal.stats().remote_flush_commits,
+                before + 1,
+                "{protocol:?}: a read of an unflushed commit is a remote dependency"
+            );
+            s2.wait_durable().unwrap();
             pool.stop();
             wal.shutdown().unwrap();
         }

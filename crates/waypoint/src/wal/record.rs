@@ -223,18 +223,37 @@ pub struct RecordHeader {
     pub watermark: u64,
 }
 
-/// The changed bytes of an update: `old[offset..offset + before.len()]` was
-/// `before` and is replaced by `after`; everything else is the common prefix
-/// and suffix of the old and new value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UpdateDiff<'a> {
+/// Most changed byte ranges one update record carries; more are merged
+/// (closest first).
+pub const MAX_SPANS: usize = 4;
+
+/// An equal run shorter than this between two changed ranges is logged as
+/// changed rather than paying a second span header (12 bytes) for it.
+const SPAN_GAP: usize = 8;
+
+/// One changed byte range: `before` at `offset` became `after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span<'a> {
     pub offset: u32,
     pub before: &'a [u8],
     pub after: &'a [u8],
 }
 
+/// The changed bytes of an update, as up to [`MAX_SPANS`] spans in offset
+/// order. A value that keeps its length may have several spans (a row
+/// whose TID at the front and one field further on changed logs the two,
+/// not everything between them), each with `before.len() == after.len()`,
+/// so offsets are the same in the old and the new value; a value whose
+/// length changes has exactly one span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdateDiff<'a> {
+    count: u8,
+    spans: [Span<'a>; MAX_SPANS],
+}
+
 /// The diff between an old and a new value: strip their common prefix, then
-/// the common suffix of what remains.
+/// the common suffix of what remains; for values of equal length, split
+/// what is left at equal runs of at least `SPAN_GAP` bytes.
 ///
 /// The suffix is measured on the tails after the prefix, so the two never
 /// count the same byte twice: for old `aa` and new `aaa` the prefix is 2, and
@@ -254,24 +273,123 @@ pub fn encode_update<'a>(old: &'a [u8], new: &'a [u8]) -> UpdateDiff<'a> {
         .zip(new[prefix..].iter().rev())
         .take_while(|(a, b)| a == b)
         .count();
-    UpdateDiff {
-        offset: u32::try_from(prefix).expect("value shorter than 4 GiB"),
-        before: &old[prefix..old.len() - suffix],
-        after: &new[prefix..new.len() - suffix],
+    let (end_old, end_new) = (old.len() - suffix, new.len() - suffix);
+    let span = |start: usize, end: usize, end_new: usize| Span {
+        offset: u32::try_from(start).expect("value shorter than 4 GiB"),
+        before: &old[start..end],
+        after: &new[start..end_new],
+    };
+    if old.len() != new.len() || end_old <= prefix {
+        return UpdateDiff::single(span(prefix, end_old, end_new));
     }
+    // Changed runs [start, end) of the equal-length middle, gaps >= SPAN_GAP.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = prefix;
+    while i < end_old {
+        let start = i;
+        let mut end = i;
+        let mut equal = 0;
+        while i < end_old && equal < SPAN_GAP {
+            if old[i] == new[i] {
+                equal += 1;
+            } else {
+                equal = 0;
+                end = i + 1;
+            }
+            i += 1;
+        }
+        runs.push((start, end));
+        // Skip the rest of the equal run.
+        while i < end_old && old[i] == new[i] {
+            i += 1;
+        }
+    }
+    while runs.len() > MAX_SPANS {
+        let closest = (0..runs.len() - 1)
+            .min_by_key(|&k| runs[k + 1].0 - runs[k].1)
+            .expect("at least two runs");
+        runs[closest].1 = runs[closest + 1].1;
+        runs.remove(closest + 1);
+    }
+    let mut diff = UpdateDiff::empty();
+    for (start, end) in runs {
+        diff.push(span(start, end, end));
+    }
+    diff
 }
 
-impl UpdateDiff<'_> {
+impl<'a> UpdateDiff<'a> {
+    fn empty() -> Self {
+        UpdateDiff {
+            count: 0,
+            spans: [Span::default(); MAX_SPANS],
+        }
+    }
+
+    /// A diff of one span.
+    pub fn single(span: Span<'a>) -> Self {
+        let mut diff = UpdateDiff::empty();
+        diff.push(span);
+        diff
+    }
+
+    fn push(&mut self, span: Span<'a>) {
+        assert!((self.count as usize) < MAX_SPANS, "too many spans");
+        self.spans[self.count as usize] = span;
+        self.count += 1;
+    }
+
+    pub fn spans(&self) -> &[Span<'a>] {
+        &self.spans[..self.count as usize]
+    }
+
+    /// Bytes of before- and after-images together.
+    pub fn image_bytes(&self) -> usize {
+        self.spans()
+            .iter()
+            .map(|s| s.before.len() + s.after.len())
+            .sum()
+    }
+
     /// Redo: rebuild the new value from the old one. `None` when `old` does
-    /// not hold `before` at `offset` (the record does not belong to this value).
+    /// not hold each span's `before` at its offset (the record does not
+    /// belong to this value).
     pub fn apply_update(&self, old: &[u8]) -> Option<Vec<u8>> {
-        splice(old, self.offset, self.before, self.after)
+        self.rewrite(old, |s| (s.before, s.after))
     }
 
     /// Undo: rebuild the old value from the new one. `None` when `new` does
-    /// not hold `after` at `offset`.
+    /// not hold each span's `after` at its offset.
     pub fn undo_update(&self, new: &[u8]) -> Option<Vec<u8>> {
-        splice(new, self.offset, self.after, self.before)
+        self.rewrite(new, |s| (s.after, s.before))
+    }
+
+    fn rewrite(
+        &self,
+        value: &[u8],
+        sides: impl Fn(&Span<'a>) -> (&'a [u8], &'a [u8]),
+    ) -> Option<Vec<u8>> {
+        match self.spans() {
+            [one] => {
+                let (expect, with) = sides(one);
+                splice(value, one.offset, expect, with)
+            }
+            spans => {
+                // Several spans keep the length (checked at decode): rewrite
+                // in place, checking each expected image.
+                let mut out = value.to_vec();
+                for s in spans {
+                    let (expect, with) = sides(s);
+                    let start = usize::try_from(s.offset).ok()?;
+                    let end = start.checked_add(expect.len())?;
+                    if expect.len() != with.len() || out.get(start..end)? != expect {
+                        return None;
+                    }
+                    out[start..end].copy_from_slice(with);
+                }
+                Some(out)
+            }
+        }
     }
 }
 
@@ -496,7 +614,7 @@ fn payload_len(body: &RecordBody) -> usize {
     match body {
         RecordBody::Insert { key, value } => 2 + 4 + key.len() + value.len(),
         RecordBody::Update { key, diff } => {
-            2 + 4 + 4 + 4 + key.len() + diff.before.len() + diff.after.len()
+            2 + 2 + 12 * diff.spans().len() + key.len() + diff.image_bytes()
         }
         RecordBody::Remove { key, before } => 2 + 4 + key.len() + before.len(),
         RecordBody::Image(img) => 4 + 4 + 4 + img.head.len() + img.tail.len(),
@@ -587,12 +705,17 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
         }
         RecordBody::Update { key, diff } => {
             out.extend_from_slice(&len_u16(key.len(), "key").to_le_bytes());
-            out.extend_from_slice(&diff.offset.to_le_bytes());
-            out.extend_from_slice(&len_u32(diff.before.len(), "before-image").to_le_bytes());
-            out.extend_from_slice(&len_u32(diff.after.len(), "after-image").to_le_bytes());
+            out.extend_from_slice(&(diff.spans().len() as u16).to_le_bytes());
+            for span in diff.spans() {
+                out.extend_from_slice(&span.offset.to_le_bytes());
+                out.extend_from_slice(&len_u32(span.before.len(), "before-image").to_le_bytes());
+                out.extend_from_slice(&len_u32(span.after.len(), "after-image").to_le_bytes());
+            }
             out.extend_from_slice(key);
-            out.extend_from_slice(diff.before);
-            out.extend_from_slice(diff.after);
+            for span in diff.spans() {
+                out.extend_from_slice(span.before);
+                out.extend_from_slice(span.after);
+            }
         }
         RecordBody::Image(img) => {
             let body_len = img.body_len();
@@ -776,20 +899,35 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
         }
         RecordKind::Update => {
             let kl = r.u16()? as usize;
-            let offset = r.u32()?;
-            let bl = r.u32()? as usize;
-            let al = r.u32()? as usize;
+            let count = r.u16()? as usize;
+            if count == 0 || count > MAX_SPANS {
+                return Err(DecodeError::Malformed("update span count not in 1..=4"));
+            }
+            let mut lens = [(0u32, 0usize, 0usize); MAX_SPANS];
+            for l in lens.iter_mut().take(count) {
+                *l = (r.u32()?, r.u32()? as usize, r.u32()? as usize);
+            }
             let key = r.bytes(kl)?;
-            let before = r.bytes(bl)?;
-            let after = r.bytes(al)?;
-            RecordBody::Update {
-                key,
-                diff: UpdateDiff {
+            let mut diff = UpdateDiff::empty();
+            let mut next = 0u64;
+            for &(offset, bl, al) in &lens[..count] {
+                // Several spans: equal lengths, in order, not overlapping
+                // (what encode_update makes and apply/undo rely on).
+                if count > 1 && (bl != al || u64::from(offset) < next) {
+                    return Err(DecodeError::Malformed(
+                        "update spans overlap or change the length",
+                    ));
+                }
+                next = u64::from(offset) + bl as u64;
+                let before = r.bytes(bl)?;
+                let after = r.bytes(al)?;
+                diff.push(Span {
                     offset,
                     before,
                     after,
-                },
+                });
             }
+            RecordBody::Update { key, diff }
         }
         RecordKind::Image => {
             let body_len = r.u32()? as usize;
@@ -1171,16 +1309,25 @@ mod tests {
             let diff = encode_update(&old, &new);
             prop_assert_eq!(diff.apply_update(&old), Some(new.clone()));
             prop_assert_eq!(diff.undo_update(&new), Some(old.clone()));
-            // Only the changed bytes: the diff cannot be shrunk at either end.
-            if let (Some(b), Some(a)) = (diff.before.first(), diff.after.first()) {
-                prop_assert_ne!(b, a);
+            // Only the changed bytes: no span can be shrunk at either end,
+            // and spans are in order without overlap.
+            let mut next = 0;
+            for span in diff.spans() {
+                if let (Some(b), Some(a)) = (span.before.first(), span.after.first()) {
+                    prop_assert_ne!(b, a);
+                }
+                if let (Some(b), Some(a)) = (span.before.last(), span.after.last()) {
+                    prop_assert_ne!(b, a);
+                }
+                prop_assert!(span.offset as usize >= next);
+                next = span.offset as usize + span.before.len();
             }
-            if let (Some(b), Some(a)) = (diff.before.last(), diff.after.last()) {
-                prop_assert_ne!(b, a);
-            }
-            let unchanged = old.len() - diff.before.len();
-            prop_assert_eq!(unchanged, new.len() - diff.after.len());
-            prop_assert!(diff.offset as usize <= unchanged);
+            let unchanged = old.len() - diff.spans().iter().map(|s| s.before.len()).sum::<usize>();
+            prop_assert_eq!(unchanged, new.len() - diff.spans().iter().map(|s| s.after.len()).sum::<usize>());
+            let body = RecordBody::Update { key: b"k", diff };
+            let mut buf = Vec::new();
+            encode(&RecordHeader::default(), &body, &mut buf);
+            prop_assert_eq!(decode(&buf).unwrap().body, body);
         }
 
         #[test]
@@ -1199,8 +1346,10 @@ mod tests {
             new.extend(&insert);
             new.extend(&old[end..]);
             let diff = encode_update(&old, &new);
-            prop_assert!(diff.before.len() <= end - start);
-            prop_assert!(diff.after.len() <= insert.len());
+            let before: usize = diff.spans().iter().map(|s| s.before.len()).sum();
+            let after: usize = diff.spans().iter().map(|s| s.after.len()).sum();
+            prop_assert!(before <= end - start);
+            prop_assert!(after <= insert.len());
             prop_assert_eq!(diff.apply_update(&old), Some(new.clone()));
             prop_assert_eq!(diff.undo_update(&new), Some(old));
         }
@@ -1384,16 +1533,40 @@ mod tests {
             let diff = encode_update(old, new);
             assert_eq!(
                 diff,
-                UpdateDiff {
+                UpdateDiff::single(Span {
                     offset,
                     before,
                     after
-                },
+                }),
                 "{old:?} -> {new:?}"
             );
             assert_eq!(diff.apply_update(old).as_deref(), Some(new));
             assert_eq!(diff.undo_update(new).as_deref(), Some(old));
         }
+        // A row whose TID (front) and one field (far behind) changed logs
+        // the two, not the bytes between them.
+        let old_row: Vec<u8> = (0..200u8).collect();
+        let mut new_row = old_row.clone();
+        new_row[0..8].copy_from_slice(&[0xee; 8]);
+        new_row[150] = 0xff;
+        let diff = encode_update(&old_row, &new_row);
+        assert_eq!(diff.spans().len(), 2, "{diff:?}");
+        assert_eq!(diff.image_bytes(), 2 * (8 + 1));
+        assert_eq!(diff.apply_update(&old_row).as_deref(), Some(&new_row[..]));
+        assert_eq!(diff.undo_update(&new_row).as_deref(), Some(&old_row[..]));
+        let body = RecordBody::Update { key: b"k", diff };
+        let mut buf = Vec::new();
+        encode(&RecordHeader::default(), &body, &mut buf);
+        assert_eq!(decode(&buf).unwrap().body, body);
+        // More changed runs than MAX_SPANS merge the closest ones.
+        let mut many = old_row.clone();
+        for at in [10, 30, 60, 100, 101, 190] {
+            many[at] ^= 0x55;
+        }
+        let diff = encode_update(&old_row, &many);
+        assert_eq!(diff.spans().len(), MAX_SPANS);
+        assert_eq!(diff.apply_update(&old_row).as_deref(), Some(&many[..]));
+        assert_eq!(diff.undo_update(&many).as_deref(), Some(&old_row[..]));
         // A diff refuses a value it does not describe.
         let diff = encode_update(b"abcdef", b"abXdef");
         assert_eq!(diff.apply_update(b"abYdef"), None);
@@ -1422,11 +1595,11 @@ mod tests {
             RecordBody::from_page_op(op, &page),
             RecordBody::Update {
                 key: b"k",
-                diff: UpdateDiff {
+                diff: UpdateDiff::single(Span {
                     offset: 6,
                     before: b"1",
                     after: b"2"
-                }
+                })
             }
         );
     }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 /// Bytes before the first record of a segment.
 pub const HEADER_SIZE: u64 = 32;
 /// Version of the log record and segment format this build writes and reads.
-pub const LOG_FORMAT_VERSION: u32 = 1;
+pub const LOG_FORMAT_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"WPLOGSEG";
 
 /// File name of the segment starting at stream position `start`.
@@ -144,14 +144,14 @@ mod tests {
         assert_eq!(decode_header(path, &flipped).unwrap(), Header::Torn);
         // A valid checksum over another version: refused, not misread.
         let mut other = h;
-        other[8..12].copy_from_slice(&2u32.to_le_bytes());
+        other[8..12].copy_from_slice(&(LOG_FORMAT_VERSION + 1).to_le_bytes());
         let crc = crc32c::crc32c(&other[0..24]);
         other[24..28].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
             decode_header(path, &other),
             Err(Error::UnsupportedFormatVersion {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             })
         ));
