@@ -833,7 +833,27 @@ impl BufferPool {
     /// Write a staged batch, `fdatasync` once, then publish the persisted
     /// GSNs. On failure the pages are dirty again and the error returned.
     fn write_batch(&self, batch: &mut WritebackBatch, writer: Writer) -> Result<()> {
-        let result = self.write_batch_inner(batch);
+        // A panic below (an I/O layer's bug, a violated assertion) must not
+        // leave the frames in writeback: every later flush, checkpoint and
+        // close would wait for them for good. The pages become dirty again,
+        // the pool is poisoned, and the panic goes on.
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.write_batch_inner(batch)
+        })) {
+            Ok(result) => result,
+            Err(panic) => {
+                for item in &batch.items {
+                    let frame = &self.frames[item.idx as usize];
+                    frame.dirty.store(true, Ordering::Release);
+                    frame.writeback.store(false, Ordering::Release);
+                }
+                batch.clear();
+                self.poison(&Error::Poisoned {
+                    cause: "a page write panicked".into(),
+                });
+                std::panic::resume_unwind(panic);
+            }
+        };
         for item in &batch.items {
             let frame = &self.frames[item.idx as usize];
             if result.is_ok() {

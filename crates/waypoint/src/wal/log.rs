@@ -1186,6 +1186,38 @@ mod tests {
         (pool, wal, a, b)
     }
 
+    struct PanickingGate;
+
+    impl FlushGate for PanickingGate {
+        fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+            panic!("gate bug");
+        }
+        fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+            true
+        }
+    }
+
+    /// A panic while writing a batch (here in the gate) once left the
+    /// frames in writeback, and every later checkpoint increment waited for
+    /// them for good (a hang of `close` seen once in the crash tests had
+    /// exactly that shape). The pool is poisoned instead and the pages
+    /// stay dirty.
+    #[test]
+    fn a_panic_while_writing_pages_poisons_the_pool_instead_of_leaving_them_in_writeback() {
+        let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
+        let mut s1 = wal.session_log(1).unwrap();
+        s1.on_begin();
+        a.insert(&pool, &s1, b"k", 1 << 16 | 1, b"v").unwrap();
+        commit(&mut s1, 1 << 16 | 1, &[]);
+        pool.set_flush_gate(Arc::new(PanickingGate));
+        let flush = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.flush_all()));
+        assert!(flush.is_err(), "the gate's panic goes on");
+        assert!(pool.check_healthy().is_err(), "poisoned");
+        pool.set_flush_gate(Arc::clone(&wal) as Arc<dyn FlushGate>);
+        assert!(pool.checkpoint_shard(0, 1).is_err(), "refused, not waiting");
+        assert!(pool.stats().dirty_pages > 0, "the pages are dirty again");
+    }
+
     /// A gate that lets every write through and vouches for nothing: the
     /// pool's own WAL-rule assertion must stop the write.
     struct BrokenGate;
