@@ -153,8 +153,8 @@ pub struct PoolStats {
     pub pages_written_by_checkpoint: u64,
     pub evictions: u64,
     pub page_syncs: u64,
-    /// Pages written although the independent WAL-rule check found their
-    /// last record not durable (expected 0; see docs/RELIABILITY.md).
+    /// Batches the independent WAL-rule check refused (a page whose last
+    /// record was not durable); any is a bug, and poisons the pool.
     pub wal_rule_violations: u64,
 }
 
@@ -888,24 +888,21 @@ impl BufferPool {
         if let Some(gate) = gate {
             gate.ensure_durable(max_gsn)?;
             // The invariant, checked apart from how the gate enforced it.
-            // It fired once in a full test run (a page whose last record's
-            // partition was not durable that far, though the gate passed;
-            // docs/RELIABILITY.md, finding 9, open): counted and reported,
-            // not yet refused, until the cause is known.
-            for item in batch.items.iter().filter(|item| {
+            // A violation refuses the batch (the pages stay dirty) and
+            // poisons the pool; it is counted and logged too.
+            if let Some(item) = batch.items.iter().find(|item| {
                 item.writer <= u32::from(u16::MAX)
                     && !gate.is_durable_at(item.writer, item.writer_end)
             }) {
                 self.counters
                     .wal_rule_violations
                     .fetch_add(1, Ordering::Relaxed);
-                tracing::error!(
-                    page = item.pid,
-                    gsn = item.gsn,
-                    partition = item.writer,
-                    end = item.writer_end,
-                    "WAL rule check: page written before its last record is durable"
+                let cause = format!(
+                    "WAL rule violated: page {} (GSN {}) would be written before log partition {} is durable to {}",
+                    item.pid, item.gsn, item.writer, item.writer_end
                 );
+                tracing::error!("{cause}");
+                return Err(Error::Poisoned { cause });
             }
         }
         let double_write = self.double_write.lock();

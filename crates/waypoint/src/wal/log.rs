@@ -1242,8 +1242,13 @@ mod tests {
         assert_eq!(pool.stats().wal_rule_violations, 0);
         a.insert(&pool, &s1, b"k2", 5, b"v").unwrap();
         pool.set_flush_gate(Arc::new(BrokenGate));
-        pool.flush_all().unwrap();
+        let err = pool.flush_all().unwrap_err();
+        assert!(err.to_string().contains("WAL rule violated"), "{err}");
         assert_eq!(pool.stats().wal_rule_violations, 1);
+        // Refused and poisoned, not stuck: nothing more is written.
+        let written = pool.stats().pages_written_by_flush;
+        assert!(pool.flush_all().is_err());
+        assert_eq!(pool.stats().pages_written_by_flush, written);
     }
 
     #[test]

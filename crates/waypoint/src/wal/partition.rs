@@ -591,10 +591,15 @@ impl Partition {
         self.syncs
             .fetch_add(touched.len() as u64, Ordering::Relaxed);
         drop(segments);
+        // The position first: whoever sees the new GSN_flushed must also
+        // see these bytes as durable (the pool's WAL-rule check compares
+        // a page's last record position with `durable` after the gate
+        // trusted `durable_gsn`; the other order made it fire on pages
+        // that were synced, docs/RELIABILITY.md finding 9).
+        let before = self.durable.fetch_max(end, Ordering::AcqRel);
         if max_gsn > 0 {
             self.durable_gsn.fetch_max(max_gsn, Ordering::AcqRel);
         }
-        let before = self.durable.fetch_max(end, Ordering::AcqRel);
         if let Some(counter) = self.stage2.get() {
             counter.fetch_add(end.saturating_sub(before), Ordering::Relaxed);
         }
