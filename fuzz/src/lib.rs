@@ -11,7 +11,7 @@
 
 use arbitrary::Arbitrary;
 use waypoint::wal::record::{
-    self, Deps, PageImage, Record, RecordBody, RecordHeader, UpdateDiff, HEADER_SIZE,
+    self, Deps, PageImage, Record, RecordBody, RecordHeader, Span, UpdateDiff, HEADER_SIZE,
     MAX_IMAGE_BODY, MAX_RECORD_LEN,
 };
 
@@ -146,11 +146,11 @@ impl ArbRecord {
                 after,
             } => RecordBody::Update {
                 key,
-                diff: UpdateDiff {
+                diff: UpdateDiff::single(Span {
                     offset: *offset,
                     before,
                     after,
-                },
+                }),
             },
             ArbBody::Remove { key, before } => RecordBody::Remove { key, before },
             ArbBody::Image {

@@ -221,16 +221,13 @@ impl Workload for Tpcc {
     }
 
     fn config_json(&self) -> serde_json::Value {
-        let c = &self.config;
-        serde_json::json!({
-            "warehouses": c.warehouses,
-            "scale_down": c.scale_down,
-            "items": c.items(),
-            "customers_per_district": c.customers_per_district(),
-            "mix": { "new_order": 45, "payment": 43, "order_status": 4, "delivery": 4, "stock_level": 4 },
-            "nurand_c_load": self.load_c,
-            "nurand_c_run": self.run_c,
-        })
+        let mut config = self.params();
+        config["mix"] = serde_json::json!({
+            "new_order": 45, "payment": 43, "order_status": 4, "delivery": 4, "stock_level": 4
+        });
+        config["nurand_c_load"] = serde_json::json!(self.load_c);
+        config["nurand_c_run"] = serde_json::json!(self.run_c);
+        config
     }
 
     fn setup(&mut self, db: &Database, workers: usize) -> BenchResult<Loaded> {
