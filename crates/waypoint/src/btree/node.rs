@@ -35,7 +35,10 @@
 //!                       fence is infinite, otherwise at most the length of the common
 //!                       prefix of the two fences (so every key of the node starts with
 //!                       those p bytes: lower < k <= upper forces it)
-//!     54         2      reserved, zero
+//!     54         2      insert hint (u16): 1 + the slot index of the last `insert_at` since
+//!                       the node was initialised, 0 if none. Only a hint, read to choose a
+//!                       split point (`split_index_for`); removals may leave it stale, so any
+//!                       value is valid
 //!     56         8      upper_child (u64): inner nodes only, zero in leaves
 //!     64  10*count      slot array; slot i at 64 + 10*i:
 //!                         +0 u16 offset of the entry: key bytes immediately followed by value bytes
@@ -70,7 +73,7 @@ const LIVE_HEAP: usize = PAGE_HEADER_SIZE + 8;
 const LOWER_OFF: usize = PAGE_HEADER_SIZE + 12;
 const UPPER_OFF: usize = PAGE_HEADER_SIZE + 16;
 const PREFIX_LEN: usize = PAGE_HEADER_SIZE + 20;
-const RESERVED2: usize = PAGE_HEADER_SIZE + 22;
+const INSERT_HINT: usize = PAGE_HEADER_SIZE + 22;
 const UPPER_CHILD: usize = PAGE_HEADER_SIZE + 24;
 /// Start of the slot array: end of the node header.
 pub const NODE_HEADER_END: usize = PAGE_HEADER_SIZE + 32;
@@ -408,9 +411,6 @@ impl<'a> Node<'a> {
         if flags & !(FLAG_LOWER_INF | FLAG_UPPER_INF) != 0 || p[RESERVED1] != 0 {
             return Err(format!("bad flags byte {flags:#x} or reserved byte"));
         }
-        if p[RESERVED2..RESERVED2 + 2].iter().any(|&b| b != 0) {
-            return Err("reserved header bytes are not zero".into());
-        }
         if leaf && rd64(p, UPPER_CHILD) != Some(0) {
             return Err("leaf has a nonzero upper_child".into());
         }
@@ -617,6 +617,7 @@ impl<'a> NodeMut<'a> {
         let head = head_at(key, self.as_node().prefix_len());
         self.page[at + 6..at + 10].copy_from_slice(&head.to_be_bytes());
         wr16(self.page, COUNT, n + 1);
+        wr16(self.page, INSERT_HINT, i + 1);
         Ok(())
     }
 
@@ -725,6 +726,42 @@ impl<'a> NodeMut<'a> {
             wr16(self.page, at, top);
         }
         wr32(self.page, DATA_START, top);
+    }
+
+    /// Split point for a node that is about to take `key` (a leaf's new key,
+    /// or the separator an inner node is about to take at the same place).
+    ///
+    /// If `key` goes right after the entry inserted last (the insert hint),
+    /// the node is being filled in key order: appends at the end of a table,
+    /// or the tail of one range inside it (TPC-C's order lines of one
+    /// district, in front of the next district's). A byte-balanced split
+    /// would leave a half-empty left page behind for good, since the keys
+    /// keep arriving to its right. Instead the node splits at the insertion
+    /// point: the left keeps what is below `key` and stays full, the right
+    /// takes the rest, and the next keys fill the right (InnoDB's
+    /// sequential-insert split). The rightmost node of a tree splits that
+    /// way for a key after all of its entries even without the hint (it is
+    /// lost when a page is reloaded). Otherwise [`Self::split_index`].
+    pub fn split_index_for(&self, key: &[u8]) -> usize {
+        let node = self.as_node();
+        let n = self.count();
+        let first = if node.is_leaf() { 0 } else { 1 };
+        let Some((p, false)) = node.lower_bound(key) else {
+            return self.split_index();
+        };
+        let hint = rd16(self.page, INSERT_HINT);
+        let sequential = hint == Some(p) || (p == n && node.upper_fence() == Some(Fence::Infinite));
+        // Leaf: the left keeps 0..=at; inner: 0..at, and key(at) moves up.
+        // Either way the right must keep an entry.
+        let at = if node.is_leaf() {
+            p.checked_sub(1)
+        } else {
+            Some(p.saturating_sub(1))
+        };
+        match at.map(|at| at.min(n.saturating_sub(2))) {
+            Some(at) if sequential && at >= first && at + 2 <= n => at,
+            _ => self.split_index(),
+        }
     }
 
     /// Split point by bytes: minimises the larger half (fences included) while
@@ -1291,6 +1328,35 @@ mod tests {
             }
         }
 
+        /// Whatever the probe key and the (possibly stale) insert hint,
+        /// the split point is legal, and a key right after the last insert
+        /// splits at the insertion point.
+        #[test]
+        fn split_index_for_is_always_a_legal_split(
+            raw in prop::collection::vec(key_strategy(), 3..120),
+            probe in key_strategy(),
+            hint in any::<u16>(),
+            inner in any::<bool>(),
+        ) {
+            let keys = sorted_keys(raw);
+            prop_assume!(keys.len() >= 3);
+            let mut p = if inner { inner_with(PS, &keys, 7) } else { filled_leaf(PS, &keys, 20) };
+            let n = Node::new(&p).count();
+            let probe = [&[2u8][..], &probe].concat();
+            let mut node = NodeMut::new(&mut p);
+            let first = usize::from(inner);
+            prop_assert!((first..n - 1).contains(&node.split_index_for(&probe)));
+            wr16(node.page, INSERT_HINT, usize::from(hint));
+            prop_assert!((first..n - 1).contains(&node.split_index_for(&probe)));
+            if let Some((pos, false)) = node.as_node().lower_bound(&probe) {
+                wr16(node.page, INSERT_HINT, pos);
+                let at = node.split_index_for(&probe);
+                if pos >= first + 1 && pos < n {
+                    prop_assert_eq!(at, pos - 1);
+                }
+            }
+        }
+
         #[test]
         fn split_then_merge_round_trips(
             raw in prop::collection::vec(key_strategy(), 3..120),
@@ -1385,7 +1451,6 @@ mod tests {
                 exercise(Node::new(&p), &probes);
                 let rel = at.checked_sub(NODE_HEADER_END).map(|r| r % SLOT_SIZE);
                 let must_reject = (LIVE_HEAP..LIVE_HEAP + 4).contains(&at)
-                    || (RESERVED2..RESERVED2 + 2).contains(&at)
                     || at == RESERVED1
                     || (at == FLAGS && *bit >= 2)
                     || (!inner && (UPPER_CHILD..UPPER_CHILD + 8).contains(&at))
