@@ -791,9 +791,16 @@ impl Transaction<'_> {
         for (key, w, current, index_changes) in &plans {
             // Each undo entry is pushed before its change, and undo is
             // idempotent, so a change that fails half-way is undone too.
-            if w.value.is_some() && current.is_none() {
+            if let (Some(v), None) = (&w.value, current) {
                 undo.push(Undo::remove(w.table.tree, key));
-                w.table.tree.insert(pool, log, key, placeholder, &[])?;
+                // The placeholder carries the value already (readers skip it
+                // by its TID), so installing only changes the TID and the
+                // record's room, and any split for it, is taken here, in key
+                // order. An empty placeholder grew at install instead, where
+                // a split cannot tell in-order inserts from random growth
+                // and leaves half-empty pages (ARCHITECTURE.md, "Page
+                // splits").
+                w.table.tree.insert(pool, log, key, placeholder, v)?;
             }
             for (index, _, new_key) in index_changes {
                 if let Some(k) = new_key {
