@@ -739,9 +739,10 @@ impl<'a> NodeMut<'a> {
     /// keep arriving to its right. Instead the node splits at the insertion
     /// point: the left keeps what is below `key` and stays full, the right
     /// takes the rest, and the next keys fill the right (InnoDB's
-    /// sequential-insert split). The rightmost node of a tree splits that
-    /// way for a key after all of its entries even without the hint (it is
-    /// lost when a page is reloaded). Otherwise [`Self::split_index`].
+    /// sequential-insert split), unless that would leave the left less full
+    /// than a balanced split. The rightmost node of a tree splits that way
+    /// for a key after all of its entries even without the hint (it is lost
+    /// when a page is reloaded). Otherwise [`Self::split_index`].
     pub fn split_index_for(&self, key: &[u8]) -> usize {
         let node = self.as_node();
         let n = self.count();
@@ -758,9 +759,15 @@ impl<'a> NodeMut<'a> {
         } else {
             Some(p.saturating_sub(1))
         };
+        // Never less on the left than a balanced split: when the entries
+        // after the insertion point fill more than half the page (the next
+        // range's, already loaded), splitting there would send each new key
+        // to a right page with room for about one more, and the next
+        // sequential key would split again, one entry per page.
+        let balanced = self.split_index();
         match at.map(|at| at.min(n.saturating_sub(2))) {
-            Some(at) if sequential && at >= first && at + 2 <= n => at,
-            _ => self.split_index(),
+            Some(at) if sequential && at >= first && at + 2 <= n && at >= balanced => at,
+            _ => balanced,
         }
     }
 
@@ -1351,8 +1358,11 @@ mod tests {
             if let Some((pos, false)) = node.as_node().lower_bound(&probe) {
                 wr16(node.page, INSERT_HINT, pos);
                 let at = node.split_index_for(&probe);
-                if pos > first && pos < n {
+                let balanced = node.split_index();
+                if pos > first && pos < n && pos - 1 >= balanced {
                     prop_assert_eq!(at, pos - 1);
+                } else if pos < n {
+                    prop_assert_eq!(at, balanced);
                 }
             }
         }
