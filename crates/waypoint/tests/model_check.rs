@@ -298,6 +298,11 @@ mod commit {
         /// RFA switched off: never wait for other partitions
         /// (`Wal::set_broken_rfa_for_tests`).
         NoRemoteFlush,
+        /// The writer publishes `durable_gsn` before `durable` (the order
+        /// before RELIABILITY.md finding 9): a page writer trusting the new
+        /// GSN_flushed reads the old position, and the pool's independent
+        /// WAL-rule check refuses a page whose log is in fact synced.
+        GsnBeforePosition,
     }
 
     const PARTS: usize = 2;
@@ -409,7 +414,7 @@ mod commit {
         }
 
         /// `Partition::writer_loop` + `write_chunks`.
-        fn writer_loop(&self) {
+        fn writer_loop(&self, bug: Bug) {
             loop {
                 let (gsns, end) = {
                     let mut s = self.stage1.lock().unwrap();
@@ -432,8 +437,15 @@ mod commit {
                 thread::yield_now();
                 self.synced.fetch_max(end, Ordering::SeqCst);
                 let max_gsn = gsns.iter().copied().max().unwrap_or(0);
-                self.durable_gsn.fetch_max(max_gsn, Ordering::SeqCst);
+                // The position first: whoever sees the new GSN_flushed must
+                // see these records as durable too.
+                if bug == Bug::GsnBeforePosition {
+                    self.durable_gsn.fetch_max(max_gsn, Ordering::SeqCst);
+                }
                 let before = self.durable.fetch_max(end, Ordering::SeqCst);
+                if bug != Bug::GsnBeforePosition {
+                    self.durable_gsn.fetch_max(max_gsn, Ordering::SeqCst);
+                }
                 assert!(before <= end);
                 assert!(
                     self.durable.load(Ordering::SeqCst) <= self.synced.load(Ordering::SeqCst),
@@ -705,7 +717,7 @@ mod commit {
         let writers: Vec<_> = (0..PARTS)
             .map(|p| {
                 let w = Arc::clone(&w);
-                thread::spawn(move || w.parts[p].writer_loop())
+                thread::spawn(move || w.parts[p].writer_loop(w.bug))
             })
             .collect();
         let sessions: Vec<_> = [workload.a, workload.b]
@@ -733,11 +745,27 @@ mod commit {
         let gate = workload.gate.then(|| {
             let w = Arc::clone(&w);
             thread::spawn(move || {
-                // The page provider writing page X: `Wal::ensure_durable`.
-                let gsn = w.pages["X"].lock().unwrap().gsn;
-                for p in &w.parts {
-                    if p.flushed_gsn(0, w.bug) < gsn {
-                        p.wait_durable(p.appended.load(Ordering::SeqCst));
+                // The page provider writing page X: the copy (GSN, last
+                // writer and its record's end, as the frame remembers them),
+                // `Wal::ensure_durable`, then `BufferPool::write_batch`'s
+                // independent check of the WAL rule.
+                // Twice: the page may change and be written again.
+                for _ in 0..2 {
+                    let (gsn, last) = {
+                        let pg = w.pages["X"].lock().unwrap();
+                        (pg.gsn, pg.last_writer.map(|p| (p, pg.chain[p])))
+                    };
+                    for p in &w.parts {
+                        if p.flushed_gsn(0, w.bug) < gsn {
+                            p.wait_durable(p.appended.load(Ordering::SeqCst));
+                        }
+                    }
+                    if let Some((p, end)) = last {
+                        let durable = w.parts[p].durable.load(Ordering::SeqCst);
+                        assert!(
+                            durable >= end,
+                            "WAL-rule check: page X's last record ends at {end} of partition {p}, durable to {durable}, after the gate"
+                        );
                     }
                 }
             })
@@ -791,6 +819,16 @@ fn commit_model_catches_a_missing_tid_check() {
 #[should_panic(expected = "recovery would not keep")]
 fn commit_model_catches_a_pipelined_successor_that_flushes_only_its_own_partition() {
     find_bug(|| commit::model(commit::Bug::NoPipelineCarry, &commit::PIPELINE));
+}
+
+/// The check can fail: a writer that publishes GSN_flushed before the
+/// durable position makes the WAL-rule check after the gate refuse a page
+/// whose log is synced (RELIABILITY.md finding 9, seen in the engine as a
+/// poisoned pool about once in 6-26 runs of a bank test).
+#[test]
+#[should_panic(expected = "WAL-rule check")]
+fn commit_model_catches_gsn_flushed_published_before_the_durable_position() {
+    find_bug(|| commit::model(commit::Bug::GsnBeforePosition, &commit::MIXED));
 }
 
 /// The check can fail: RFA switched off entirely.
