@@ -70,11 +70,18 @@ pub trait StorageFile: Send + Sync + std::fmt::Debug {
     fn set_len(&self, len: u64) -> Result<()>;
 }
 
-/// A heap buffer aligned to 4 KiB, as `O_DIRECT` requires for buffers,
+/// A buffer aligned to 4 KiB, as `O_DIRECT` requires for buffers,
 /// offsets and lengths. Page frames and writeback buffers use it.
+///
+/// Large buffers (the buffer pool's frames) are anonymous memory maps: the
+/// kernel hands out zeroed pages on first touch, so a pool of several GiB
+/// costs nothing until pages are read into it, opening is not a memset of
+/// the whole budget, and the process's resident memory is what it uses.
+/// (`alloc_zeroed` with 4 KiB alignment zeroes every byte up front.)
 pub struct AlignedBuf {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
+    mapped: bool,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively, like a Box<[u8]>.
@@ -84,6 +91,9 @@ unsafe impl Sync for AlignedBuf {}
 
 pub const IO_ALIGN: usize = 4096;
 
+/// Buffers at least this large are memory maps.
+const MAP_AT_LEAST: usize = 1 << 20;
+
 impl AlignedBuf {
     /// A zeroed buffer of `len` bytes (`len` > 0, a multiple of 4 KiB).
     pub fn zeroed(len: usize) -> Self {
@@ -92,11 +102,40 @@ impl AlignedBuf {
             "aligned buffers are whole 4 KiB blocks"
         );
         let layout = std::alloc::Layout::from_size_align(len, IO_ALIGN).expect("valid layout");
+        if len >= MAP_AT_LEAST {
+            // SAFETY: a fresh private anonymous mapping; no address hint.
+            let raw = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if raw == libc::MAP_FAILED {
+                std::alloc::handle_alloc_error(layout);
+            }
+            // Mappings are page-aligned, and pages are at least 4 KiB.
+            debug_assert!((raw as usize).is_multiple_of(IO_ALIGN));
+            let ptr = std::ptr::NonNull::new(raw.cast::<u8>())
+                .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+            return AlignedBuf {
+                ptr,
+                len,
+                mapped: true,
+            };
+        }
         // SAFETY: layout has non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr =
             std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
+        AlignedBuf {
+            ptr,
+            len,
+            mapped: false,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -124,6 +163,12 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.mapped {
+            // SAFETY: mapped in `zeroed` with this length; nothing borrows it.
+            let r = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            debug_assert_eq!(r, 0, "munmap of our own mapping");
+            return;
+        }
         let layout = std::alloc::Layout::from_size_align(self.len, IO_ALIGN).expect("valid layout");
         // SAFETY: allocated in `zeroed` with this layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
@@ -133,5 +178,27 @@ impl Drop for AlignedBuf {
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "AlignedBuf({} bytes)", self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both kinds of buffer (heap below `MAP_AT_LEAST`, a map from it on)
+    /// are aligned, zeroed and writable to their last byte.
+    #[test]
+    fn aligned_buffers_are_zeroed_aligned_and_writable_to_the_end() {
+        for len in [IO_ALIGN, MAP_AT_LEAST - IO_ALIGN, MAP_AT_LEAST, 64 << 20] {
+            let mut b = AlignedBuf::zeroed(len);
+            assert_eq!(b.len(), len);
+            assert!((b.as_ptr() as usize).is_multiple_of(IO_ALIGN));
+            assert_eq!(b.mapped, len >= MAP_AT_LEAST);
+            assert!(b.as_slice().iter().step_by(509).all(|&x| x == 0));
+            let s = b.as_mut_slice();
+            s[0] = 1;
+            s[len - 1] = 2;
+            assert_eq!((b.as_slice()[0], b.as_slice()[len - 1]), (1, 2));
+        }
     }
 }
