@@ -50,6 +50,14 @@ pub const MIN_FRAMES: usize = 16;
 const WRITEBACK_BATCH_PAGES: usize = 64;
 /// How long a worker waits for a free frame before reporting exhaustion.
 const FRAME_WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// While the log is full, a dirty page it cannot vouch for is never written
+/// and so never evicted. With fewer frames than this left besides such
+/// pages, a wait for a frame fails at once: a read that descends the tree
+/// (an optimistic guard on a parent while its child loads) gets its frame
+/// by the eviction of the very parent it must validate, restarts, and
+/// would do so for good, the wait never timing out since frames keep
+/// coming free (found by `waypoint simulate --workload tpcc`, seed 2087).
+const MIN_USABLE_FRAMES: usize = 8;
 
 /// Asked before page images are written: the WAL rule's seam. The log layer
 /// makes every record up to `gsn` durable (in every log partition) before it
@@ -673,11 +681,42 @@ impl BufferPool {
                 });
             }
             drop(free);
+            let limit = self.write_limit.load(Ordering::Acquire);
+            if limit != u64::MAX
+                && self.frames.len() - self.unwritable_frames(limit) < MIN_USABLE_FRAMES
+            {
+                return Err(Error::BufferPoolExhausted {
+                    frames: self.frames.len(),
+                });
+            }
             self.wake_provider();
             free = self.free_frames.lock();
             self.frames_available
                 .wait_for(&mut free, Duration::from_millis(5));
         }
+    }
+
+    /// Frames the page provider cannot free while the log vouches only up
+    /// to GSN `limit`: dirty pages above it, and dirty pages latched
+    /// exclusively (in use; counted as unwritable to be safe).
+    fn unwritable_frames(&self, limit: u64) -> usize {
+        (0..self.frames.len() as u32)
+            .filter(|&idx| {
+                let frame = &self.frames[idx as usize];
+                if !frame.dirty.load(Ordering::Acquire) {
+                    return false;
+                }
+                if !frame.latch.try_shared() {
+                    return true;
+                }
+                // SAFETY: the shared latch excludes writers.
+                let gsn = page::page_gsn(unsafe {
+                    std::slice::from_raw_parts(self.frame_data(idx), self.page_size)
+                });
+                frame.latch.unlock_shared();
+                gsn > limit
+            })
+            .count()
     }
 
     fn provider_loop(self: Arc<Self>) {
