@@ -205,7 +205,7 @@ fn simulate_reports_failures_with_a_reproduction_command() {
             && stdout.contains("--workload bank --unsafe-async"),
         "{stdout}"
     );
-    fails_with_one_line(&["simulate", "--workload", "tpcc"], "unknown --workload");
+    fails_with_one_line(&["simulate", "--workload", "voter"], "unknown --workload");
     fails_with_one_line(&["simulate", "--scheme", "aries"], "unknown --scheme");
 }
 
