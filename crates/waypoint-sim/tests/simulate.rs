@@ -138,7 +138,9 @@ fn failures_within(options: &SimOptions, seeds: u64) -> usize {
 
 /// The same with TPC-C: the lost commits are acknowledged transactions
 /// whose rows are missing, not a broken condition (`async` loses a suffix
-/// of the commits, which leaves a consistent database).
+/// of the commits, which leaves a consistent database). The seeds are the
+/// first 20 whose freeze hits the log: about half of those lose an
+/// acknowledged TPC-C commit (of all seeds, about one in nine).
 #[test]
 fn the_simulator_reports_lost_async_tpcc_commits() {
     waypoint_sim::capture_panics();
@@ -147,13 +149,15 @@ fn the_simulator_reports_lost_async_tpcc_commits() {
         unsafe_async: true,
         ..SimOptions::default()
     };
-    let errors: Vec<String> = (0..30)
+    let errors: Vec<String> = (0..)
+        .filter(|&seed| Plan::new(seed, &options).freeze.path == Some(".wal"))
+        .take(20)
         .filter_map(|seed| run_seed(seed, &options).outcome.err())
         .collect();
     assert!(
         errors.iter().any(|e| e.contains("acknowledged")),
-        "30 TPC-C seeds with async commits: no lost acknowledged transaction reported \
-         (errors: {errors:?})"
+        "20 TPC-C seeds with async commits and the log frozen: no lost acknowledged \
+         transaction reported (errors: {errors:?})"
     );
 }
 
