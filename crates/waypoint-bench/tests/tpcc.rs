@@ -1,4 +1,4 @@
-//! TPC-C on tiny scales: consistency conditions 1–4 after a driver run,
+//! TPC-C on tiny scales: the consistency conditions after a driver run,
 //! after a clean reopen, after a simulated power loss in the middle of a
 //! two-worker run, and their failure on a deliberately corrupted row; the
 //! mix and the intended rollbacks as the driver counts them; reuse of a
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use waypoint::io::{CrashPolicy, Fault, FaultKind, SimStorage};
 use waypoint::{Database, Options};
 use waypoint_bench::driver::{self, DriverConfig};
+use waypoint_bench::tpcc::schema::{Customer, Order, OrderLine};
 use waypoint_bench::tpcc::{self, Tpcc, TpccConfig};
 use waypoint_bench::workload::{is_abort, Workload};
 use waypoint_bench::BenchError;
@@ -46,7 +47,7 @@ fn run(dir: &Path, workload: TpccConfig, txns: u64) -> BenchResult {
 type BenchResult = Result<driver::RunOutput, BenchError>;
 
 #[test]
-fn a_two_worker_run_keeps_conditions_1_to_4_also_after_reopen() {
+fn a_two_worker_run_keeps_the_conditions_also_after_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(dir.path(), tiny(2), 3000).expect("TPC-C run");
     let s = &out.summary;
@@ -71,7 +72,10 @@ fn a_two_worker_run_keeps_conditions_1_to_4_also_after_reopen() {
     // 1% of new-orders roll back on purpose: aborts, not a failed run.
     assert!(s.types[tpcc::NEW_ORDER].aborts > 0);
     let checked = s.verify.as_ref().expect("the driver verified");
-    assert_eq!(checked["conditions"], serde_json::json!([1, 2, 3, 4]));
+    assert_eq!(
+        checked["conditions"],
+        serde_json::json!([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12])
+    );
     assert_eq!(checked["warehouses"], 2);
     assert_eq!(checked["districts"], 20);
     // New orders were added (600 loaded) and some delivered.
@@ -129,7 +133,12 @@ fn the_initial_population_has_the_specified_shape() {
     assert_eq!((check.warehouses, check.districts), (2, 20));
     assert_eq!(check.orders, 20 * 300);
     assert_eq!(check.new_orders, 20 * 90);
-    assert_eq!(check.ytd_cents, 2 * 30_000_000);
+    // W_YTD is the sum of the loaded payments (10.00 per customer), so
+    // conditions 8 and 9 hold at this scale too: 300,000.00 per warehouse
+    // at full scale.
+    assert_eq!(check.ytd_cents, 2 * 10 * 300 * 1000);
+    assert_eq!(check.customers, 20 * 300);
+    assert_eq!(check.history, 20 * 300);
     let rows: usize = db
         .check_integrity()
         .unwrap()
@@ -222,8 +231,85 @@ fn verify_detects_a_violation_of_each_condition() {
 
     // 4: an order line missing.
     let line = [&no(4)[..], &[1]].concat();
-    corrupt(&db, "tpcc_order_line", &line, |v| *v = None);
+    let mut removed = None;
+    corrupt(&db, "tpcc_order_line", &line, |v| removed = v.take());
     assert_fails(&db, 4, "warehouse 1 district 7");
+
+    // 6: that line moved to order 5 of the district (the district's count
+    // is right again, the orders' are not).
+    let ol_cnt = |o: u32| {
+        let mut s = db.session();
+        let mut tx = s.begin().unwrap();
+        let v = tx.get(&db.table("tpcc_order").unwrap(), &no(o)).unwrap();
+        Order::decode(&v.unwrap()).unwrap().ol_cnt
+    };
+    let moved = [&no(5)[..], &[ol_cnt(5) + 1]].concat();
+    corrupt(&db, "tpcc_order_line", &moved, |v| *v = removed.clone());
+    assert_fails(&db, 6, "order 4 of warehouse 1 district 7");
+    corrupt(&db, "tpcc_order_line", &moved, |v| *v = None);
+    corrupt(&db, "tpcc_order_line", &line, |v| *v = removed);
+    w.verify(&db).expect("repaired");
+
+    // 5: the oldest undelivered order (22) without its new-order row.
+    corrupt(&db, "tpcc_new_order", &no(22), |v| *v = None);
+    assert_fails(&db, 5, "order 22 of warehouse 1 district 7");
+    corrupt(&db, "tpcc_new_order", &no(22), |v| *v = Some(Vec::new()));
+
+    // 7: a line of an undelivered order with a delivery date.
+    let line = [&no(25)[..], &[2]].concat();
+    let delivery_d = |d: u64| {
+        move |v: &mut Option<Vec<u8>>| {
+            let mut l = OrderLine::decode(v.as_ref().unwrap()).unwrap();
+            l.delivery_d = d;
+            *v = Some(l.encode());
+        }
+    };
+    corrupt(&db, "tpcc_order_line", &line, delivery_d(1));
+    assert_fails(&db, 7, "order 25 of warehouse 1 district 7");
+    corrupt(&db, "tpcc_order_line", &line, delivery_d(0));
+
+    // 8: one cent more in W_YTD and in a D_YTD of warehouse 1 (condition
+    // 1 still holds).
+    let ytd = |table: &'static str, key: &'static [u8], by: i64| {
+        corrupt(&db, table, key, |v| {
+            let v = v.as_mut().unwrap();
+            let at = if table == "tpcc_district" {
+                v.len() - 12
+            } else {
+                v.len() - 8
+            };
+            let ytd = i64::from_le_bytes(v[at..at + 8].try_into().unwrap());
+            v[at..at + 8].copy_from_slice(&(ytd + by).to_le_bytes());
+        })
+    };
+    ytd("tpcc_warehouse", &[0, 1], 1);
+    ytd("tpcc_district", &[0, 1, 2], 1);
+    assert_fails(&db, 8, "warehouse 1");
+    ytd("tpcc_warehouse", &[0, 1], -1);
+
+    // 9: that cent moved to D_YTD of district 3 (conditions 1 and 8 hold).
+    ytd("tpcc_district", &[0, 1, 3], -1);
+    assert_fails(&db, 9, "warehouse 1 district 2");
+    ytd("tpcc_district", &[0, 1, 2], -1);
+    ytd("tpcc_district", &[0, 1, 3], 1);
+    w.verify(&db).expect("repaired");
+
+    // 10 and 12: a customer's balance, then its year-to-date payment.
+    let customer = [0, 2, 5, 0, 0, 0, 9];
+    let change = |f: fn(&mut Customer, i64), by: i64| {
+        corrupt(&db, "tpcc_customer", &customer, |v| {
+            let mut c = Customer::decode(v.as_ref().unwrap()).unwrap();
+            f(&mut c, by);
+            *v = Some(c.encode());
+        })
+    };
+    change(|c, by| c.balance += by, 1);
+    assert_fails(&db, 10, "customer 9 of warehouse 2 district 5");
+    change(|c, by| c.balance += by, -1);
+    change(|c, by| c.ytd_payment += by, 1);
+    assert_fails(&db, 12, "customer 9 of warehouse 2 district 5");
+    change(|c, by| c.ytd_payment += by, -1);
+    w.verify(&db).expect("repaired");
     db.close().unwrap();
 }
 

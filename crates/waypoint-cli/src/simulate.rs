@@ -16,8 +16,9 @@ pub struct SimulateArgs {
     /// `RUST_LOG=waypoint=debug`).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Run this workload on every seed (bank, toggles or updates) instead of
-    /// the one each seed draws; the seed's other choices stay the same.
+    /// Run this workload on every seed (bank, toggles, updates or tpcc)
+    /// instead of the one each seed draws; the seed's other choices stay the
+    /// same.
     #[arg(long)]
     pub workload: Option<String>,
     /// Persistence scheme: per-worker (the only one so far).
@@ -37,7 +38,10 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         None => None,
         Some(w) => match Workload::parse(w) {
             Some(w) => Some(w),
-            None => bail!("unknown --workload {w:?}; available: bank, toggles, updates"),
+            None => {
+                let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
+                bail!("unknown --workload {w:?}; available: {}", names.join(", "))
+            }
         },
     };
     let options = SimOptions {

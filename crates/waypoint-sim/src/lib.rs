@@ -7,10 +7,11 @@
 //! disk fails, crashes it (sometimes again during recovery), recovers and
 //! checks the result against what was acknowledged. This module owns the
 //! run of one seed: its phases, the fault injection, the time limit and
-//! the report. The workloads live in [`bank`] and [`updates`].
+//! the report. The workloads live in [`bank`], [`updates`] and [`tpcc`].
 
 pub mod bank;
 pub mod plan;
+pub mod tpcc;
 pub mod updates;
 
 pub use plan::{Plan, SimOptions, Workload};
@@ -72,6 +73,7 @@ const DIR: &str = "/db";
 enum Acked {
     Bank(HashSet<[u8; 8]>),
     Updates(updates::Outcome),
+    Tpcc(tpcc::Outcome),
 }
 
 impl Acked {
@@ -79,6 +81,7 @@ impl Acked {
         match self {
             Acked::Bank(keys) => keys.len() as u64,
             Acked::Updates(o) => o.acked_txns(),
+            Acked::Tpcc(o) => o.acked_txns(),
         }
     }
 }
@@ -98,8 +101,11 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     {
         let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("create: {e}"))?;
         match plan.workload {
-            plan::Workload::Updates => updates::load(&db),
-            _ => bank::load(&db),
+            plan::Workload::Updates => updates::load(&db).map_err(|e| e.to_string()),
+            plan::Workload::Tpcc => tpcc::load(&db).map_err(|e| e.to_string()),
+            plan::Workload::Bank | plan::Workload::Toggles => {
+                bank::load(&db).map_err(|e| e.to_string())
+            }
         }
         .map_err(|e| format!("load: {e}"))?;
         db.close()
@@ -112,17 +118,38 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
             wal.set_broken_rfa_for_tests(true);
         }
     }
+    let (n, per, seed) = (plan.sessions, plan.txns_per_session, plan.workload_seed);
+    // TPC-C binds its tables through reads: before the faults, which are
+    // meant for the workload.
+    let tpcc_workload = match plan.workload {
+        plan::Workload::Tpcc => {
+            Some(tpcc::prepare(&db, seed).map_err(|e| format!("workload setup: {e}"))?)
+        }
+        _ => None,
+    };
     if let Some(f) = &plan.early_fault {
         inject(&sim, f);
     }
     inject(&sim, &plan.freeze);
-    let (n, per, seed) = (plan.sessions, plan.txns_per_session, plan.workload_seed);
     let acked = match plan.workload {
-        plan::Workload::Bank => bank::run_transfers(&db, n, per, seed, false).map(Acked::Bank),
-        plan::Workload::Toggles => bank::run_transfers(&db, n, per, seed, true).map(Acked::Bank),
-        plan::Workload::Updates => updates::run(&db, n, per, seed).map(Acked::Updates),
+        plan::Workload::Bank => bank::run_transfers(&db, n, per, seed, false)
+            .map(Acked::Bank)
+            .map_err(|e| e.to_string()),
+        plan::Workload::Toggles => bank::run_transfers(&db, n, per, seed, true)
+            .map(Acked::Bank)
+            .map_err(|e| e.to_string()),
+        plan::Workload::Updates => updates::run(&db, n, per, seed)
+            .map(Acked::Updates)
+            .map_err(|e| e.to_string()),
+        plan::Workload::Tpcc => match &tpcc_workload {
+            Some(w) => tpcc::run(&db, w, n, per, seed)
+                .map(Acked::Tpcc)
+                .map_err(|e| e.to_string()),
+            None => Err("TPC-C was not prepared".into()),
+        },
     }
     .map_err(|e| format!("workload setup: {e}"))?;
+    drop(tpcc_workload);
     let froze_in_workload = sim.is_frozen();
     if !froze_in_workload {
         // Finished first: the crash lands in the close instead.
@@ -149,6 +176,7 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     match &acked {
         Acked::Bank(keys) => bank::verify(&db, keys),
         Acked::Updates(outcome) => updates::verify(&db, outcome),
+        Acked::Tpcc(outcome) => tpcc::verify(&db, outcome),
     }?;
     db.close()
         .map_err(|e| format!("clean close after recovery: {e}"))?;

@@ -333,6 +333,84 @@ fn reads_of_data_larger_than_memory_go_on_after_the_log_fills() {
     reopen_and_check(&sim, 16, &acked);
 }
 
+/// Regression (found by `waypoint simulate --workload tpcc`, seed 2087,
+/// 2026-11-22, about one run in four): after the log filled, the pages a
+/// failed commit had changed could not be written (the log cannot vouch
+/// for them) and so not be evicted; they held all frames but one, and a
+/// read descending the tree loaded a child into that frame by evicting the
+/// parent it still had to validate, restarted, and did so for good (two
+/// sessions spun in `install` past the seed's 180 s limit). With too few
+/// frames left besides such pages a read now fails with
+/// `BufferPoolExhausted` (or `Poisoned`, if the failed commit's undo is
+/// what found no frame); the reopen loses nothing.
+#[test]
+fn reads_fail_instead_of_spinning_when_unwritable_pages_hold_the_pool() {
+    let (tx_done, rx_done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let sim = SimStorage::new(62);
+        let db = Database::open("/db", options(&sim, 16)).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut s = db.session();
+        let mut acked = BTreeMap::new();
+        for chunk in 0..40u32 {
+            let mut tx = s.begin().unwrap();
+            for j in 0..10 {
+                let i = chunk * 10 + j;
+                let v = vec![i as u8; 400];
+                tx.insert(&t, &key(i), &v).unwrap();
+                acked.insert(key(i), v);
+            }
+            tx.commit().unwrap();
+        }
+        // One commit changes a row on each of 15 leaves (9 rows a leaf)
+        // and fails to log: its pages stay in memory.
+        sim.inject(Fault::at(sim.op_count(), FaultKind::Enospc).on_path("/wal/"));
+        let mut tx = s.begin().unwrap();
+        for leaf in 0..15u32 {
+            tx.update(&t, &key(leaf * 25), &[7; 380]).unwrap();
+        }
+        let e = tx.commit().unwrap_err();
+        assert!(
+            e.is_log_full() || matches!(e, Error::BufferPoolExhausted { .. }),
+            "{e:?}"
+        );
+        let mut outcomes = Vec::new();
+        // Rows the failed commit did not touch (its own stay visible in
+        // memory until the reopen).
+        // A read gets its row or fails with a typed error: the pool is
+        // exhausted, or the database is poisoned because the failed
+        // commit's undo found no frame either.
+        for k in [key(13), key(399), key(212)] {
+            match s.begin().and_then(|mut tx| tx.get(&t, &k)) {
+                Ok(v) => assert_eq!(v.as_ref(), acked.get(&k)),
+                Err(e) => {
+                    assert!(
+                        matches!(
+                            e,
+                            Error::BufferPoolExhausted { .. } | Error::Poisoned { .. }
+                        ),
+                        "{e:?}"
+                    );
+                    outcomes.push(e);
+                }
+            }
+        }
+        drop((s, t));
+        let _ = db.close();
+        sim.clear_faults();
+        tx_done.send(outcomes.len()).unwrap();
+        reopen_and_check(&sim, 16, &acked);
+        tx_done.send(usize::MAX).unwrap();
+    });
+    let failed_reads = rx_done
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("reads after the log filled are still spinning after 60 s");
+    println!("{failed_reads} of 3 reads failed with a typed error");
+    rx_done
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the reopen");
+}
+
 /// Three sessions insert pairs of rows (and fight over one hot row, so
 /// commits conflict and roll back after placeholders) while the log's disk
 /// fills at a random moment. Whatever each thread was doing then, the

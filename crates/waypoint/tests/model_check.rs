@@ -845,8 +845,9 @@ fn commit_model_catches_rfa_switched_off() {
 /// the copy, raises `persisted_gsn` and clears `writeback`
 /// (`write_batch`), and tries to evict it (only clean, not in writeback,
 /// exclusively latched); a checkpoint increment (`checkpoint_shard`)
-/// writes the page if dirty, waits for a writeback in flight and writes
-/// the page again if it changed meanwhile. Checks: `persisted_gsn` never
+/// writes the page if dirty, waits for a writeback in flight (and for the
+/// latch, by revisiting the page) and writes the page again if it changed
+/// meanwhile. Checks: `persisted_gsn` never
 /// exceeds the synced copy; an evicted page equals its synced copy; after
 /// the increment the synced copy holds every change made before it
 /// started; at the end a clean page equals its synced copy.
@@ -1017,7 +1018,9 @@ mod writeback {
             } else if !self.dirty.load(Ordering::SeqCst) {
                 return self.writeback.load(Ordering::SeqCst);
             }
-            match self.stage(true) {
+            // No wait for the latch, as in the pool: a latched page is
+            // revisited (its holder may be waiting for a frame).
+            match self.stage(false) {
                 Some(copy) => {
                     self.write(copy);
                     false

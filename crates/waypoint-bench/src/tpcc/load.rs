@@ -53,6 +53,17 @@ pub fn loaded_ol_cnt(w: u16, d: u8, o: u32) -> u8 {
     5 + (mix(((w as u64) << 40) | ((d as u64) << 32) | o as u64 | (5 << 56)) % 11) as u8
 }
 
+/// H_AMOUNT of each loaded history row: 10.00.
+const LOADED_PAYMENT: i64 = 1000;
+
+/// D_YTD of a loaded district: the sum of its loaded history rows
+/// (30,000.00 at the spec's sizes), and W_YTD ten times that (300,000.00),
+/// so that consistency conditions 8 and 9 hold at every `scale_down`, not
+/// only at full scale.
+pub fn district_ytd(c: &TpccConfig) -> i64 {
+    c.customers_per_district() as i64 * LOADED_PAYMENT
+}
+
 /// Rows of the initial population, all tables.
 pub fn initial_rows(c: &TpccConfig) -> u64 {
     let (n, orders, new_orders) = (
@@ -237,7 +248,7 @@ impl<'a> Ctx<'a> {
                     name: text(&astring(rng, 6, 10)),
                     address: address(rng),
                     tax: rng.gen_range(0..=2000),
-                    ytd: 30_000_000,
+                    ytd: DISTRICTS as i64 * district_ytd(self.config),
                 };
                 b.push(&t.warehouse, &warehouse_key(w), row.encode())?;
             }
@@ -272,7 +283,7 @@ impl<'a> Ctx<'a> {
             name: text(&astring(rng, 6, 10)),
             address: address(rng),
             tax: rng.gen_range(0..=2000),
-            ytd: 3_000_000,
+            ytd: district_ytd(c),
             next_o_id: orders + 1,
         };
         b.push(&t.district, &district_key(w, d), row.encode())?;
@@ -292,8 +303,8 @@ impl<'a> Ctx<'a> {
                 credit: if rng.gen_bool(0.1) { *b"BC" } else { *b"GC" },
                 credit_lim: 5_000_000,
                 discount: rng.gen_range(0..=5000),
-                balance: -1000,
-                ytd_payment: 1000,
+                balance: -LOADED_PAYMENT,
+                ytd_payment: LOADED_PAYMENT,
                 payment_cnt: 1,
                 delivery_cnt: 0,
                 data: astring(rng, 300, 500),
@@ -306,7 +317,7 @@ impl<'a> Ctx<'a> {
                 d_id: d,
                 w_id: w,
                 date: now,
-                amount: 1000,
+                amount: LOADED_PAYMENT,
                 data: text(&astring(rng, 12, 24)),
             };
             let seq = ((w as u64) << 40) | ((d as u64) << 32) | id as u64;

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use waypoint::{Database, Index, KeyExtractor, Table};
 
+pub use txns::{Effect, TpccWorker};
 pub use verify::{verify, TpccCheck};
 
 /// Transaction types, in the order of [`Workload::txn_types`].
@@ -209,6 +210,24 @@ impl Tpcc {
     pub fn run_constants(&self) -> NuConstants {
         self.run_c
     }
+
+    /// The terminal of worker `worker` (what [`Workload::worker`] hands
+    /// the driver), for a caller that drives it itself and wants each
+    /// transaction's [`Effect`]. `Config` error before `setup`.
+    pub fn terminal(&self, worker: usize, seed: u64) -> BenchResult<TpccWorker<'_>> {
+        let tables = self
+            .tables
+            .as_ref()
+            .ok_or_else(|| BenchError::Config("TPC-C: setup has not run".into()))?;
+        Ok(txns::TpccWorker::new(
+            &self.config,
+            tables,
+            self.run_c,
+            worker,
+            self.run_nonce | (worker as u64 & 0xFFFF),
+            seed,
+        ))
+    }
 }
 
 impl Workload for Tpcc {
@@ -264,14 +283,7 @@ impl Workload for Tpcc {
     }
 
     fn worker(&self, worker: usize, seed: u64) -> Box<dyn Worker + '_> {
-        Box::new(txns::TpccWorker::new(
-            &self.config,
-            self.tables.as_ref().expect("setup ran"),
-            self.run_c,
-            worker,
-            self.run_nonce | (worker as u64 & 0xFFFF),
-            seed,
-        ))
+        Box::new(self.terminal(worker, seed).expect("setup ran"))
     }
 
     fn verify(&self, db: &Database) -> BenchResult<serde_json::Value> {

@@ -6,7 +6,9 @@
 //! below run one transaction's reads and writes on a [`Transaction`] (the
 //! driver commits it). A New-Order with an unused item number returns
 //! [`intended_rollback`]: the driver rolls it back and counts an abort of
-//! `new_order`.
+//! `new_order`. A [`TpccWorker`] also keeps the [`Effect`] of its last
+//! transaction, for a caller that checks after a crash that what it
+//! committed is there (the crash simulator, `waypoint-sim`).
 
 use super::random::{last_name, nurand, NuConstants};
 use super::schema::*;
@@ -187,14 +189,47 @@ impl Inputs {
     }
 }
 
+/// What the last transaction of a [`TpccWorker`] wrote if it commits:
+/// enough to find each of its rows after a crash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing: Order-Status, Stock-Level, or a body that failed.
+    None,
+    /// Order `o_id` of district (w, d), for customer `c`, with `lines`
+    /// order lines (numbers 1..=lines), and its new-order row.
+    NewOrder {
+        w: u16,
+        d: u8,
+        o_id: u32,
+        c: u32,
+        lines: u8,
+    },
+    /// A payment of `amount` cents to district (w, d), recorded in the
+    /// history row `history_key`.
+    Payment {
+        w: u16,
+        d: u8,
+        amount: i64,
+        history_key: [u8; 16],
+    },
+    /// The orders delivered with carrier `carrier`, per district of
+    /// warehouse `w` (`orders[d - 1]`; 0: the district had none).
+    Delivery {
+        w: u16,
+        carrier: u8,
+        orders: [u32; DISTRICTS as usize],
+    },
+}
+
 /// One terminal: a home warehouse, and for Stock-Level a fixed district.
-pub(crate) struct TpccWorker<'a> {
+pub struct TpccWorker<'a> {
     inputs: Inputs,
     t: &'a Tables,
     sl_district: u8,
     /// History keys of this worker: `[source][seq]`.
     history_source: u64,
     seq: u64,
+    last: Effect,
 }
 
 impl<'a> TpccWorker<'a> {
@@ -213,7 +248,15 @@ impl<'a> TpccWorker<'a> {
             sl_district: ((worker / w) % DISTRICTS as usize + 1) as u8,
             history_source,
             seq: 0,
+            last: Effect::None,
         }
+    }
+
+    /// What the transaction of the last [`Worker::next`] wrote, if its body
+    /// succeeded ([`Effect::None`] otherwise); it is durable once its
+    /// commit is acknowledged.
+    pub fn last_effect(&self) -> &Effect {
+        &self.last
     }
 }
 
@@ -221,18 +264,49 @@ impl Worker for TpccWorker<'_> {
     fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
         let ty = self.inputs.choose_type();
         let (t, w, now) = (self.t, self.inputs.home, super::now_ms());
+        self.last = Effect::None;
         let result = match ty {
-            NEW_ORDER => new_order(tx, t, w, &self.inputs.new_order(), now),
+            NEW_ORDER => {
+                let inp = self.inputs.new_order();
+                new_order(tx, t, w, &inp, now).map(|o_id| Effect::NewOrder {
+                    w,
+                    d: inp.d,
+                    o_id,
+                    c: inp.c,
+                    lines: inp.lines.len() as u8,
+                })
+            }
             PAYMENT => {
                 self.seq += 1;
-                let h = history_key(self.history_source, self.seq);
-                payment(tx, t, w, &self.inputs.payment(), now, &h)
+                let history_key = history_key(self.history_source, self.seq);
+                let inp = self.inputs.payment();
+                payment(tx, t, w, &inp, now, &history_key).map(|()| Effect::Payment {
+                    w,
+                    d: inp.d,
+                    amount: inp.amount,
+                    history_key,
+                })
             }
-            ORDER_STATUS => order_status(tx, t, w, &self.inputs.order_status()),
-            DELIVERY => delivery(tx, t, w, self.inputs.carrier(), now),
-            _ => stock_level(tx, t, w, self.sl_district, self.inputs.threshold()),
+            ORDER_STATUS => {
+                order_status(tx, t, w, &self.inputs.order_status()).map(|()| Effect::None)
+            }
+            DELIVERY => {
+                let carrier = self.inputs.carrier();
+                delivery(tx, t, w, carrier, now).map(|orders| Effect::Delivery {
+                    w,
+                    carrier,
+                    orders,
+                })
+            }
+            _ => stock_level(tx, t, w, self.sl_district, self.inputs.threshold())
+                .map(|()| Effect::None),
         };
-        (ty, result)
+        (
+            ty,
+            result.map(|effect| {
+                self.last = effect;
+            }),
+        )
     }
 }
 
@@ -281,14 +355,14 @@ fn customer_id(key: &[u8; 7]) -> u32 {
     u32::from_be_bytes([key[3], key[4], key[5], key[6]])
 }
 
-/// §2.4.2: enter an order of 5–15 lines.
+/// §2.4.2: enter an order of 5–15 lines. Returns its O_ID.
 pub(crate) fn new_order(
     tx: &mut Transaction<'_>,
     t: &Tables,
     w: u16,
     inp: &NewOrderInput,
     now: u64,
-) -> Result<(), Error> {
+) -> Result<u32, Error> {
     let wh = get(tx, &t.warehouse, &warehouse_key(w), Warehouse::decode)?;
     let dk = district_key(w, inp.d);
     let mut district = get(tx, &t.district, &dk, District::decode)?;
@@ -350,7 +424,7 @@ pub(crate) fn new_order(
     // The total the terminal would display.
     let taxes = 10_000 + wh.tax as i64 + district.tax as i64;
     black_box(total * (10_000 - customer.discount as i64) / 10_000 * taxes / 10_000);
-    Ok(())
+    Ok(o_id)
 }
 
 /// §2.5.2: a customer's payment, to a district of the home warehouse.
@@ -440,13 +514,15 @@ pub(crate) fn order_status(
 
 /// §2.7.4: deliver the oldest undelivered order of each of the 10
 /// districts, all in one transaction. A district without one is skipped.
+/// Returns the O_ID delivered per district (0: skipped).
 pub(crate) fn delivery(
     tx: &mut Transaction<'_>,
     t: &Tables,
     w: u16,
     carrier: u8,
     now: u64,
-) -> Result<(), Error> {
+) -> Result<[u32; DISTRICTS as usize], Error> {
+    let mut delivered = [0; DISTRICTS as usize];
     for d in 1..=DISTRICTS {
         let oldest = tx.scan_prefix(&t.new_order, &district_key(w, d), 1)?;
         let Some((ok, _)) = oldest.first() else {
@@ -470,8 +546,10 @@ pub(crate) fn delivery(
         c.balance += sum;
         c.delivery_cnt += 1;
         tx.update(&t.customer, &ck, &c.encode())?;
+        let (_, _, o_id) = parse_order_key(ok).ok_or_else(|| bad_row(t.new_order.name()))?;
+        delivered[(d - 1) as usize] = o_id;
     }
-    Ok(())
+    Ok(delivered)
 }
 
 /// §2.8.2: how many items of the district's last 20 orders have stock

@@ -50,6 +50,14 @@ pub const MIN_FRAMES: usize = 16;
 const WRITEBACK_BATCH_PAGES: usize = 64;
 /// How long a worker waits for a free frame before reporting exhaustion.
 const FRAME_WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// While the log is full, a dirty page it cannot vouch for is never written
+/// and so never evicted. With fewer frames than this left besides such
+/// pages, a wait for a frame fails at once: a read that descends the tree
+/// (an optimistic guard on a parent while its child loads) gets its frame
+/// by the eviction of the very parent it must validate, restarts, and
+/// would do so for good, the wait never timing out since frames keep
+/// coming free (found by `waypoint simulate --workload tpcc`, seed 2087).
+const MIN_USABLE_FRAMES: usize = 8;
 
 /// Asked before page images are written: the WAL rule's seam. The log layer
 /// makes every record up to `gsn` durable (in every log partition) before it
@@ -673,11 +681,42 @@ impl BufferPool {
                 });
             }
             drop(free);
+            let limit = self.write_limit.load(Ordering::Acquire);
+            if limit != u64::MAX
+                && self.frames.len() - self.unwritable_frames(limit) < MIN_USABLE_FRAMES
+            {
+                return Err(Error::BufferPoolExhausted {
+                    frames: self.frames.len(),
+                });
+            }
             self.wake_provider();
             free = self.free_frames.lock();
             self.frames_available
                 .wait_for(&mut free, Duration::from_millis(5));
         }
+    }
+
+    /// Frames the page provider cannot free while the log vouches only up
+    /// to GSN `limit`: dirty pages above it, and dirty pages latched
+    /// exclusively (in use; counted as unwritable to be safe).
+    fn unwritable_frames(&self, limit: u64) -> usize {
+        (0..self.frames.len() as u32)
+            .filter(|&idx| {
+                let frame = &self.frames[idx as usize];
+                if !frame.dirty.load(Ordering::Acquire) {
+                    return false;
+                }
+                if !frame.latch.try_shared() {
+                    return true;
+                }
+                // SAFETY: the shared latch excludes writers.
+                let gsn = page::page_gsn(unsafe {
+                    std::slice::from_raw_parts(self.frame_data(idx), self.page_size)
+                });
+                frame.latch.unlock_shared();
+                gsn > limit
+            })
+            .count()
     }
 
     fn provider_loop(self: Arc<Self>) {
@@ -982,7 +1021,8 @@ impl BufferPool {
             }
             Ok(())
         };
-        // Frames whose dirty page another writeback holds: revisit.
+        // Frames whose dirty page is latched or another writeback holds:
+        // revisit, after writing the batch (see `stage_or_revisit`).
         let mut pending: Vec<u32> = Vec::new();
         for idx in (shard..self.frames.len()).step_by(shards) {
             if self.stage_or_revisit(&mut batch, idx as u32) {
@@ -998,8 +1038,9 @@ impl BufferPool {
             self.check_healthy()?;
             let mut still = Vec::new();
             for idx in pending {
-                // Still being written by someone else, or written by them
-                // and changed during that write (then it is ours to write).
+                // Still latched or being written by someone else, or
+                // written by them and changed during that write (then it
+                // is ours to write).
                 if self.stage_or_revisit(&mut batch, idx) {
                     still.push(idx);
                 }
@@ -1017,8 +1058,17 @@ impl BufferPool {
     }
 
     /// For a checkpoint increment: stage frame `idx` if it is dirty; true
-    /// if it must be looked at again (dirty but held by another writeback,
-    /// or clean with another writeback of it in flight).
+    /// if it must be looked at again (dirty but latched exclusively or held
+    /// by another writeback, or clean with another writeback of it in
+    /// flight).
+    ///
+    /// It never waits for the latch: the pages already in `batch` are in
+    /// writeback, which the page provider cannot evict, and the latch's
+    /// holder may be a worker waiting for a free frame (a split allocates
+    /// under its latches). With a pool not much larger than a batch that
+    /// was a deadlock the worker left after 10 s with
+    /// `BufferPoolExhausted` (found by `waypoint simulate --workload tpcc`,
+    /// seed 2843). A latched page is revisited once the batch is written.
     ///
     /// `dirty` is read before `writeback`. Staging sets `writeback` before
     /// it clears `dirty`, and a writeback clears `writeback` only after its
@@ -1033,7 +1083,7 @@ impl BufferPool {
     fn stage_or_revisit(&self, batch: &mut WritebackBatch, idx: u32) -> bool {
         let frame = &self.frames[idx as usize];
         if frame.dirty.load(Ordering::Acquire) {
-            !self.stage(batch, idx, true, u64::MAX)
+            !self.stage(batch, idx, false, u64::MAX)
         } else {
             frame.writeback.load(Ordering::Acquire)
         }
@@ -1280,5 +1330,87 @@ impl Drop for ExclusiveGuard<'_> {
         } else {
             latch.unlock_exclusive_unchanged();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{OpenMode, SimStorage, Storage};
+    use std::path::Path;
+
+    /// A log that is full at GSN 0: the page provider may evict clean pages
+    /// but writes none of GSN 1 and above, so only the checkpoint
+    /// increment writes them (the test's interleaving, made certain).
+    struct FullAtZero;
+
+    impl FlushGate for FullAtZero {
+        fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+            Ok(())
+        }
+        fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+            true
+        }
+        fn write_limit(&self) -> u64 {
+            0
+        }
+    }
+
+    /// Regression (found by `waypoint simulate --workload tpcc`, seed 2843,
+    /// 2026-11-22, about one run in ten, in the TPC-C load): a checkpoint
+    /// increment waited for a page's latch while the pages it had staged so
+    /// far sat in its unwritten batch, in writeback, where the page provider
+    /// cannot evict them; the latch's holder, a worker in the middle of a
+    /// split, waited for a free frame; with a pool no larger than a batch
+    /// (64 pages) nothing else was left to evict, and the worker failed
+    /// after 10 s with `BufferPoolExhausted`. An increment now skips a
+    /// latched page and comes back to it after writing its batch.
+    #[test]
+    fn a_checkpoint_increment_does_not_wait_for_a_latch_while_holding_staged_pages() {
+        let sim = SimStorage::new(1);
+        sim.create_dir_all(Path::new("/db")).unwrap();
+        let file = sim
+            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
+            .unwrap();
+        let config = PoolConfig {
+            page_size: 4096,
+            frames: MIN_FRAMES,
+        };
+        let pool = BufferPool::start(config, file, 1, Vec::new()).unwrap();
+        pool.set_flush_gate(Arc::new(FullAtZero));
+        pool.write_limit.store(0, Ordering::Release);
+        // A dirty page of GSN 1 in every frame (frames are handed out from
+        // 0 up).
+        let mut guards: Vec<_> = (0..MIN_FRAMES)
+            .map(|_| {
+                let mut g = pool.allocate(PageKind::BtreeLeaf).unwrap();
+                page::set_page_gsn(g.data_mut(), 1);
+                g
+            })
+            .collect();
+        // The worker keeps the last frame's page latched.
+        let held = guards.pop().unwrap();
+        let last = MIN_FRAMES - 1;
+        assert_eq!(
+            pool.table.entry(held.page_id()).load(Ordering::Acquire),
+            last as u64 + 1
+        );
+        drop(guards);
+        std::thread::scope(|s| {
+            let increment = s.spawn(|| pool.checkpoint_shard(0, 1));
+            // Once the increment has taken every other page, the worker
+            // asks for a frame, its latch still held.
+            while pool.frames[..last]
+                .iter()
+                .any(|f| f.dirty.load(Ordering::Acquire))
+            {
+                std::thread::yield_now();
+            }
+            let fresh = pool.allocate(PageKind::BtreeLeaf);
+            assert!(fresh.is_ok(), "{:?}", fresh.err());
+            drop(fresh);
+            drop(held);
+            assert_eq!(increment.join().unwrap().unwrap(), MIN_FRAMES as u64);
+        });
     }
 }
