@@ -36,6 +36,25 @@ fn key(i: u32) -> Vec<u8> {
     i.to_be_bytes().to_vec()
 }
 
+/// Rows `0..n` of 400 bytes, committed ten to a transaction; returns them.
+fn insert_rows_of_400_bytes(
+    s: &mut waypoint::Session,
+    t: &Table,
+    n: u32,
+) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut acked = BTreeMap::new();
+    for chunk in 0..n / 10 {
+        let mut tx = s.begin().unwrap();
+        for i in chunk * 10..chunk * 10 + 10 {
+            let v = vec![i as u8; 400];
+            tx.insert(t, &key(i), &v).unwrap();
+            acked.insert(key(i), v);
+        }
+        tx.commit().unwrap();
+    }
+    acked
+}
+
 /// The error names the log segment, says ENOSPC, and is the typed one.
 fn assert_log_full(e: &Error) {
     match e {
@@ -291,17 +310,7 @@ fn reads_of_data_larger_than_memory_go_on_after_the_log_fills() {
     let db = Database::open("/db", options(&sim, 16)).unwrap();
     let t = db.create_table("t").unwrap();
     let mut s = db.session();
-    let mut acked = BTreeMap::new();
-    for chunk in 0..30u32 {
-        let mut tx = s.begin().unwrap();
-        for j in 0..10 {
-            let i = chunk * 10 + j;
-            let v = vec![i as u8; 400];
-            tx.insert(&t, &key(i), &v).unwrap();
-            acked.insert(key(i), v);
-        }
-        tx.commit().unwrap();
-    }
+    let mut acked = insert_rows_of_400_bytes(&mut s, &t, 300);
     // Dirty many pages with updates whose log is durable, then fill the
     // log's disk on the next commit.
     for i in (0..300u32).step_by(7) {
@@ -351,17 +360,7 @@ fn reads_fail_instead_of_spinning_when_unwritable_pages_hold_the_pool() {
         let db = Database::open("/db", options(&sim, 16)).unwrap();
         let t = db.create_table("t").unwrap();
         let mut s = db.session();
-        let mut acked = BTreeMap::new();
-        for chunk in 0..40u32 {
-            let mut tx = s.begin().unwrap();
-            for j in 0..10 {
-                let i = chunk * 10 + j;
-                let v = vec![i as u8; 400];
-                tx.insert(&t, &key(i), &v).unwrap();
-                acked.insert(key(i), v);
-            }
-            tx.commit().unwrap();
-        }
+        let acked = insert_rows_of_400_bytes(&mut s, &t, 400);
         // One commit changes a row on each of 15 leaves (9 rows a leaf)
         // and fails to log: its pages stay in memory.
         sim.inject(Fault::at(sim.op_count(), FaultKind::Enospc).on_path("/wal/"));
