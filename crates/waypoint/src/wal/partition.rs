@@ -612,8 +612,7 @@ impl Partition {
         let mut segments = self.segments.lock();
         let mut removed = 0;
         while segments.len() > 1 && segments[0].max_gsn < gsn {
-            self.retire_oldest(&mut segments)?;
-            removed += segments.remove(0).len;
+            removed += self.retire_oldest(&mut segments)?;
         }
         Ok(removed)
     }
@@ -624,7 +623,6 @@ impl Partition {
         let mut segments = self.segments.lock();
         while !segments.is_empty() {
             self.retire_oldest(&mut segments)?;
-            segments.remove(0);
         }
         Ok(())
     }
@@ -636,9 +634,11 @@ impl Partition {
     /// recovery must (and does) call a lost segment. One at a time, the
     /// segments on disk stay contiguous. The segment leaves `segments` only
     /// after this succeeded, so a failed delete is still counted on disk.
-    fn retire_oldest(&self, segments: &mut [Segment]) -> Result<()> {
+    /// Returns the bytes of records it held.
+    fn retire_oldest(&self, segments: &mut Vec<Segment>) -> Result<u64> {
         self.retire(segments[0].start)?;
-        self.storage.sync_dir(&self.dir)
+        self.storage.sync_dir(&self.dir)?;
+        Ok(segments.remove(0).len)
     }
 
     /// Bytes of log on disk in this partition.
