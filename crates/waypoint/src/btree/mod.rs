@@ -21,8 +21,11 @@ use crate::error::Result;
 
 /// One change to one page: the unit a log record describes. Tuple ops name
 /// the key rather than a slot, so redo can re-apply them to a page image
-/// whose layout differs; structure modifications (splits, merges, new
-/// roots) are logged as the page's whole new image.
+/// whose layout differs. A structure modification logs each page it
+/// changed once: by its one change when that change was a split's left
+/// half or a separator insert (a few bytes instead of a page), else by the
+/// page's whole new image (new pages, new roots, merges, and pages changed
+/// twice).
 #[derive(Debug, Clone, Copy)]
 pub enum PageOp<'a> {
     /// A leaf tuple was inserted; `value` includes the TID prefix.
@@ -39,6 +42,19 @@ pub enum PageOp<'a> {
     /// the page's body after the change. Trees log images only through
     /// [`PageLog::logged_smo`], never one page at a time.
     Image,
+    /// The page kept the left half of a split at slot `at`
+    /// ([`NodeMut::split`](node::NodeMut::split)), whose separator is
+    /// `separator`; its upper half went to a new page of the same
+    /// structure modification. Only through [`PageLog::logged_smo`].
+    Split { at: usize, separator: &'a [u8] },
+    /// The inner page took the separator of a child split
+    /// ([`NodeMut::insert_separator`](node::NodeMut::insert_separator)).
+    /// Only through [`PageLog::logged_smo`].
+    Separator {
+        separator: &'a [u8],
+        left: PageId,
+        right: PageId,
+    },
 }
 
 /// The seam between the trees and the write-ahead log. It is called with
@@ -52,13 +68,19 @@ pub trait PageLog {
     fn logged(&self, tree: RootId, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()>;
 
     /// A structure modification (split, merge, new or collapsed root, new
-    /// tree) rewrote every page in `pages`, all still exclusively latched:
-    /// log their new images as one group. Recovery redoes a group all or
+    /// tree) changed every page in `pages`, all still exclusively latched:
+    /// log `ops[i]` for `pages[i]` (an image or one of the structural ops)
+    /// as one group. Recovery redoes a group all or
     /// nothing, since a tree with half a split in it has keys no path
     /// reaches. A freed page belongs in the group too (as a `Free` page),
     /// so a later reuse of it cannot be redone while the structure
     /// modification that freed it is not.
-    fn logged_smo(&self, tree: RootId, pages: &mut [&mut ExclusiveGuard<'_>]) -> Result<()>;
+    fn logged_smo(
+        &self,
+        tree: RootId,
+        pages: &mut [&mut ExclusiveGuard<'_>],
+        ops: &[PageOp<'_>],
+    ) -> Result<()>;
 }
 
 /// Logging switched off: pages change, nothing is recorded. Used until a
@@ -71,7 +93,12 @@ impl PageLog for NoLog {
         Ok(())
     }
 
-    fn logged_smo(&self, _tree: RootId, _pages: &mut [&mut ExclusiveGuard<'_>]) -> Result<()> {
+    fn logged_smo(
+        &self,
+        _tree: RootId,
+        _pages: &mut [&mut ExclusiveGuard<'_>],
+        _ops: &[PageOp<'_>],
+    ) -> Result<()> {
         Ok(())
     }
 }

@@ -683,6 +683,40 @@ impl<'a> NodeMut<'a> {
         Ok(())
     }
 
+    /// In an inner node, child `left` was split into `left` (keys <= `sep`)
+    /// and `right`: point the entry that led to `left` at `right` and insert
+    /// (`sep` → `left`) before it. The one implementation of this step for
+    /// the tree and for redo of a [`PageOp::Separator`](super::PageOp)
+    /// record; an error leaves the node unchanged.
+    pub fn insert_separator(
+        &mut self,
+        sep: &[u8],
+        left: u64,
+        right: u64,
+    ) -> Result<(), &'static str> {
+        let node = self.as_node();
+        let (idx, child) = node
+            .child_for(sep)
+            .ok_or("not an inner node, or one without a child for the separator")?;
+        if child != left {
+            return Err("the separator does not land beside the split child");
+        }
+        if !node.fits(sep.len(), 8) {
+            return Err("the separator does not fit");
+        }
+        if matches!(node.lower_fence(), Some(Fence::Key(lo)) if sep <= lo)
+            || matches!(node.upper_fence(), Some(Fence::Key(hi)) if sep > hi)
+            || (idx > 0 && node.key(idx - 1).is_none_or(|k| k >= sep))
+            || (idx < node.count() && node.key(idx).is_none_or(|k| k <= sep))
+        {
+            return Err("the separator is out of order");
+        }
+        self.set_child_at(idx, right);
+        self.insert_at(idx, sep, &left.to_le_bytes())
+            .expect("fits, checked above");
+        Ok(())
+    }
+
     /// Set child i of an inner node; `i == count` sets `upper_child`.
     pub fn set_child_at(&mut self, i: usize, child: u64) {
         let n = self.count();
@@ -846,6 +880,24 @@ impl<'a> NodeMut<'a> {
         sep
     }
 
+    /// Redo of the page a split kept: the node becomes what
+    /// [`split`](Self::split) at `at` leaves on the left, and the upper part
+    /// (logged as the new page's image) is dropped. `sep` is the separator
+    /// the split returned; another key at `at` means the node is not the one
+    /// the split saw, and the node is left unchanged.
+    pub fn split_keep_left(&mut self, at: usize, sep: &[u8]) -> Result<(), &'static str> {
+        let node = self.as_node();
+        if !node.is_leaf() && !node.is_inner() {
+            return Err("a split names a page that is not a B+-tree node");
+        }
+        if at >= node.count() || node.key(at) != Some(sep) {
+            return Err("the split's separator is not at its slot");
+        }
+        let mut upper = vec![0u8; self.page.len()];
+        self.split(at, &mut upper);
+        Ok(())
+    }
+
     /// Append all of `right` (the right neighbour under the same parent,
     /// separated by `separator`) into self. Leaf: the separator is dropped and
     /// left.upper = right.upper. Inner: the separator comes down with left's
@@ -995,6 +1047,65 @@ mod tests {
                 assert!(node.child(n).is_some());
             }
         }
+    }
+
+    /// A child split's separator lands beside the child, before it, with
+    /// the old entry now leading to the new right page; a separator for
+    /// another child, out of the fences, or on a leaf is refused unchanged.
+    #[test]
+    fn insert_separator_points_left_and_right_halves() {
+        let keys: Vec<Vec<u8>> = [&b"\x02b"[..], b"\x02d", b"\x02f"]
+            .iter()
+            .map(|k| k.to_vec())
+            .collect();
+        let p = inner_with(PS, &keys, 7);
+        let children = |p: &[u8]| {
+            let n = Node::new(p);
+            let mut out: Vec<(Vec<u8>, u64)> = (0..n.count())
+                .map(|i| (n.key(i).unwrap().to_vec(), n.child(i).unwrap()))
+                .collect();
+            out.push((b"+inf".to_vec(), n.upper_child().unwrap()));
+            out
+        };
+        // Child 101 covers (b, d]; it split at c into 101 | 200.
+        let mut q = p.clone();
+        NodeMut::new(&mut q)
+            .insert_separator(b"\x02c", 101, 200)
+            .unwrap();
+        assert_eq!(
+            children(&q),
+            [
+                (b"\x02b".to_vec(), 100),
+                (b"\x02c".to_vec(), 101),
+                (b"\x02d".to_vec(), 200),
+                (b"\x02f".to_vec(), 102),
+                (b"+inf".to_vec(), 7),
+            ]
+        );
+        // The upper child (7, above f) split at g into 7 | 201.
+        NodeMut::new(&mut q)
+            .insert_separator(b"\x02g", 7, 201)
+            .unwrap();
+        assert_eq!(children(&q).last().unwrap(), &(b"+inf".to_vec(), 201));
+        assert_eq!(children(&q)[4], (b"\x02g".to_vec(), 7));
+        assert_eq!(Node::new(&q).validate(), Ok(()));
+        for (sep, left) in [
+            (&b"\x02c"[..], 100), // c lands beside 101, not 100
+            (b"\x02d", 101),      // equal to an existing key
+            (b"\x04", 7),         // above the upper fence
+        ] {
+            let mut r = p.clone();
+            assert!(NodeMut::new(&mut r)
+                .insert_separator(sep, left, 300)
+                .is_err());
+            assert_eq!(r, p, "{sep:?} changed the node");
+        }
+        let mut l = filled_leaf(PS, &keys, 3);
+        let before = l.clone();
+        assert!(NodeMut::new(&mut l)
+            .insert_separator(b"\x02c", 101, 300)
+            .is_err());
+        assert_eq!(l, before);
     }
 
     #[test]
@@ -1304,6 +1415,33 @@ mod tests {
                     let eq = want < stored.len() && stored[want] == &probe[..];
                     prop_assert_eq!(node.lower_bound(probe), Some((want, eq)), "probe {:?}", probe);
                 }
+            }
+        }
+
+        /// Redo of a split's kept half (`split_keep_left`) leaves exactly the
+        /// bytes `split` left on the page, for leaves and inner nodes, and
+        /// refuses a separator that is not at its slot without a change.
+        #[test]
+        fn split_keep_left_redoes_the_left_half_of_split(
+            raw in prop::collection::vec(key_strategy(), 3..80),
+            pick in any::<prop::sample::Index>(),
+        ) {
+            let keys = sorted_keys(raw);
+            prop_assume!(keys.len() >= 3);
+            for p in [filled_leaf(PS, &keys, 3), inner_with(PS, &keys, 7)] {
+                let n = Node::new(&p).count();
+                let at = pick.index(n);
+                let mut split = p.clone();
+                let mut right = page(PS, PageKind::Free);
+                let sep = NodeMut::new(&mut split).split(at, &mut right);
+                let mut redone = p.clone();
+                prop_assert_eq!(NodeMut::new(&mut redone).split_keep_left(at, &sep), Ok(()));
+                prop_assert_eq!(&redone, &split);
+                let mut wrong = p.clone();
+                let other = if at > 0 { at - 1 } else { at + 1 };
+                prop_assert!(NodeMut::new(&mut wrong).split_keep_left(other, &sep).is_err());
+                prop_assert!(NodeMut::new(&mut wrong).split_keep_left(n, &sep).is_err());
+                prop_assert_eq!(&wrong, &p);
             }
         }
 

@@ -92,16 +92,52 @@ impl<'p> Spares<'p> {
 /// latched.
 #[derive(Default)]
 struct Smo<'p> {
-    /// Pages of the latched path that changed.
-    changed: Vec<PageId>,
-    /// New nodes taken from the spares, still latched.
+    /// Pages of the latched path that changed, each with its one change
+    /// (`None`: logged as an image).
+    changed: Vec<(PageId, Option<NodeChange>)>,
+    /// New nodes taken from the spares, still latched; logged as images.
     fresh: Vec<ExclusiveGuard<'p>>,
 }
 
+/// A change to an existing node that its log record can describe in a few
+/// bytes instead of the page's image (ARCHITECTURE.md, "Page splits").
+#[derive(Debug)]
+enum NodeChange {
+    /// The node kept the left half of a split at this slot.
+    Split { at: usize, separator: Vec<u8> },
+    /// The inner node took the separator of a child split.
+    Separator {
+        separator: Vec<u8>,
+        left: PageId,
+        right: PageId,
+    },
+}
+
+impl NodeChange {
+    fn op(&self) -> PageOp<'_> {
+        match self {
+            NodeChange::Split { at, separator } => PageOp::Split { at: *at, separator },
+            NodeChange::Separator {
+                separator,
+                left,
+                right,
+            } => PageOp::Separator {
+                separator,
+                left: *left,
+                right: *right,
+            },
+        }
+    }
+}
+
 impl<'p> Smo<'p> {
-    fn changed(&mut self, pid: PageId) {
-        if !self.changed.contains(&pid) {
-            self.changed.push(pid);
+    /// Page `pid` of the path changed; `change` describes the change, or is
+    /// `None` when only an image can. A page changed twice is logged by its
+    /// image, since one record per page keeps a group's pages independent.
+    fn changed(&mut self, pid: PageId, change: Option<NodeChange>) {
+        match self.changed.iter_mut().find(|(p, _)| *p == pid) {
+            Some((_, logged)) => *logged = None,
+            None => self.changed.push((pid, change)),
         }
     }
 
@@ -120,11 +156,18 @@ impl<'p> Smo<'p> {
     ) -> Result<()> {
         let expected = self.changed.len() + self.fresh.len();
         let changed = &self.changed;
-        let mut pages: Vec<&mut ExclusiveGuard<'p>> = path
-            .iter_mut()
-            .filter(|g| changed.contains(&g.page_id()))
-            .chain(self.fresh.iter_mut())
-            .collect();
+        let mut pages: Vec<&mut ExclusiveGuard<'p>> = Vec::with_capacity(expected);
+        let mut ops: Vec<PageOp<'_>> = Vec::with_capacity(expected);
+        for guard in path.iter_mut() {
+            if let Some((_, change)) = changed.iter().find(|(p, _)| *p == guard.page_id()) {
+                ops.push(change.as_ref().map_or(PageOp::Image, NodeChange::op));
+                pages.push(guard);
+            }
+        }
+        for guard in self.fresh.iter_mut() {
+            ops.push(PageOp::Image);
+            pages.push(guard);
+        }
         debug_assert_eq!(
             pages.len(),
             expected,
@@ -133,7 +176,7 @@ impl<'p> Smo<'p> {
         if pages.is_empty() {
             return Ok(());
         }
-        log.logged_smo(root, &mut pages)
+        log.logged_smo(root, &mut pages, &ops)
     }
 }
 
@@ -196,7 +239,7 @@ impl BTree {
         let mut root = pool.allocate(PageKind::BtreeLeaf)?;
         NodeMut::new(root.data_mut()).init_leaf(Fence::Infinite, Fence::Infinite);
         let id = root.page_id();
-        log.logged_smo(id, &mut [&mut root])?;
+        log.logged_smo(id, &mut [&mut root], &[PageOp::Image])?;
         Ok(BTree { root: id })
     }
 
@@ -611,7 +654,11 @@ impl BTree {
         let mut nm = NodeMut::new(node.data_mut());
         let at = nm.split_index_for(key);
         let sep = nm.split(at, right.data_mut());
-        smo.changed(node.page_id());
+        let change = NodeChange::Split {
+            at,
+            separator: sep.clone(),
+        };
+        smo.changed(node.page_id(), Some(change));
         (sep, smo.fresh(right))
     }
 
@@ -641,6 +688,7 @@ impl BTree {
         let new_right_pid = smo.fresh[nr].page_id();
         // Place the pending separator in the half that covers it.
         if sep <= parent_sep.as_slice() {
+            smo.changed(path[level].page_id(), None);
             Self::insert_separator(pool, &mut path[level], sep, left, right)?;
         } else {
             Self::insert_separator(pool, &mut smo.fresh[nr], sep, left, right)?;
@@ -675,7 +723,12 @@ impl BTree {
         right: PageId,
     ) -> Result<()> {
         if Node::new(path[level].data()).fits(sep.len(), 8) {
-            smo.changed(path[level].page_id());
+            let change = NodeChange::Separator {
+                separator: sep.to_vec(),
+                left,
+                right,
+            };
+            smo.changed(path[level].page_id(), Some(change));
             Self::insert_separator(pool, &mut path[level], sep, left, right)
         } else {
             self.split_parent_then_insert(pool, path, spares, smo, level, sep, left, right)
@@ -692,24 +745,10 @@ impl BTree {
         left: PageId,
         right: PageId,
     ) -> Result<()> {
-        let pn = Node::new(parent.data());
-        let (idx, child) = pn.child_for(sep).ok_or_else(|| {
-            Self::corruption(
-                pool,
-                parent.page_id(),
-                "inner node has no child for the separator",
-            )
-        })?;
-        debug_assert_eq!(child, left, "separator lands beside the split child");
-        let mut pm = NodeMut::new(parent.data_mut());
-        pm.set_child_at(idx, right);
-        pm.insert_at(idx, sep, &left.to_le_bytes()).map_err(|_| {
-            Self::corruption(
-                pool,
-                parent.page_id(),
-                "separator does not fit after a parent split",
-            )
-        })
+        let pid = parent.page_id();
+        NodeMut::new(parent.data_mut())
+            .insert_separator(sep, left, right)
+            .map_err(|detail| Self::corruption(pool, pid, detail))
     }
 
     /// Split a full root that is about to take `key` in place: its content
@@ -739,7 +778,7 @@ impl BTree {
                     Self::corruption(pool, self.root, "separator does not fit in a new root")
                 })?;
         }
-        smo.changed(self.root);
+        smo.changed(self.root, None);
         let l = smo.fresh(left);
         let r = smo.fresh(right);
         Ok((l, r, sep))
@@ -775,7 +814,11 @@ impl BTree {
             let mut root_guard = path.pop().expect("root");
             copy_body(root_guard.data_mut(), child.data());
             page::set_page_kind(child.data_mut(), PageKind::Free);
-            log.logged_smo(self.root, &mut [&mut root_guard, &mut child])?;
+            log.logged_smo(
+                self.root,
+                &mut [&mut root_guard, &mut child],
+                &[PageOp::Image; 2],
+            )?;
             pool.free_page(child);
         }
         Ok(())
@@ -845,7 +888,11 @@ impl BTree {
         pm.remove_at(left_idx);
         pm.set_child_at(left_idx, left_pid);
         page::set_page_kind(freed.data_mut(), PageKind::Free);
-        log.logged_smo(self.root, &mut [&mut *child, &mut *parent, &mut freed])?;
+        log.logged_smo(
+            self.root,
+            &mut [&mut *child, &mut *parent, &mut freed],
+            &[PageOp::Image; 3],
+        )?;
         pool.free_page(freed);
         Ok(true)
     }

@@ -142,6 +142,7 @@ impl PageLog for FailedPageLog {
         &self,
         _tree: crate::btree::RootId,
         _pages: &mut [&mut crate::buffer::ExclusiveGuard<'_>],
+        _ops: &[crate::btree::PageOp<'_>],
     ) -> Result<()> {
         Err(Error::Poisoned {
             cause: self.0.clone(),

@@ -755,14 +755,22 @@ impl WalSessionLog {
 impl PageLog for WalSessionLog {
     fn logged(&self, tree: RootId, page: &mut ExclusiveGuard<'_>, op: PageOp<'_>) -> Result<()> {
         debug_assert!(
-            !matches!(op, PageOp::Image),
-            "page images are logged as structure modifications"
+            !matches!(
+                op,
+                PageOp::Image | PageOp::Split { .. } | PageOp::Separator { .. }
+            ),
+            "structural ops are logged as structure modifications"
         );
-        self.log_pages(tree, &mut [page], op)
+        self.log_pages(tree, &mut [page], &[op])
     }
 
-    fn logged_smo(&self, tree: RootId, pages: &mut [&mut ExclusiveGuard<'_>]) -> Result<()> {
-        self.log_pages(tree, pages, PageOp::Image)
+    fn logged_smo(
+        &self,
+        tree: RootId,
+        pages: &mut [&mut ExclusiveGuard<'_>],
+        ops: &[PageOp<'_>],
+    ) -> Result<()> {
+        self.log_pages(tree, pages, ops)
     }
 }
 
@@ -772,15 +780,16 @@ impl WalSessionLog {
         self.pending.take()
     }
 
-    /// Log `op` on each of `pages` (one page, or the pages of one structure
+    /// Log `ops[i]` on `pages[i]` (one page, or the pages of one structure
     /// modification) and stamp the GSNs into the pages.
     fn log_pages(
         &self,
         tree: RootId,
         pages: &mut [&mut ExclusiveGuard<'_>],
-        op: PageOp<'_>,
+        ops: &[PageOp<'_>],
     ) -> Result<()> {
         assert!(!pages.is_empty(), "a log record needs a page");
+        assert_eq!(pages.len(), ops.len(), "one op per page");
         let mut st = self.state.borrow_mut();
         if !st.wrote {
             // GSN_flushed is needed only by transactions that write; any
@@ -818,19 +827,18 @@ impl WalSessionLog {
         st.wrote = true;
         let tree = u32::try_from(tree).expect("page ids are below 2^32");
         let watermark = self.partition.durable();
-        let image = matches!(op, PageOp::Image);
         let mut buf = std::mem::take(&mut st.buf);
         buf.clear();
-        for (i, page) in pages.iter().enumerate() {
+        for (i, (page, op)) in pages.iter().zip(ops).enumerate() {
             let data = page.data();
-            let body = RecordBody::from_page_op(op, data);
+            let body = RecordBody::from_page_op(*op, data);
             let header = RecordHeader {
                 gsn: first + i as u64,
                 txn: st.txn,
                 page: page.page_id(),
                 prev_gsn: page::page_gsn(data),
                 compensation: st.compensating,
-                smo_more: image && i + 1 < pages.len(),
+                smo_more: body.kind().is_structural() && i + 1 < pages.len(),
                 page_kind: if body.kind() == RecordKind::Image {
                     data[6]
                 } else {

@@ -156,6 +156,8 @@ pub enum RecordKind {
     Commit = 5,
     End = 6,
     Freed = 7,
+    Split = 8,
+    Separator = 9,
 }
 
 impl RecordKind {
@@ -168,6 +170,8 @@ impl RecordKind {
             5 => RecordKind::Commit,
             6 => RecordKind::End,
             7 => RecordKind::Freed,
+            8 => RecordKind::Split,
+            9 => RecordKind::Separator,
             _ => return None,
         })
     }
@@ -182,13 +186,18 @@ impl RecordKind {
                 | RecordKind::Remove
                 | RecordKind::Image
                 | RecordKind::Freed
+                | RecordKind::Split
+                | RecordKind::Separator
         )
     }
 
     /// Whether records of this kind are written by structure modifications
     /// (and so may carry the structure-modification flag).
     pub fn is_structural(self) -> bool {
-        matches!(self, RecordKind::Image | RecordKind::Freed)
+        matches!(
+            self,
+            RecordKind::Image | RecordKind::Freed | RecordKind::Split | RecordKind::Separator
+        )
     }
 }
 
@@ -562,6 +571,16 @@ pub enum RecordBody<'a> {
     End,
     /// A structure modification released the page.
     Freed,
+    /// A split left the page with its entries up to slot `at` (redo:
+    /// [`NodeMut::split_keep_left`](crate::btree::node::NodeMut::split_keep_left)).
+    Split { at: u32, separator: &'a [u8] },
+    /// An inner page took the separator of a child split (redo:
+    /// [`NodeMut::insert_separator`](crate::btree::node::NodeMut::insert_separator)).
+    Separator {
+        separator: &'a [u8],
+        left: u64,
+        right: u64,
+    },
 }
 
 impl<'a> RecordBody<'a> {
@@ -574,6 +593,8 @@ impl<'a> RecordBody<'a> {
             RecordBody::Commit { .. } => RecordKind::Commit,
             RecordBody::End => RecordKind::End,
             RecordBody::Freed => RecordKind::Freed,
+            RecordBody::Split { .. } => RecordKind::Split,
+            RecordBody::Separator { .. } => RecordKind::Separator,
         }
     }
 
@@ -592,6 +613,19 @@ impl<'a> RecordBody<'a> {
             PageOp::Remove { key, before } => RecordBody::Remove { key, before },
             PageOp::Image if page[6] == PageKind::Free as u8 => RecordBody::Freed,
             PageOp::Image => RecordBody::Image(PageImage::from_body(&page[PAGE_HEADER_SIZE..])),
+            PageOp::Split { at, separator } => RecordBody::Split {
+                at: len_u32(at, "split slot"),
+                separator,
+            },
+            PageOp::Separator {
+                separator,
+                left,
+                right,
+            } => RecordBody::Separator {
+                separator,
+                left,
+                right,
+            },
         }
     }
 }
@@ -620,6 +654,8 @@ fn payload_len(body: &RecordBody) -> usize {
         RecordBody::Image(img) => 4 + 4 + 4 + img.head.len() + img.tail.len(),
         RecordBody::Commit { deps, .. } => 8 + 4 + DEP_SIZE * deps.len(),
         RecordBody::End | RecordBody::Freed => 0,
+        RecordBody::Split { separator, .. } => 4 + 2 + separator.len(),
+        RecordBody::Separator { separator, .. } => 8 + 8 + 2 + separator.len(),
     }
 }
 
@@ -735,6 +771,21 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
             }
         }
         RecordBody::End | RecordBody::Freed => {}
+        RecordBody::Split { at, separator } => {
+            out.extend_from_slice(&at.to_le_bytes());
+            out.extend_from_slice(&len_u16(separator.len(), "separator").to_le_bytes());
+            out.extend_from_slice(separator);
+        }
+        RecordBody::Separator {
+            separator,
+            left,
+            right,
+        } => {
+            out.extend_from_slice(&left.to_le_bytes());
+            out.extend_from_slice(&right.to_le_bytes());
+            out.extend_from_slice(&len_u16(separator.len(), "separator").to_le_bytes());
+            out.extend_from_slice(separator);
+        }
     }
     debug_assert_eq!(out.len() - start, HEADER_SIZE + payload_len(body));
     out.resize(start + len, 0);
@@ -961,6 +1012,24 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
         }
         RecordKind::End => RecordBody::End,
         RecordKind::Freed => RecordBody::Freed,
+        RecordKind::Split => {
+            let at = r.u32()?;
+            let kl = r.u16()? as usize;
+            RecordBody::Split {
+                at,
+                separator: r.bytes(kl)?,
+            }
+        }
+        RecordKind::Separator => {
+            let left = r.u64()?;
+            let right = r.u64()?;
+            let kl = r.u16()? as usize;
+            RecordBody::Separator {
+                separator: r.bytes(kl)?,
+                left,
+                right,
+            }
+        }
     };
     // The payload must fill the record exactly, so one record has one
     // encoding and `encoded_len` of the decoded body is the record's length.
@@ -1131,6 +1200,8 @@ mod tests {
         Commit(u64, Vec<(u32, u64)>),
         End,
         Freed,
+        Split(u32, Vec<u8>),
+        Separator(Vec<u8>, u64, u64),
     }
 
     impl Owned {
@@ -1149,6 +1220,15 @@ mod tests {
                 },
                 Owned::End => RecordBody::End,
                 Owned::Freed => RecordBody::Freed,
+                Owned::Split(at, sep) => RecordBody::Split {
+                    at: *at,
+                    separator: sep,
+                },
+                Owned::Separator(sep, left, right) => RecordBody::Separator {
+                    separator: sep,
+                    left: *left,
+                    right: *right,
+                },
             }
         }
 
@@ -1164,7 +1244,7 @@ mod tests {
                 page: if page { gsn * 7 + 2 } else { 0 },
                 prev_gsn: if page { gsn.saturating_sub(5) } else { 0 },
                 compensation: gsn % 4 == 1,
-                smo_more: (image || matches!(self, Owned::Freed)) && gsn.is_multiple_of(3),
+                smo_more: self.body().kind().is_structural() && gsn.is_multiple_of(3),
                 watermark,
             }
         }
@@ -1201,6 +1281,8 @@ mod tests {
                 .prop_map(|(t, d)| Owned::Commit(t, d)),
             Just(Owned::End),
             Just(Owned::Freed),
+            (any::<u32>(), bytes(40)).prop_map(|(at, k)| Owned::Split(at, k)),
+            (bytes(40), any::<u64>(), any::<u64>()).prop_map(|(k, l, r)| Owned::Separator(k, l, r)),
         ]
     }
 
@@ -1254,6 +1336,8 @@ mod tests {
             Owned::Commit(99, vec![(1, 4096), (3, 80)]),
             Owned::End,
             Owned::Freed,
+            Owned::Split(17, b"delta".to_vec()),
+            Owned::Separator(b"epsilon".to_vec(), 12, 13),
             Owned::Update(
                 b"gamma".to_vec(),
                 b"hello world".to_vec(),
@@ -1945,7 +2029,7 @@ mod tests {
         assert_eq!(edited(&set_len(16 << 20), false), Some(Truncated));
         assert_eq!(edited(&|r| r[50] ^= 1, false), Some(BadChecksum));
         assert_eq!(edited(&|r| r[8] = 0, true), Some(BadKind(0)));
-        assert_eq!(edited(&|r| r[8] = 8, true), Some(BadKind(8)));
+        assert_eq!(edited(&|r| r[8] = 10, true), Some(BadKind(10)));
         assert!(matches!(edited(&|r| r[9] = 2, true), Some(Malformed(_))));
         assert!(matches!(edited(&|r| r[9] = 4, true), Some(Malformed(_))));
         assert!(matches!(edited(&|r| r[11] = 1, true), Some(Malformed(_))));

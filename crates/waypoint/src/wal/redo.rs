@@ -8,11 +8,12 @@
 //! chained after it: a **gap**. Transactions with a record that is not
 //! applied are losers even if their commit survived.
 //!
-//! A structure modification is a **group** of page images (split, merge,
-//! root change; `RecordHeader::smo_more`). Half a split is not a tree, so a
-//! group is applied all or nothing: if one of its pages cannot take its
-//! image, none of them does, and that stops the chains of the other pages
-//! too. The decision for a group depends only on records with lower GSNs
+//! A structure modification is a **group** of records, one per page (split,
+//! merge, root change; `RecordHeader::smo_more`): page images, and for a
+//! split the kept page's `split` and the parent's `separator` records. Half
+//! a split is not a tree, so a group is applied all or nothing: if one of
+//! its pages cannot take its record, none of them does, and that stops the
+//! chains of the other pages too. The decision for a group depends only on records with lower GSNs
 //! (every GSN of a group is above every previous GSN of its pages, see
 //! `WalSessionLog::log_pages`), so one sweep over all records in GSN order
 //! decides every record exactly once. Applying the decisions then runs in
@@ -381,6 +382,18 @@ fn apply(page: &mut [u8], rec: &record::Record<'_>) -> std::result::Result<(), S
             page[6] = crate::buffer::page::PageKind::Free as u8;
             Ok(())
         }
+        RecordBody::Split { at, separator } => {
+            NodeMut::new(page).split_keep_left(*at as usize, separator)?;
+            Ok(())
+        }
+        RecordBody::Separator {
+            separator,
+            left,
+            right,
+        } => {
+            NodeMut::new(page).insert_separator(separator, *left, *right)?;
+            Ok(())
+        }
         RecordBody::Commit { .. } | RecordBody::End => Ok(()),
     }
 }
@@ -451,6 +464,75 @@ mod tests {
         assert_eq!(report.gaps, 0, "{report:?}");
         assert_eq!(tree.check(&pool).expect("the tree is whole after redo"), 5);
         assert!(root_is_leaf(&pool));
+    }
+
+    /// The records of one partition's last segment under `/db/wal`.
+    fn logged_kinds(sim: &SimStorage, slot: u32) -> Vec<(RecordKind, usize, bool)> {
+        let dir = partition_dir(Path::new("/db/wal"), slot);
+        let segment = sim.list_dir(&dir).unwrap().into_iter().max().unwrap();
+        let file = sim.open(&segment, OpenMode::Existing).unwrap();
+        let mut buf = vec![0; file.len().unwrap() as usize];
+        file.read_at(&mut buf, 0).unwrap();
+        let base = parse_segment_name(&segment).unwrap();
+        let scan = record::scan_segment(&buf[segment::HEADER_SIZE as usize..], base);
+        scan.records
+            .iter()
+            .map(|(_, r)| (r.body.kind(), r.encoded_len(), r.header.smo_more))
+            .collect()
+    }
+
+    /// A leaf split logs the leaf it kept and the parent's new separator as
+    /// small records (log format 3), only the new leaf as an image; redo
+    /// from those records alone, with no page of the data file written,
+    /// rebuilds the same tree.
+    #[test]
+    fn a_split_is_logged_as_kept_half_separator_and_new_page_and_redone() {
+        let sim = SimStorage::new(4);
+        let (pool, wal, tree) = small_tree(&sim);
+        let setup_leaves = leaves(&pool, tree);
+        let mut s2 = wal.session_log(2).unwrap();
+        s2.on_begin();
+        split_left_leaf(&pool, &s2, tree, 1);
+        let tuples = tree.check(&pool).unwrap();
+        durable(&wal, 2);
+        pool.stop();
+        drop(s2);
+
+        let logged = logged_kinds(&sim, 2);
+        let group: Vec<_> = logged
+            .iter()
+            .skip_while(|(k, _, _)| !k.is_structural())
+            .take_while(|(k, _, _)| k.is_structural())
+            .collect();
+        let kinds: Vec<RecordKind> = group.iter().map(|(k, _, _)| *k).collect();
+        assert_eq!(
+            kinds,
+            [RecordKind::Separator, RecordKind::Split, RecordKind::Image],
+            "parent, kept leaf, new leaf: {logged:?}"
+        );
+        for (kind, len, _) in &group[..2] {
+            assert!(*len <= 96, "{kind:?} record of {len} bytes");
+        }
+        assert!(group[0].2 && group[1].2 && !group[2].2, "one group");
+        sim.crash(CrashPolicy::DropAll);
+
+        let (pool, report) = recover(&sim);
+        assert_eq!(report.gaps, 0, "{report:?}");
+        assert_eq!(
+            tree.check(&pool).expect("the tree is whole after redo"),
+            tuples
+        );
+        assert_eq!(
+            leaves(&pool, tree),
+            setup_leaves + 1,
+            "the split was redone"
+        );
+        for i in 0..60 {
+            assert!(
+                tree.get(&pool, &key(i * 1000)).unwrap().is_some(),
+                "key {i}"
+            );
+        }
     }
 
     /// A split whose left leaf's previous record (in another partition) was

@@ -16,8 +16,10 @@ use std::path::{Path, PathBuf};
 
 /// Bytes before the first record of a segment.
 pub const HEADER_SIZE: u64 = 32;
-/// Version of the log record and segment format this build writes and reads.
-pub const LOG_FORMAT_VERSION: u32 = 2;
+/// Version of the log record and segment format this build writes and reads
+/// (3 since splits log their kept page and the parent's new separator as
+/// small records instead of page images; docs/FORMAT.md).
+pub const LOG_FORMAT_VERSION: u32 = 3;
 const MAGIC: &[u8; 8] = b"WPLOGSEG";
 
 /// File name of the segment starting at stream position `start`.
@@ -150,8 +152,8 @@ mod tests {
         assert!(matches!(
             decode_header(path, &other),
             Err(Error::UnsupportedFormatVersion {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             })
         ));
