@@ -43,6 +43,15 @@ pub enum ArbBody {
     },
     End,
     Freed,
+    Split {
+        at: u32,
+        separator: Vec<u8>,
+    },
+    Separator {
+        separator: Vec<u8>,
+        left: u64,
+        right: u64,
+    },
 }
 
 /// A log record, owned: the header fields `encode` takes plus the payload.
@@ -65,7 +74,7 @@ impl ArbRecord {
     /// u16, an image body is at most `MAX_IMAGE_BODY`, the record at most
     /// `MAX_RECORD_LEN`, page kind nonzero exactly on images, no page fields
     /// on commit and end records, the structure-modification flag only on
-    /// images and freed pages). Everything `encode` accepts must decode back.
+    /// the structural kinds: images, freed pages, splits, separators). Everything `encode` accepts must decode back.
     pub fn normalise(&mut self) {
         fn clamp(v: &mut Vec<u8>, max: usize) {
             v.truncate(max);
@@ -103,9 +112,18 @@ impl ArbRecord {
                 deps.truncate(quarter / 12);
             }
             ArbBody::End | ArbBody::Freed => {}
+            ArbBody::Split { separator, .. } | ArbBody::Separator { separator, .. } => {
+                clamp(separator, u16::MAX as usize);
+            }
         }
         let is_image = matches!(self.body, ArbBody::Image { .. });
-        let structural = matches!(self.body, ArbBody::Image { .. } | ArbBody::Freed);
+        let structural = matches!(
+            self.body,
+            ArbBody::Image { .. }
+                | ArbBody::Freed
+                | ArbBody::Split { .. }
+                | ArbBody::Separator { .. }
+        );
         let has_page = !matches!(self.body, ArbBody::Commit { .. } | ArbBody::End);
         if is_image {
             self.page_kind = self.page_kind.max(1);
@@ -168,6 +186,19 @@ impl ArbRecord {
             },
             ArbBody::End => RecordBody::End,
             ArbBody::Freed => RecordBody::Freed,
+            ArbBody::Split { at, separator } => RecordBody::Split {
+                at: *at,
+                separator,
+            },
+            ArbBody::Separator {
+                separator,
+                left,
+                right,
+            } => RecordBody::Separator {
+                separator,
+                left: *left,
+                right: *right,
+            },
         }
     }
 
