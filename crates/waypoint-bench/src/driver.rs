@@ -52,6 +52,8 @@ pub struct DriverConfig {
     #[serde(skip)]
     pub checkpoint: waypoint::CheckpointMode,
     pub wal_limit_bytes: u64,
+    /// `Options::log_sync_interval`, in microseconds.
+    pub sync_interval_us: u64,
     pub seed: u64,
     /// Run the workload's invariant check after the workers stop.
     pub verify: bool,
@@ -77,6 +79,7 @@ impl Default for DriverConfig {
             commit: CommitProtocol::RfaGroup,
             checkpoint: waypoint::CheckpointMode::Continuous,
             wal_limit_bytes: 1 << 30,
+            sync_interval_us: waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64,
             seed: 42,
             verify: true,
             pin: None,
@@ -172,6 +175,7 @@ fn open(
         commit: config.commit,
         checkpoint: config.checkpoint,
         wal_limit_bytes: config.wal_limit_bytes,
+        log_sync_interval: Duration::from_micros(config.sync_interval_us),
         create_if_missing: !exists,
         ..Options::default()
     };

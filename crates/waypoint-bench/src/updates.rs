@@ -36,6 +36,8 @@ pub struct UpdatesConfig {
     #[serde(skip)]
     pub commit: CommitProtocol,
     pub commit_name: String,
+    /// `Options::log_sync_interval`, in microseconds.
+    pub sync_interval_us: u64,
     pub seed: u64,
 }
 
@@ -94,6 +96,7 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
         logging: config.logging,
         commit: config.commit,
         buffer_pool_bytes: 256 << 20,
+        log_sync_interval: Duration::from_micros(config.sync_interval_us),
         ..Options::default()
     };
     let db = Database::open(&dir, options)?;

@@ -77,6 +77,11 @@ pub struct BenchArgs {
     /// WAL limit the checkpointer keeps the log near [default: 1GiB].
     #[arg(long)]
     pub wal_limit: Option<String>,
+    /// Sync pacing, in microseconds: while pipelined commits stream in and
+    /// none waits, a log partition syncs at most this often (or once 32 KiB
+    /// wait); 0 syncs as soon as anything waits [default: 500].
+    #[arg(long)]
+    pub sync_interval: Option<u64>,
     /// Commits in flight per worker; 1 waits for each commit
     /// [default: 32; updates: 1].
     #[arg(long, alias = "pipeline")]
@@ -132,6 +137,7 @@ struct FileOptions {
     commit: Option<String>,
     checkpoint: Option<String>,
     wal_limit: Option<String>,
+    sync_interval: Option<u64>,
     #[serde(alias = "pipeline")]
     in_flight: Option<usize>,
     updates_per_txn: Option<usize>,
@@ -185,6 +191,7 @@ impl BenchArgs {
             commit,
             checkpoint,
             wal_limit,
+            sync_interval,
             in_flight,
             updates_per_txn,
             preset,
@@ -244,6 +251,12 @@ impl BenchArgs {
             Some(m) => Ok(m),
             None => bail!("unknown --checkpoint {name:?}; available: continuous, full, none"),
         }
+    }
+
+    /// `--sync-interval`, or the engine's default.
+    pub fn sync_interval_us(&self) -> u64 {
+        self.sync_interval
+            .unwrap_or(waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64)
     }
 
     pub fn wal_limit_bytes(&self) -> Result<usize> {

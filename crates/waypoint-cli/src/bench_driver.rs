@@ -29,6 +29,7 @@ fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         commit: args.commit()?,
         checkpoint: args.checkpoint()?,
         wal_limit_bytes: args.wal_limit_bytes()? as u64,
+        sync_interval_us: args.sync_interval_us(),
         seed: args.seed.unwrap_or(d.seed),
         verify: true,
         pin: args.pin(),

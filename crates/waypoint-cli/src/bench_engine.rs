@@ -81,6 +81,7 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         logging: args.logging()?,
         commit: args.commit()?,
         commit_name: args.commit_name().to_string(),
+        sync_interval_us: args.sync_interval_us(),
         seed: args.seed.unwrap_or(42),
     };
     println!(

@@ -104,6 +104,13 @@ pub struct Options {
     /// this directory (relative paths are below the database directory)
     /// instead of deleting them. Nothing removes them from there.
     pub wal_archive_dir: Option<PathBuf>,
+    /// Sync pacing: while commits stream in and no thread is blocked
+    /// waiting for durability, a log partition starts a sync at most this
+    /// often (or once 32 KiB are waiting), so pipelined commits share
+    /// syncs. A commit that waits (`Transaction::commit`, or a pipelined
+    /// handle's `wait`) ends the pause at once, so an isolated commit is
+    /// not delayed. Zero syncs whenever anything is waiting to be synced.
+    pub log_sync_interval: std::time::Duration,
 }
 
 impl Default for Options {
@@ -123,6 +130,7 @@ impl Default for Options {
             checkpoint_shards: 64,
             checkpoint_threads: 1,
             wal_archive_dir: None,
+            log_sync_interval: crate::wal::partition::SYNC_INTERVAL,
         }
     }
 }
@@ -141,6 +149,8 @@ impl std::fmt::Debug for Options {
             .field("wal_limit_bytes", &self.wal_limit_bytes)
             .field("checkpoint_shards", &self.checkpoint_shards)
             .field("checkpoint_threads", &self.checkpoint_threads)
+            .field("wal_archive_dir", &self.wal_archive_dir)
+            .field("log_sync_interval", &self.log_sync_interval)
             .finish()
     }
 }
@@ -521,6 +531,7 @@ impl Database {
                 floor,
             )?;
             w.set_segment_size(Self::segment_bytes(options));
+            w.set_sync_interval(options.log_sync_interval);
             if let Some(archive) = &options.wal_archive_dir {
                 w.set_archive_dir(dir.join(archive));
             }

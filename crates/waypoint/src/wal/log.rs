@@ -159,6 +159,8 @@ pub struct Wal {
     /// floor): recovery would ignore it.
     min_clock: u64,
     segment_size: AtomicU64,
+    /// `Options::log_sync_interval` in microseconds, for every partition.
+    sync_interval_us: AtomicU64,
     /// Where recovery found each partition's end and GSN clock.
     recovered: RwLock<Vec<RecoveredPartition>>,
     commits: AtomicU64,
@@ -231,6 +233,7 @@ impl Wal {
             open: RwLock::new(Arc::new(Vec::new())),
             min_clock,
             segment_size: AtomicU64::new(super::partition::SEGMENT_SIZE),
+            sync_interval_us: AtomicU64::new(super::partition::SYNC_INTERVAL.as_micros() as u64),
             recovered: RwLock::new(recovered),
             commits: AtomicU64::new(0),
             remote_commits: AtomicU64::new(0),
@@ -266,6 +269,15 @@ impl Wal {
         self.segment_size.store(bytes, Ordering::Relaxed);
         for p in self.all().iter() {
             p.set_segment_size(bytes);
+        }
+    }
+
+    /// Sync pacing for every partition (`Options::log_sync_interval`).
+    pub fn set_sync_interval(&self, interval: std::time::Duration) {
+        let us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
+        self.sync_interval_us.store(us, Ordering::Relaxed);
+        for p in self.all().iter() {
+            p.set_sync_interval(interval);
         }
     }
 
@@ -322,6 +334,9 @@ impl Wal {
             segments,
         )?;
         p.set_segment_size(self.segment_size.load(Ordering::Relaxed));
+        p.set_sync_interval(std::time::Duration::from_micros(
+            self.sync_interval_us.load(Ordering::Relaxed),
+        ));
         p.set_stage2_counter(Arc::clone(&self.stage2));
         p.set_full_flag(Arc::clone(&self.full));
         if let Some(dir) = self.archive.read().as_ref() {
