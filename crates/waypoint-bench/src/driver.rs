@@ -54,6 +54,14 @@ pub struct DriverConfig {
     pub wal_limit_bytes: u64,
     /// `Options::log_sync_interval`, in microseconds.
     pub sync_interval_us: u64,
+    /// `Options::wal_segment_bytes`.
+    pub segment_bytes: u64,
+    pub checkpoint_shards: usize,
+    pub checkpoint_threads: usize,
+    pub recovery_threads: usize,
+    /// `Options::wal_archive_dir`.
+    pub wal_archive: Option<PathBuf>,
+    pub direct_io: bool,
     pub seed: u64,
     /// Run the workload's invariant check after the workers stop.
     pub verify: bool,
@@ -65,6 +73,7 @@ pub struct DriverConfig {
 
 impl Default for DriverConfig {
     fn default() -> Self {
+        let engine = Options::default();
         DriverConfig {
             dir: None,
             out: None,
@@ -80,6 +89,12 @@ impl Default for DriverConfig {
             checkpoint: waypoint::CheckpointMode::Continuous,
             wal_limit_bytes: 1 << 30,
             sync_interval_us: waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64,
+            segment_bytes: engine.wal_segment_bytes,
+            checkpoint_shards: engine.checkpoint_shards,
+            checkpoint_threads: engine.checkpoint_threads,
+            recovery_threads: engine.recovery_threads,
+            wal_archive: None,
+            direct_io: engine.direct_io,
             seed: 42,
             verify: true,
             pin: None,
@@ -176,6 +191,12 @@ fn open(
         checkpoint: config.checkpoint,
         wal_limit_bytes: config.wal_limit_bytes,
         log_sync_interval: Duration::from_micros(config.sync_interval_us),
+        wal_segment_bytes: config.segment_bytes,
+        checkpoint_shards: config.checkpoint_shards,
+        checkpoint_threads: config.checkpoint_threads,
+        recovery_threads: config.recovery_threads,
+        wal_archive_dir: config.wal_archive.clone(),
+        direct_io: config.direct_io,
         create_if_missing: !exists,
         ..Options::default()
     };

@@ -82,6 +82,27 @@ pub struct BenchArgs {
     /// wait); 0 syncs as soon as anything waits [default: 500].
     #[arg(long)]
     pub sync_interval: Option<u64>,
+    /// Log segment size: a segment file is closed beyond it [default: 16MiB;
+    /// with checkpoints at most 1/32 of the WAL limit].
+    #[arg(long)]
+    pub segment_size: Option<String>,
+    /// Buffer shards of continuous checkpointing [default: 64].
+    #[arg(long)]
+    pub checkpoint_shards: Option<usize>,
+    /// Checkpoint increments that may run at once [default: 1].
+    #[arg(long)]
+    pub checkpoint_threads: Option<usize>,
+    /// Threads per recovery phase when the database needs recovery
+    /// [default: 2].
+    #[arg(long)]
+    pub recovery_threads: Option<usize>,
+    /// Move pruned log segments to this directory (relative paths are below
+    /// the database directory) instead of deleting them.
+    #[arg(long)]
+    pub wal_archive: Option<PathBuf>,
+    /// Open the data file with O_DIRECT.
+    #[arg(long)]
+    pub direct_io: bool,
     /// Commits in flight per worker; 1 waits for each commit
     /// [default: 32; updates: 1].
     #[arg(long, alias = "pipeline")]
@@ -138,6 +159,12 @@ struct FileOptions {
     checkpoint: Option<String>,
     wal_limit: Option<String>,
     sync_interval: Option<u64>,
+    segment_size: Option<String>,
+    checkpoint_shards: Option<usize>,
+    checkpoint_threads: Option<usize>,
+    recovery_threads: Option<usize>,
+    wal_archive: Option<PathBuf>,
+    direct_io: Option<bool>,
     #[serde(alias = "pipeline")]
     in_flight: Option<usize>,
     updates_per_txn: Option<usize>,
@@ -192,6 +219,11 @@ impl BenchArgs {
             checkpoint,
             wal_limit,
             sync_interval,
+            segment_size,
+            checkpoint_shards,
+            checkpoint_threads,
+            recovery_threads,
+            wal_archive,
             in_flight,
             updates_per_txn,
             preset,
@@ -201,6 +233,9 @@ impl BenchArgs {
             contestants,
             max_votes
         );
+        if !self.direct_io && f.direct_io == Some(true) {
+            self.direct_io = true;
+        }
         if !self.pin && !self.no_pin {
             match f.pin {
                 Some(true) => self.pin = true,
@@ -259,6 +294,14 @@ impl BenchArgs {
             .unwrap_or(waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64)
     }
 
+    /// `--segment-size` in bytes, or the engine's default.
+    pub fn segment_bytes(&self) -> Result<u64> {
+        match self.segment_size.as_deref() {
+            Some(s) => Ok(parse_size("segment-size", s)? as u64),
+            None => Ok(waypoint::wal::partition::SEGMENT_SIZE),
+        }
+    }
+
     pub fn wal_limit_bytes(&self) -> Result<usize> {
         parse_size("wal-limit", self.wal_limit.as_deref().unwrap_or("1GiB"))
     }
@@ -303,6 +346,18 @@ impl BenchArgs {
         self.checkpoint()?;
         if self.wal_limit_bytes()? == 0 {
             bail!("--wal-limit must be positive");
+        }
+        if self.segment_bytes()? == 0
+            || [
+                self.checkpoint_shards,
+                self.checkpoint_threads,
+                self.recovery_threads,
+            ]
+            .contains(&Some(0))
+        {
+            bail!(
+                "--segment-size, --checkpoint-shards, --checkpoint-threads and --recovery-threads must be positive"
+            );
         }
         self.buffer_bytes()?;
         self.page_size_bytes()?;

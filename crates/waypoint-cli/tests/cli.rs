@@ -29,6 +29,11 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     fails_with_one_line(&["bench", "ycsb", "--buffer", "lots"], "is not a size");
     fails_with_one_line(&["bench", "ycsb", "--preset", "q"], "preset");
     fails_with_one_line(&["bench", "ycsb", "--logging", "central"], "--logging");
+    fails_with_one_line(
+        &["bench", "ycsb", "--checkpoint-shards", "0"],
+        "must be positive",
+    );
+    fails_with_one_line(&["bench", "ycsb", "--segment-size", "big"], "is not a size");
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("mine.txt"), "keep").unwrap();
@@ -75,7 +80,14 @@ fn tiny_runs_end_to_end_with_a_config_file() {
     let dir = tempfile::tempdir().unwrap();
     // The file sets the preset and the workers; the flag overrides workers.
     let toml = dir.path().join("bench.toml");
-    std::fs::write(&toml, "preset = \"f\"\nworkers = 3\nin-flight = 4\n").unwrap();
+    // Every engine option has a key too (these are the less common ones).
+    std::fs::write(
+        &toml,
+        "preset = \"f\"\nworkers = 3\nin-flight = 4\nsync-interval = 250\n\
+         segment-size = \"1MiB\"\ncheckpoint-shards = 8\ncheckpoint-threads = 2\n\
+         recovery-threads = 3\nwal-archive = \"old-log\"\n",
+    )
+    .unwrap();
     let out = dir.path().join("ycsb");
     let stdout = tiny_run(
         "ycsb",
@@ -88,6 +100,12 @@ fn tiny_runs_end_to_end_with_a_config_file() {
     assert_eq!(v["config"]["workers"], 1);
     assert_eq!(v["config"]["in_flight"], 4);
     assert_eq!(v["config"]["workload"]["preset"], "f");
+    assert_eq!(v["config"]["sync_interval_us"], 250);
+    assert_eq!(v["config"]["segment_bytes"], 1 << 20);
+    assert_eq!(v["config"]["checkpoint_shards"], 8);
+    assert_eq!(v["config"]["checkpoint_threads"], 2);
+    assert_eq!(v["config"]["recovery_threads"], 3);
+    assert_eq!(v["config"]["wal_archive"], "old-log");
     assert!(v["committed"].as_u64().unwrap() > 0);
     assert!(out.join("series.csv").exists());
 
