@@ -9,13 +9,18 @@
 //! while waiting for a lower one held by a reader (readers hold none) or
 //! for one above (order is always root to leaf, left to right).
 //!
+//! A point access may skip the descent: given the [`FrameHint`] of the leaf
+//! an earlier access to the same key validated, it uses that leaf directly
+//! if its frame is unchanged (same page at the same latch version, so the
+//! same fences), and descends otherwise.
+//!
 //! Invariants: the root page id never changes; every key in a node lies in
 //! (lower fence, upper fence]; all leaves are at the same depth.
 
 use super::node::{self, Fence, Node, NodeMut};
 use super::{PageLog, PageOp, RootId};
 use crate::buffer::page::{self, PageKind, PAGE_HEADER_SIZE};
-use crate::buffer::{BufferPool, ExclusiveGuard, OptimisticGuard, PageId};
+use crate::buffer::{BufferPool, ExclusiveGuard, FrameHint, OptimisticGuard, PageId};
 use crate::error::{Error, Result};
 use std::ops::Bound;
 
@@ -187,6 +192,10 @@ pub type Visitor<'a> = dyn FnMut(&[u8], u64, &[u8]) -> bool + 'a;
 /// A node to check: page id, expected lower and upper fence, depth.
 type CheckItem = (PageId, Option<Vec<u8>>, Option<Vec<u8>>, usize);
 
+/// What [`BTree::get_hinted`] finds: the TID and value under the key, if
+/// any, and a hint to the leaf that answered.
+pub type HintedGet = (Option<(u64, Vec<u8>)>, Option<FrameHint>);
+
 /// A bound of a range scan.
 pub type ScanBound<'a> = Bound<&'a [u8]>;
 
@@ -221,6 +230,27 @@ fn fence_owned(f: Fence<'_>) -> Option<Vec<u8>> {
     match f {
         Fence::Infinite => None,
         Fence::Key(k) => Some(k.to_vec()),
+    }
+}
+
+/// Whether leaf `n`'s fences cover `target`: every key in a node lies in
+/// (lower fence, upper fence].
+fn covers(n: &Node<'_>, target: &Target<'_>) -> bool {
+    match target {
+        Target::Rightmost => matches!(n.upper_fence(), Some(Fence::Infinite)),
+        Target::Key(k) => {
+            let above = match n.lower_fence() {
+                Some(Fence::Infinite) => true,
+                Some(Fence::Key(l)) => *k > l,
+                None => false,
+            };
+            let below = match n.upper_fence() {
+                Some(Fence::Infinite) => true,
+                Some(Fence::Key(u)) => *k <= u,
+                None => false,
+            };
+            above && below
+        }
     }
 }
 
@@ -276,6 +306,8 @@ impl BTree {
         target: &Target<'_>,
     ) -> Result<OptimisticGuard<'p>> {
         'restart: loop {
+            #[cfg(test)]
+            tests::DESCENTS.with(|d| d.set(d.get() + 1));
             let mut guard = pool.optimistic(self.root)?;
             loop {
                 let data = guard.data();
@@ -284,24 +316,7 @@ impl BTree {
                         // The parent routed `target` here; a leaf whose fences
                         // disagree is corrupt (on disk), not a reason to
                         // return wrong rows or scan in circles.
-                        let n = Node::new(data);
-                        let covers = match target {
-                            Target::Rightmost => matches!(n.upper_fence(), Some(Fence::Infinite)),
-                            Target::Key(k) => {
-                                let above = match n.lower_fence() {
-                                    Some(Fence::Infinite) => true,
-                                    Some(Fence::Key(l)) => *k > l,
-                                    None => false,
-                                };
-                                let below = match n.upper_fence() {
-                                    Some(Fence::Infinite) => true,
-                                    Some(Fence::Key(u)) => *k <= u,
-                                    None => false,
-                                };
-                                above && below
-                            }
-                        };
-                        if covers {
+                        if covers(&Node::new(data), target) {
                             return Ok(guard);
                         }
                         if guard.validate() {
@@ -355,10 +370,49 @@ impl BTree {
         }
     }
 
+    /// The leaf for `key` as [`BTree::find_leaf`] finds it, tried first at
+    /// `hint`, a leaf an earlier access to `key` in this tree validated: if
+    /// that frame is unchanged since, it is the same page with the same
+    /// fences, so it still covers the key and the descent is skipped. The
+    /// guard is not yet validated.
+    fn find_leaf_hinted<'p>(
+        &self,
+        pool: &'p BufferPool,
+        key: &[u8],
+        hint: Option<FrameHint>,
+    ) -> Result<OptimisticGuard<'p>> {
+        if let Some(leaf) = hint.and_then(|h| pool.optimistic_hinted(h)) {
+            // Belt and braces, as cheap as the check at the end of a
+            // descent: a hint made for another key names an unchanged leaf
+            // that need not cover this one. (Bytes read here are trusted
+            // only once the caller validates.)
+            let data = leaf.data();
+            if page_kind(data) == Some(PageKind::BtreeLeaf)
+                && covers(&Node::new(data), &Target::Key(key))
+            {
+                return Ok(leaf);
+            }
+        }
+        self.find_leaf(pool, &Target::Key(key))
+    }
+
     /// The TID and value stored under `key`.
     pub fn get(&self, pool: &BufferPool, key: &[u8]) -> Result<Option<(u64, Vec<u8>)>> {
+        Ok(self.get_hinted(pool, key, None)?.0)
+    }
+
+    /// [`BTree::get`], trying the leaf `hint` names before descending (see
+    /// `find_leaf_hinted`), and with a hint to the leaf that answered, for
+    /// the next access to `key` (`None` if it changed meanwhile).
+    pub fn get_hinted(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        mut hint: Option<FrameHint>,
+    ) -> Result<HintedGet> {
         loop {
-            let leaf = self.find_leaf(pool, &Target::Key(key))?;
+            // A retry descends: the hinted leaf just changed.
+            let leaf = self.find_leaf_hinted(pool, key, hint.take())?;
             let n = Node::new(leaf.data());
             let result = match n.lower_bound(key) {
                 Some((idx, true)) => n
@@ -371,14 +425,22 @@ impl BTree {
             if !leaf.validate() {
                 continue;
             }
-            return result.ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"));
+            let result =
+                result.ok_or_else(|| Self::corruption(pool, leaf.page_id(), "unreadable leaf"))?;
+            return Ok((result, leaf.hint()));
         }
     }
 
-    /// Descend to the leaf for `key` and latch it exclusively.
-    fn leaf_for_write<'p>(&self, pool: &'p BufferPool, key: &[u8]) -> Result<ExclusiveGuard<'p>> {
+    /// Find the leaf for `key` (at `hint` if it is unchanged, see
+    /// `find_leaf_hinted`) and latch it exclusively.
+    fn leaf_for_write<'p>(
+        &self,
+        pool: &'p BufferPool,
+        key: &[u8],
+        mut hint: Option<FrameHint>,
+    ) -> Result<ExclusiveGuard<'p>> {
         loop {
-            let leaf = self.find_leaf(pool, &Target::Key(key))?;
+            let leaf = self.find_leaf_hinted(pool, key, hint.take())?;
             if let Some(g) = leaf.try_upgrade() {
                 return Ok(g);
             }
@@ -413,9 +475,24 @@ impl BTree {
         tid: u64,
         value: &[u8],
     ) -> Result<()> {
+        self.insert_hinted(pool, log, key, tid, value, None)
+    }
+
+    /// [`BTree::insert`], trying the leaf `hint` names first (a hint from
+    /// [`BTree::get_hinted`] for `key`).
+    pub fn insert_hinted(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        key: &[u8],
+        tid: u64,
+        value: &[u8],
+        mut hint: Option<FrameHint>,
+    ) -> Result<()> {
         let stored = encode_value(tid, value);
         loop {
-            let mut leaf = self.leaf_for_write(pool, key)?;
+            // After a split the hinted leaf has changed: descend.
+            let mut leaf = self.leaf_for_write(pool, key, hint.take())?;
             let (idx, existing) = Self::locate(pool, &leaf, key)?;
             if existing.is_some() {
                 return Err(Error::KeyExists);
@@ -452,9 +529,24 @@ impl BTree {
         tid: u64,
         value: &[u8],
     ) -> Result<bool> {
+        self.update_hinted(pool, log, key, tid, value, None)
+    }
+
+    /// [`BTree::update`], trying the leaf `hint` names first (a hint from
+    /// [`BTree::get_hinted`] for `key`).
+    pub fn update_hinted(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        key: &[u8],
+        tid: u64,
+        value: &[u8],
+        mut hint: Option<FrameHint>,
+    ) -> Result<bool> {
         let stored = encode_value(tid, value);
         loop {
-            let mut leaf = self.leaf_for_write(pool, key)?;
+            // After a split the hinted leaf has changed: descend.
+            let mut leaf = self.leaf_for_write(pool, key, hint.take())?;
             let (idx, existing) = Self::locate(pool, &leaf, key)?;
             let Some(before) = existing else {
                 return Ok(false);
@@ -489,7 +581,19 @@ impl BTree {
         log: &dyn PageLog,
         key: &[u8],
     ) -> Result<Option<(u64, Vec<u8>)>> {
-        let mut leaf = self.leaf_for_write(pool, key)?;
+        self.remove_hinted(pool, log, key, None)
+    }
+
+    /// [`BTree::remove`], trying the leaf `hint` names first (a hint from
+    /// [`BTree::get_hinted`] for `key`).
+    pub fn remove_hinted(
+        &self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        key: &[u8],
+        hint: Option<FrameHint>,
+    ) -> Result<Option<(u64, Vec<u8>)>> {
+        let mut leaf = self.leaf_for_write(pool, key, hint)?;
         let (idx, existing) = Self::locate(pool, &leaf, key)?;
         let Some(before) = existing else {
             return Ok(None);
@@ -1077,9 +1181,15 @@ mod tests {
     use crate::btree::NoLog;
     use crate::buffer::PoolConfig;
     use crate::io::{OpenMode, SimStorage, Storage};
+    use std::cell::Cell;
     use std::collections::BTreeMap;
     use std::path::Path;
     use std::sync::Arc;
+
+    thread_local! {
+        /// Descents from the root this thread's `find_leaf` began.
+        pub(super) static DESCENTS: Cell<u64> = const { Cell::new(0) };
+    }
 
     fn pool(frames: usize, page_size: usize) -> Arc<BufferPool> {
         let fs = SimStorage::new(1);
@@ -1176,6 +1286,90 @@ mod tests {
             assert!(tree.remove(&pool, &NoLog, &k).unwrap().is_some());
         }
         assert_eq!(tree.check(&pool).unwrap(), 0);
+        pool.stop();
+    }
+
+    /// A hint skips the descent while its leaf is unchanged; after the
+    /// leaf changed (a write, a split), or for a key the hinted leaf does
+    /// not cover, the access descends and still finds the right leaf.
+    #[test]
+    fn a_leaf_hint_skips_the_descent_only_while_the_leaf_is_unchanged() {
+        let descents = || DESCENTS.with(Cell::get);
+        // Room for every page: no eviction, so no restart, in the counts.
+        let pool = pool(512, 4096);
+        let tree = BTree::create(&pool, &NoLog).unwrap();
+        let value = [5u8; 40];
+        for i in 0..2000 {
+            tree.insert(&pool, &NoLog, &key(i), i, &value).unwrap();
+        }
+        let a = key(10);
+        let before = descents();
+        let (got, hint) = tree.get_hinted(&pool, &a, None).unwrap();
+        assert_eq!(got, Some((10, value.to_vec())));
+        assert_eq!(descents(), before + 1);
+        let hint = hint.expect("a validated read leaves a hint");
+
+        // Unchanged leaf: read and write through the hint, no descent.
+        let (got, again) = tree.get_hinted(&pool, &a, Some(hint)).unwrap();
+        assert_eq!(got, Some((10, value.to_vec())));
+        assert_eq!(again, Some(hint));
+        assert!(tree
+            .update_hinted(&pool, &NoLog, &a, 11, b"new", Some(hint))
+            .unwrap());
+        assert_eq!(descents(), before + 1);
+        // The write changed the leaf: the hint is refused.
+        let (got, fresh) = tree.get_hinted(&pool, &a, Some(hint)).unwrap();
+        assert_eq!(got, Some((11, b"new".to_vec())));
+        assert_eq!(descents(), before + 2);
+        let hint = fresh.unwrap();
+        assert_eq!(hint.page_id(), fresh.unwrap().page_id());
+
+        // A hint to an unchanged leaf that does not cover the key: without
+        // the fence check these would miss `b` and put `c` in the wrong
+        // leaf.
+        let (b, b_tid) = (0..2000)
+            .map(|i| (key(i), i))
+            .find(|(k, _)| {
+                tree.get_hinted(&pool, k, None)
+                    .unwrap()
+                    .1
+                    .unwrap()
+                    .page_id()
+                    != hint.page_id()
+            })
+            .unwrap();
+        let n = descents();
+        let (got, _) = tree.get_hinted(&pool, &b, Some(hint)).unwrap();
+        assert_eq!(got, Some((b_tid, value.to_vec())));
+        assert!(tree
+            .update_hinted(&pool, &NoLog, &b, 12, b"b", Some(hint))
+            .unwrap());
+        assert_eq!(descents(), n + 2);
+        assert_eq!(tree.get(&pool, &b).unwrap(), Some((12, b"b".to_vec())));
+        let c = [b.as_slice(), b"+"].concat();
+        let hint = tree.get_hinted(&pool, &a, None).unwrap().1.unwrap();
+        tree.insert_hinted(&pool, &NoLog, &c, 13, b"c", Some(hint))
+            .unwrap();
+        assert_eq!(tree.get(&pool, &c).unwrap(), Some((13, b"c".to_vec())));
+        assert_eq!(tree.check(&pool).unwrap(), 2001);
+
+        // A split of the hinted leaf: the hint is refused.
+        let hint = tree.get_hinted(&pool, &a, None).unwrap().1.unwrap();
+        for j in 0..200u8 {
+            let k = [a.as_slice(), &[j]].concat();
+            tree.insert(&pool, &NoLog, &k, 14, &value).unwrap();
+        }
+        let n = descents();
+        let (got, fresh) = tree.get_hinted(&pool, &a, Some(hint)).unwrap();
+        assert_eq!(got, Some((11, b"new".to_vec())));
+        assert_eq!(descents(), n + 1);
+        assert!(tree
+            .remove_hinted(&pool, &NoLog, &a, fresh)
+            .unwrap()
+            .is_some());
+        assert_eq!(descents(), n + 1);
+        assert_eq!(tree.get(&pool, &a).unwrap(), None);
+        assert_eq!(tree.check(&pool).unwrap(), 2001 + 200 - 1);
         pool.stop();
     }
 

@@ -3,7 +3,10 @@
 //!
 //! Translation is arithmetic, as in vmcache: page ids are dense, so the page
 //! table is a two-level array of atomics indexed by page id (no hash table,
-//! no swizzled pointers). Each frame has a [`HybridLatch`].
+//! no swizzled pointers). Each frame has a [`HybridLatch`]. A [`FrameHint`]
+//! names a frame as an earlier validated read saw it, so an access can
+//! skip the translation (and the B-tree its descent) while that frame is
+//! unchanged.
 //!
 //! Page provisioning follows seed 000 §3.5: workers take frames from a free
 //! list and never evict on their hot path; the page provider thread keeps
@@ -507,6 +510,29 @@ impl BufferPool {
                 pid,
             });
         }
+    }
+
+    /// Optimistic access to the page a [`FrameHint`] names, without the
+    /// page table: `None` unless its frame is still at exactly the hinted
+    /// latch version (then nothing modified, evicted or reused the frame
+    /// since the hint's guard validated, so it still holds that page with
+    /// the same bytes) and still names the hinted page (belt and braces:
+    /// every change of a frame's page is made under an exclusive latch
+    /// that bumps the version). The guard is used like one from
+    /// [`BufferPool::optimistic`]: read, then validate.
+    pub fn optimistic_hinted(&self, hint: FrameHint) -> Option<OptimisticGuard<'_>> {
+        let frame = self.frames.get(hint.frame as usize)?;
+        let version = frame.latch.optimistic()?;
+        if version != hint.version || frame.page_id.load(Ordering::Acquire) != hint.pid {
+            return None;
+        }
+        frame.touch();
+        Some(OptimisticGuard {
+            pool: self,
+            idx: hint.frame,
+            version,
+            pid: hint.pid,
+        })
     }
 
     pub fn shared(&self, pid: PageId) -> Result<SharedGuard<'_>> {
@@ -1193,6 +1219,25 @@ impl WritebackBatch {
 // Guards
 // ---------------------------------------------------------------
 
+/// Where a page was found and the latch version it was validated at: lets
+/// a later access to the same page skip the lookup that found it (for the
+/// B-tree, the descent from the root; LeanStore's optimistic latching
+/// makes the same shortcut). Only [`OptimisticGuard::hint`] makes one, and
+/// [`BufferPool::optimistic_hinted`] honours it only while the frame is
+/// unchanged, so a stale hint costs a failed check, never a wrong page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHint {
+    frame: u32,
+    pid: PageId,
+    version: u64,
+}
+
+impl FrameHint {
+    pub fn page_id(&self) -> PageId {
+        self.pid
+    }
+}
+
 /// A page read without a latch. See [`BufferPool::optimistic`].
 pub struct OptimisticGuard<'a> {
     pool: &'a BufferPool,
@@ -1220,6 +1265,16 @@ impl<'a> OptimisticGuard<'a> {
         self.pool.frames[self.idx as usize]
             .latch
             .validate(self.version)
+    }
+
+    /// A hint to come back to this page at this version, if the page is
+    /// still unchanged (a hint is only made from what validated).
+    pub fn hint(&self) -> Option<FrameHint> {
+        self.validate().then_some(FrameHint {
+            frame: self.idx,
+            pid: self.pid,
+            version: self.version,
+        })
     }
 
     /// Turn into a shared guard if the page is unchanged.
@@ -1338,6 +1393,83 @@ mod tests {
     use super::*;
     use crate::io::{OpenMode, SimStorage, Storage};
     use std::path::Path;
+
+    /// A hint is honoured while its frame holds the same page at the same
+    /// latch version, and refused after anything that could have changed
+    /// what the frame holds: a write, an exclusive holder, the page freed
+    /// and its id reallocated in the same frame (same page id, new bytes),
+    /// eviction, and the frame's reuse by another page.
+    #[test]
+    fn a_frame_hint_is_honoured_only_while_its_frame_is_unchanged() {
+        let sim = SimStorage::new(1);
+        sim.create_dir_all(Path::new("/db")).unwrap();
+        let file = sim
+            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
+            .unwrap();
+        let config = PoolConfig {
+            page_size: 4096,
+            frames: 32,
+        };
+        let pool = BufferPool::start(config, file, 1, Vec::new()).unwrap();
+        let hint_of = |pid| pool.optimistic(pid).unwrap().hint().unwrap();
+        let pid = {
+            let mut g = pool.allocate(PageKind::BtreeLeaf).unwrap();
+            g.data_mut()[200] = 7;
+            g.page_id()
+        };
+        let hint = hint_of(pid);
+        assert_eq!(hint.page_id(), pid);
+        let g = pool.optimistic_hinted(hint).expect("unchanged frame");
+        assert_eq!((g.page_id(), g.data()[200]), (pid, 7));
+        assert!(g.validate());
+        // A holder that changed nothing, or shared holders, change no version.
+        drop(pool.exclusive(pid).unwrap());
+        let shared = pool.shared(pid).unwrap();
+        assert!(pool.optimistic_hinted(hint).is_some());
+        drop(shared);
+
+        // A write.
+        pool.exclusive(pid).unwrap().data_mut()[200] = 8;
+        assert!(pool.optimistic_hinted(hint).is_none());
+        let hint = hint_of(pid);
+        // An exclusive holder (who may be changing the page).
+        let held = pool.exclusive(pid).unwrap();
+        assert!(pool.optimistic_hinted(hint).is_none());
+        drop(held);
+        assert!(pool.optimistic_hinted(hint).is_some());
+
+        // The page freed and its id handed out again, in the same frame.
+        pool.free_page(pool.exclusive(pid).unwrap());
+        let again = pool.allocate(PageKind::BtreeInner).unwrap();
+        assert_eq!(again.page_id(), pid);
+        assert_eq!(again.idx, hint.frame, "reallocated in place");
+        drop(again);
+        assert!(pool.optimistic_hinted(hint).is_none());
+
+        // Eviction, then the frame's reuse by another page.
+        let hint = hint_of(pid);
+        pool.flush_all().unwrap();
+        let (mut hand, mut cooling) = (0, Default::default());
+        let mut batch = WritebackBatch::new(pool.page_size, WRITEBACK_BATCH_PAGES);
+        let frame = &pool.frames[hint.frame as usize];
+        for _ in 0..100 {
+            if frame.page_id.load(Ordering::Acquire) != pid {
+                break;
+            }
+            pool.provider_round(&mut hand, &mut cooling, &mut batch);
+        }
+        assert_ne!(frame.page_id.load(Ordering::Acquire), pid, "evicted");
+        assert!(pool.optimistic_hinted(hint).is_none());
+        while frame.page_id.load(Ordering::Acquire) == NO_PAGE {
+            drop(pool.allocate(PageKind::BtreeLeaf).unwrap());
+        }
+        assert!(pool.optimistic_hinted(hint).is_none());
+        // The page reads back through the page table as usual.
+        let g = pool.optimistic(pid).unwrap();
+        assert_eq!(page::page_kind(g.data()), Some(PageKind::BtreeInner));
+        assert!(g.validate());
+        pool.stop();
+    }
 
     /// A log that is full at GSN 0: the page provider may evict clean pages
     /// but writes none of GSN 1 and above, so only the checkpoint

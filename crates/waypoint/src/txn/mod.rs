@@ -22,6 +22,7 @@ pub mod epoch;
 pub(crate) mod locks;
 
 use crate::btree::{BTree, PageLog};
+use crate::buffer::FrameHint;
 use crate::catalog::{self, Index, Table, TableInfo};
 use crate::db::DbShared;
 use crate::error::{Error, Result};
@@ -293,6 +294,9 @@ struct PendingWrite {
     table: Arc<TableInfo>,
     /// New value, or None for a delete.
     value: Option<Vec<u8>>,
+    /// The leaf where the transaction last read the key, so the commit's
+    /// read of the current image can skip the descent if it is unchanged.
+    hint: Option<FrameHint>,
 }
 
 /// One entry of a secondary index.
@@ -410,9 +414,14 @@ impl Transaction<'_> {
         Ok(())
     }
 
-    /// Read `key` from the tree (not the write set) and record the read.
-    fn read_through(&mut self, table: &Arc<TableInfo>, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let current = table.tree.get(&self.db().pool, key)?;
+    /// Read `key` from the tree (not the write set) and record the read;
+    /// also returns a hint to the key's leaf, for a write of the key.
+    fn read_through(
+        &mut self,
+        table: &Arc<TableInfo>,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, Option<FrameHint>)> {
+        let (current, hint) = table.tree.get_hinted(&self.db().pool, key, None)?;
         table.check_live()?;
         let (observed, value) = match current {
             Some((tid, _)) if tid & ABSENT_BIT != 0 => (Some(tid), None),
@@ -424,29 +433,43 @@ impl Transaction<'_> {
             key: key.to_vec(),
             observed,
         });
-        Ok(value)
+        Ok((value, hint))
     }
 
     /// The value of `key`, seeing this transaction's own writes.
     pub fn get(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_with_hint(table, key)?.0)
+    }
+
+    /// `get`, with a hint to the key's leaf if one is known.
+    fn get_with_hint(
+        &mut self,
+        table: &Table,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, Option<FrameHint>)> {
         self.check_active()?;
         table.info.check_live()?;
         if let Some(w) = self.writes.get(&(table.info.id, key.to_vec())) {
-            return Ok(w.value.clone());
+            return Ok((w.value.clone(), w.hint));
         }
         self.read_through(&table.info, key)
     }
 
-    fn exists(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
-        Ok(self.get(table, key)?.is_some())
+    fn exists(&mut self, table: &Table, key: &[u8]) -> Result<(bool, Option<FrameHint>)> {
+        let (value, hint) = self.get_with_hint(table, key)?;
+        Ok((value.is_some(), hint))
     }
 
-    fn put(&mut self, table: &Table, key: &[u8], value: Option<&[u8]>) {
+    fn put(&mut self, table: &Table, key: &[u8], value: Option<&[u8]>, hint: Option<FrameHint>) {
+        let k = (table.info.id, key.to_vec());
+        // A blind write keeps the hint an earlier write of the key had.
+        let hint = hint.or_else(|| self.writes.get(&k).and_then(|w| w.hint));
         self.writes.insert(
-            (table.info.id, key.to_vec()),
+            k,
             PendingWrite {
                 table: Arc::clone(&table.info),
                 value: value.map(<[u8]>::to_vec),
+                hint,
             },
         );
     }
@@ -455,10 +478,11 @@ impl Transaction<'_> {
     pub fn insert(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_writable()?;
         self.check_sizes(key, Some(value))?;
-        if self.exists(table, key)? {
+        let (exists, hint) = self.exists(table, key)?;
+        if exists {
             return Err(Error::KeyExists);
         }
-        self.put(table, key, Some(value));
+        self.put(table, key, Some(value), hint);
         Ok(())
     }
 
@@ -466,10 +490,11 @@ impl Transaction<'_> {
     pub fn update(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_writable()?;
         self.check_sizes(key, Some(value))?;
-        if !self.exists(table, key)? {
+        let (exists, hint) = self.exists(table, key)?;
+        if !exists {
             return Err(Error::KeyNotFound);
         }
-        self.put(table, key, Some(value));
+        self.put(table, key, Some(value), hint);
         Ok(())
     }
 
@@ -478,7 +503,7 @@ impl Transaction<'_> {
         self.check_writable()?;
         table.info.check_live()?;
         self.check_sizes(key, Some(value))?;
-        self.put(table, key, Some(value));
+        self.put(table, key, Some(value), None);
         Ok(())
     }
 
@@ -486,9 +511,9 @@ impl Transaction<'_> {
     pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
         self.check_writable()?;
         self.check_sizes(key, None)?;
-        let existed = self.exists(table, key)?;
+        let (existed, hint) = self.exists(table, key)?;
         if existed {
-            self.put(table, key, None);
+            self.put(table, key, None, hint);
         }
         Ok(existed)
     }
@@ -751,11 +776,13 @@ impl Transaction<'_> {
         let pool = &db.pool;
         let mut max_seen = 0u64;
         // Current images of written records (stable: we hold their locks),
-        // and the index changes they imply.
+        // and the index changes they imply. Each read starts at the leaf
+        // where the transaction read the key, if it is unchanged, and
+        // leaves a hint for the write below.
         let mut plans = Vec::with_capacity(self.writes.len());
         for ((_, key), w) in &self.writes {
             w.table.check_live()?;
-            let current = w.table.tree.get(pool, key)?;
+            let (current, hint) = w.table.tree.get_hinted(pool, key, w.hint)?;
             if let Some((tid, _)) = &current {
                 debug_assert_eq!(tid & ABSENT_BIT, 0, "placeholder under a held lock");
                 max_seen = max_seen.max(*tid);
@@ -786,10 +813,10 @@ impl Transaction<'_> {
                     index_changes.push((Arc::clone(index), old_key, new_key));
                 }
             }
-            plans.push((key, w, current, index_changes));
+            plans.push((key, w, current, index_changes, hint));
         }
         // Placeholders for records and index entries this commit creates.
-        for (key, w, current, index_changes) in &plans {
+        for (key, w, current, index_changes, hint) in &plans {
             // Each undo entry is pushed before its change, and undo is
             // idempotent, so a change that fails half-way is undone too.
             if let (Some(v), None) = (&w.value, current) {
@@ -801,7 +828,9 @@ impl Transaction<'_> {
                 // a split cannot tell in-order inserts from random growth
                 // and leaves half-empty pages (ARCHITECTURE.md, "Page
                 // splits").
-                w.table.tree.insert(pool, log, key, placeholder, v)?;
+                w.table
+                    .tree
+                    .insert_hinted(pool, log, key, placeholder, v, *hint)?;
             }
             for (index, _, new_key) in index_changes {
                 if let Some(k) = new_key {
@@ -817,33 +846,34 @@ impl Transaction<'_> {
             .writes
             .keys()
             .zip(&plans)
-            .map(|((t, k), (_, _, c, _))| ((*t, k.as_slice()), c.as_ref().map(|(tid, _)| *tid)))
+            .map(|((t, k), (_, _, c, _, _))| ((*t, k.as_slice()), c.as_ref().map(|(tid, _)| *tid)))
             .collect();
         let epoch = db.epoch.current();
         max_seen = max_seen.max(self.validate(db, me, &locked)?);
         let tid = next_tid(epoch, max_seen, self.session.last_tid, self.session.slot);
         // Install.
-        for (key, w, current, index_changes) in &plans {
+        for (key, w, current, index_changes, hint) in &plans {
             let tree = w.table.tree;
             match (&w.value, current) {
                 (Some(v), None) => {
+                    // No hint: the placeholder's insert changed the leaf.
                     tree.update(pool, log, key, tid, v)?;
                 }
                 (Some(v), Some((old_tid, old))) => {
                     undo.push(Undo::restore(tree, key, *old_tid, old));
-                    tree.update(pool, log, key, tid, v)?;
+                    tree.update_hinted(pool, log, key, tid, v, *hint)?;
                 }
                 (None, Some((old_tid, old))) => {
                     undo.push(Undo::restore(tree, key, *old_tid, old));
-                    tree.remove(pool, log, key)?;
+                    tree.remove_hinted(pool, log, key, *hint)?;
                 }
                 (None, None) => {}
             }
             for (index, old_key, new_key) in index_changes {
                 if let Some(k) = old_key {
-                    if let Some((old_tid, _)) = index.tree.get(pool, k)? {
+                    if let (Some((old_tid, _)), hint) = index.tree.get_hinted(pool, k, None)? {
                         undo.push(Undo::restore(index.tree, k, old_tid, &[]));
-                        index.tree.remove(pool, log, k)?;
+                        index.tree.remove_hinted(pool, log, k, hint)?;
                     }
                 }
                 if let Some(k) = new_key {
@@ -853,7 +883,7 @@ impl Transaction<'_> {
         }
         let overwritten: Vec<u64> = plans
             .iter()
-            .filter_map(|(_, _, c, _)| c.as_ref().map(|(t, _)| *t))
+            .filter_map(|(_, _, c, _, _)| c.as_ref().map(|(t, _)| *t))
             .collect();
         let mut observed = self.observed_tids(&overwritten);
         self.session.log.on_commit(tid, &mut observed)?;
