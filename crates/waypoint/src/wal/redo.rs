@@ -466,15 +466,22 @@ mod tests {
         assert!(root_is_leaf(&pool));
     }
 
-    /// The records of one partition's last segment under `/db/wal`.
-    fn logged_kinds(sim: &SimStorage, slot: u32) -> Vec<(RecordKind, usize, bool)> {
+    /// The path and current bytes of partition `slot`'s last segment under
+    /// `/db/wal`.
+    fn last_segment(sim: &SimStorage, slot: u32) -> (std::path::PathBuf, Vec<u8>) {
         let dir = partition_dir(Path::new("/db/wal"), slot);
         let segment = sim.list_dir(&dir).unwrap().into_iter().max().unwrap();
         let file = sim.open(&segment, OpenMode::Existing).unwrap();
         let mut buf = vec![0; file.len().unwrap() as usize];
         file.read_at(&mut buf, 0).unwrap();
+        (segment, buf)
+    }
+
+    /// The records of one partition's last segment under `/db/wal`.
+    fn logged_kinds(sim: &SimStorage, slot: u32) -> Vec<(RecordKind, usize, bool)> {
+        let (segment, bytes) = last_segment(sim, slot);
         let base = parse_segment_name(&segment).unwrap();
-        let scan = record::scan_segment(&buf[segment::HEADER_SIZE as usize..], base);
+        let scan = record::scan_segment(&bytes[segment::HEADER_SIZE as usize..], base);
         scan.records
             .iter()
             .map(|(_, r)| (r.body.kind(), r.encoded_len(), r.header.smo_more))
@@ -589,11 +596,8 @@ mod tests {
         pool.stop();
         drop(s2);
         // Cut the partition inside its last structure modification.
-        let dir = partition_dir(Path::new("/db/wal"), 2);
-        let segment = sim.list_dir(&dir).unwrap().into_iter().max().unwrap();
+        let (segment, buf) = last_segment(&sim, 2);
         let file = sim.open(&segment, OpenMode::Existing).unwrap();
-        let mut buf = vec![0; file.len().unwrap() as usize];
-        file.read_at(&mut buf, 0).unwrap();
         let base = parse_segment_name(&segment).unwrap();
         let header = segment::HEADER_SIZE as usize;
         let scan = record::scan_segment(&buf[header..], base);
@@ -621,9 +625,7 @@ mod tests {
             "the split was not redone"
         );
         // The partition's log now ends where the structure modification began.
-        let file = sim.open(&segment, OpenMode::Existing).unwrap();
-        let mut buf = vec![0; file.len().unwrap() as usize];
-        file.read_at(&mut buf, 0).unwrap();
+        let (_, buf) = last_segment(&sim, 2);
         let scan = record::scan_segment(&buf[header..], base);
         assert!(
             scan.records.last().is_none_or(|(_, r)| !r.header.smo_more),
