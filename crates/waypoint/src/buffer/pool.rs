@@ -1394,13 +1394,8 @@ mod tests {
     use crate::io::{OpenMode, SimStorage, Storage};
     use std::path::Path;
 
-    /// A hint is honoured while its frame holds the same page at the same
-    /// latch version, and refused after anything that could have changed
-    /// what the frame holds: a write, an exclusive holder, the page freed
-    /// and its id reallocated in the same frame (same page id, new bytes),
-    /// eviction, and the frame's reuse by another page.
-    #[test]
-    fn a_frame_hint_is_honoured_only_while_its_frame_is_unchanged() {
+    /// A pool of `frames` 4 KiB frames over `/db/data` on a simulated disk.
+    fn sim_pool(frames: usize) -> Arc<BufferPool> {
         let sim = SimStorage::new(1);
         sim.create_dir_all(Path::new("/db")).unwrap();
         let file = sim
@@ -1408,9 +1403,19 @@ mod tests {
             .unwrap();
         let config = PoolConfig {
             page_size: 4096,
-            frames: 32,
+            frames,
         };
-        let pool = BufferPool::start(config, file, 1, Vec::new()).unwrap();
+        BufferPool::start(config, file, 1, Vec::new()).unwrap()
+    }
+
+    /// A hint is honoured while its frame holds the same page at the same
+    /// latch version, and refused after anything that could have changed
+    /// what the frame holds: a write, an exclusive holder, the page freed
+    /// and its id reallocated in the same frame (same page id, new bytes),
+    /// eviction, and the frame's reuse by another page.
+    #[test]
+    fn a_frame_hint_is_honoured_only_while_its_frame_is_unchanged() {
+        let pool = sim_pool(32);
         let hint_of = |pid| pool.optimistic(pid).unwrap().hint().unwrap();
         let pid = {
             let mut g = pool.allocate(PageKind::BtreeLeaf).unwrap();
@@ -1499,16 +1504,7 @@ mod tests {
     /// latched page and comes back to it after writing its batch.
     #[test]
     fn a_checkpoint_increment_does_not_wait_for_a_latch_while_holding_staged_pages() {
-        let sim = SimStorage::new(1);
-        sim.create_dir_all(Path::new("/db")).unwrap();
-        let file = sim
-            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
-            .unwrap();
-        let config = PoolConfig {
-            page_size: 4096,
-            frames: MIN_FRAMES,
-        };
-        let pool = BufferPool::start(config, file, 1, Vec::new()).unwrap();
+        let pool = sim_pool(MIN_FRAMES);
         pool.set_flush_gate(Arc::new(FullAtZero));
         pool.write_limit.store(0, Ordering::Release);
         // A dirty page of GSN 1 in every frame (frames are handed out from
