@@ -317,6 +317,23 @@ impl<'a> Node<'a> {
         Some((lo, false))
     }
 
+    /// Whether `key` lies in (lower fence, upper fence], the range of keys
+    /// this node may hold; false for a node whose fences are unreadable.
+    /// The one statement of that rule for descents, leaf hints and redo.
+    pub fn covers(&self, key: &[u8]) -> bool {
+        let above_lower = match self.lower_fence() {
+            Some(Fence::Infinite) => true,
+            Some(Fence::Key(lo)) => key > lo,
+            None => false,
+        };
+        let below_upper = match self.upper_fence() {
+            Some(Fence::Infinite) => true,
+            Some(Fence::Key(hi)) => key <= hi,
+            None => false,
+        };
+        above_lower && below_upper
+    }
+
     /// Key bytes all keys of this node share (see the layout).
     fn prefix_len(&self) -> usize {
         rd16(self.page, PREFIX_LEN).unwrap_or(0)

@@ -233,24 +233,11 @@ fn fence_owned(f: Fence<'_>) -> Option<Vec<u8>> {
     }
 }
 
-/// Whether leaf `n`'s fences cover `target`: every key in a node lies in
-/// (lower fence, upper fence].
+/// Whether leaf `n`'s fences cover `target`.
 fn covers(n: &Node<'_>, target: &Target<'_>) -> bool {
     match target {
         Target::Rightmost => matches!(n.upper_fence(), Some(Fence::Infinite)),
-        Target::Key(k) => {
-            let above = match n.lower_fence() {
-                Some(Fence::Infinite) => true,
-                Some(Fence::Key(l)) => *k > l,
-                None => false,
-            };
-            let below = match n.upper_fence() {
-                Some(Fence::Infinite) => true,
-                Some(Fence::Key(u)) => *k <= u,
-                None => false,
-            };
-            above && below
-        }
+        Target::Key(k) => n.covers(k),
     }
 }
 

@@ -41,7 +41,7 @@
 
 use super::record::{self, RecordBody};
 use super::recovery::{Logged, PartitionLog};
-use crate::btree::node::{Fence, Node, NodeMut};
+use crate::btree::node::{Node, NodeMut};
 use crate::buffer::page;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
@@ -307,20 +307,6 @@ pub(super) fn redo(
 }
 
 /// Whether `key` lies in (lower fence, upper fence] of `node`.
-fn covers(node: &Node<'_>, key: &[u8]) -> bool {
-    let above_lower = match node.lower_fence() {
-        Some(Fence::Infinite) => true,
-        Some(Fence::Key(lo)) => key > lo,
-        None => false,
-    };
-    let below_upper = match node.upper_fence() {
-        Some(Fence::Infinite) => true,
-        Some(Fence::Key(hi)) => key <= hi,
-        None => false,
-    };
-    above_lower && below_upper
-}
-
 /// Apply one page record to a page image (redo). Shared with nothing else:
 /// the runtime path changes pages through the tree and logs what it did;
 /// this re-does exactly that change from the record.
@@ -335,7 +321,7 @@ fn apply(page: &mut [u8], rec: &record::Record<'_>) -> std::result::Result<(), S
         if !node.is_leaf() {
             return Err("a tuple record names a page that is not a leaf".into());
         }
-        if !covers(&node, key) {
+        if !node.covers(key) {
             return Err("the record's key lies outside the page's fences".into());
         }
     }
