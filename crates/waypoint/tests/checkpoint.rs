@@ -297,17 +297,33 @@ fn pruned_segments_go_to_the_archive_when_one_is_set() {
         i += 1;
         assert!(i < 1_000_000, "nothing was ever pruned");
     }
-    let pruned = db.stats().checkpoint.pruned_bytes;
-    let archive = std::path::Path::new("/db/archive");
-    let mut segments = Vec::new();
-    for dir in waypoint::io::Storage::list_dir(&sim, archive).unwrap() {
-        segments.extend(waypoint::io::Storage::list_dir(&sim, &dir).unwrap());
+    // The checkpointer keeps running and counts a prune only after its
+    // segments moved, so a listing may run ahead of the counter; compare
+    // once both stand still (no commits now, so the floor stops rising).
+    let archived_bytes = || {
+        let archive = std::path::Path::new("/db/archive");
+        let mut segments = Vec::new();
+        for dir in waypoint::io::Storage::list_dir(&sim, archive).unwrap() {
+            segments.extend(waypoint::io::Storage::list_dir(&sim, &dir).unwrap());
+        }
+        assert!(!segments.is_empty(), "pruned segments are in the archive");
+        segments
+            .iter()
+            .map(|p| {
+                sim.read_current(p).unwrap().len() as u64 - waypoint::wal::segment::HEADER_SIZE
+            })
+            .sum::<u64>()
+    };
+    let (mut bytes, mut pruned) = (0, 0);
+    for _ in 0..500 {
+        let before = db.stats().checkpoint.pruned_bytes;
+        bytes = archived_bytes();
+        pruned = db.stats().checkpoint.pruned_bytes;
+        if before == pruned && bytes == pruned {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert!(!segments.is_empty(), "pruned segments are in the archive");
-    let bytes: u64 = segments
-        .iter()
-        .map(|p| sim.read_current(p).unwrap().len() as u64 - waypoint::wal::segment::HEADER_SIZE)
-        .sum();
     assert_eq!(bytes, pruned, "every pruned byte is archived");
     drop((s, t));
     std::mem::forget(db);
