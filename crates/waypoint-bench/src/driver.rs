@@ -56,6 +56,8 @@ pub struct DriverConfig {
     pub sync_interval_us: u64,
     /// `Options::wal_segment_bytes`.
     pub segment_bytes: u64,
+    /// `Options::wal_preallocate`.
+    pub wal_preallocate: bool,
     pub checkpoint_shards: usize,
     pub checkpoint_threads: usize,
     pub recovery_threads: usize,
@@ -90,6 +92,7 @@ impl Default for DriverConfig {
             wal_limit_bytes: 1 << 30,
             sync_interval_us: waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64,
             segment_bytes: engine.wal_segment_bytes,
+            wal_preallocate: engine.wal_preallocate,
             checkpoint_shards: engine.checkpoint_shards,
             checkpoint_threads: engine.checkpoint_threads,
             recovery_threads: engine.recovery_threads,
@@ -192,6 +195,7 @@ fn open(
         wal_limit_bytes: config.wal_limit_bytes,
         log_sync_interval: Duration::from_micros(config.sync_interval_us),
         wal_segment_bytes: config.segment_bytes,
+        wal_preallocate: config.wal_preallocate,
         checkpoint_shards: config.checkpoint_shards,
         checkpoint_threads: config.checkpoint_threads,
         recovery_threads: config.recovery_threads,

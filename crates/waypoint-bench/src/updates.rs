@@ -38,6 +38,8 @@ pub struct UpdatesConfig {
     pub commit_name: String,
     /// `Options::log_sync_interval`, in microseconds.
     pub sync_interval_us: u64,
+    /// `Options::wal_preallocate`.
+    pub wal_preallocate: bool,
     pub seed: u64,
 }
 
@@ -97,6 +99,7 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
         commit: config.commit,
         buffer_pool_bytes: 256 << 20,
         log_sync_interval: Duration::from_micros(config.sync_interval_us),
+        wal_preallocate: config.wal_preallocate,
         ..Options::default()
     };
     let db = Database::open(&dir, options)?;

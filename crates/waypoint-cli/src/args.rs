@@ -86,6 +86,11 @@ pub struct BenchArgs {
     /// with checkpoints at most 1/32 of the WAL limit].
     #[arg(long)]
     pub segment_size: Option<String>,
+    /// Segment preallocation: keep each partition's next log segment
+    /// zero-filled and synced ahead, so log syncs do not grow files
+    /// [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub wal_preallocate: Option<bool>,
     /// Buffer shards of continuous checkpointing [default: 64].
     #[arg(long)]
     pub checkpoint_shards: Option<usize>,
@@ -160,6 +165,7 @@ struct FileOptions {
     wal_limit: Option<String>,
     sync_interval: Option<u64>,
     segment_size: Option<String>,
+    wal_preallocate: Option<bool>,
     checkpoint_shards: Option<usize>,
     checkpoint_threads: Option<usize>,
     recovery_threads: Option<usize>,
@@ -220,6 +226,7 @@ impl BenchArgs {
             wal_limit,
             sync_interval,
             segment_size,
+            wal_preallocate,
             checkpoint_shards,
             checkpoint_threads,
             recovery_threads,
@@ -292,6 +299,12 @@ impl BenchArgs {
     pub fn sync_interval_us(&self) -> u64 {
         self.sync_interval
             .unwrap_or(waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64)
+    }
+
+    /// `--wal-preallocate`, or the engine's default.
+    pub fn wal_preallocate(&self) -> bool {
+        self.wal_preallocate
+            .unwrap_or(waypoint::Options::default().wal_preallocate)
     }
 
     /// `--segment-size` in bytes, or the engine's default.

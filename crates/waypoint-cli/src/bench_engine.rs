@@ -82,6 +82,7 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         commit: args.commit()?,
         commit_name: args.commit_name().to_string(),
         sync_interval_us: args.sync_interval_us(),
+        wal_preallocate: args.wal_preallocate(),
         seed: args.seed.unwrap_or(42),
     };
     println!(

@@ -85,7 +85,7 @@ fn tiny_runs_end_to_end_with_a_config_file() {
         &toml,
         "preset = \"f\"\nworkers = 3\nin-flight = 4\nsync-interval = 250\n\
          segment-size = \"1MiB\"\ncheckpoint-shards = 8\ncheckpoint-threads = 2\n\
-         recovery-threads = 3\nwal-archive = \"old-log\"\n",
+         recovery-threads = 3\nwal-archive = \"old-log\"\nwal-preallocate = false\n",
     )
     .unwrap();
     let out = dir.path().join("ycsb");
@@ -106,6 +106,7 @@ fn tiny_runs_end_to_end_with_a_config_file() {
     assert_eq!(v["config"]["checkpoint_threads"], 2);
     assert_eq!(v["config"]["recovery_threads"], 3);
     assert_eq!(v["config"]["wal_archive"], "old-log");
+    assert_eq!(v["config"]["wal_preallocate"], false);
     assert!(v["committed"].as_u64().unwrap() > 0);
     assert!(out.join("series.csv").exists());
 

@@ -63,11 +63,18 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         wal_limit_bytes: plan.wal_limit,
         checkpoint_shards: plan.shards,
         checkpoint_threads: plan.checkpoint_threads,
+        // Small segments: runs roll over often, through the preallocated
+        // spares, and a 16 MiB spare per partition would make the
+        // simulated disk (plain vectors) slow and large.
+        wal_segment_bytes: SEGMENT_BYTES,
         ..Options::default()
     }
 }
 
 const DIR: &str = "/db";
+
+/// `Options::wal_segment_bytes` of every simulated run.
+pub const SEGMENT_BYTES: u64 = 64 << 10;
 
 /// What the workload acknowledged, per workload kind.
 enum Acked {

@@ -111,8 +111,11 @@ fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
     let dir = std::path::Path::new("/db/wal");
     let mut segments = Vec::new();
     for part in waypoint::io::Storage::list_dir(sim, dir).unwrap() {
-        for seg in waypoint::io::Storage::list_dir(sim, &part).unwrap() {
-            if sim.read_current(&seg).is_some_and(|b| b.len() > 4096) {
+        for (_, seg) in waypoint::wal::segment::list_segments(sim, &part).unwrap() {
+            // Bytes up to the last nonzero one: a segment renamed from a
+            // preallocated spare is zeros after its records.
+            let written = |b: Vec<u8>| b.iter().rposition(|&x| x != 0).map_or(0, |p| p + 1);
+            if sim.read_current(&seg).is_some_and(|b| written(b) > 4096) {
                 segments.push(seg);
             }
         }
@@ -203,9 +206,9 @@ fn a_missing_log_segment_is_corruption() {
     // The session's partition has several segments; delete one in the middle.
     let mut longest = Vec::new();
     for part in waypoint::io::Storage::list_dir(&sim, std::path::Path::new("/db/wal")).unwrap() {
-        let segs = waypoint::io::Storage::list_dir(&sim, &part).unwrap();
+        let segs = waypoint::wal::segment::list_segments(&sim, &part).unwrap();
         if segs.len() > longest.len() {
-            longest = segs;
+            longest = segs.into_iter().map(|(_, path)| path).collect();
         }
     }
     assert!(longest.len() >= 3, "{longest:?}");
@@ -247,7 +250,9 @@ fn pipelined_successor_of_a_remote_dependent_commit_survives_power_loss() {
         let mut b = db.session();
         // B's log writes fail: B's commit never becomes durable ("its
         // writer is slow, then power fails").
-        sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path(format!("p{:05}/", b.slot())));
+        sim.inject(
+            Fault::at(sim.op_count(), FaultKind::Eio).on_path(format!("p{:05}/0", b.slot())),
+        );
         let mut tx = b.begin().unwrap();
         tx.update(&t, b"b", b"vB").unwrap();
         let pb = tx.commit_pipelined().unwrap();
@@ -434,4 +439,54 @@ fn reading_rows_of_an_earlier_run_is_no_remote_dependency() {
     let wal = db.stats().wal;
     assert_eq!(wal.commits, 1);
     assert_eq!(wal.remote_flush_commits, 0, "{wal:?}");
+}
+
+/// Segment preallocation across a crash and a clean close: spare files
+/// (zero-filled, never segments) left by a killed process do not disturb
+/// recovery, segments renamed from spares recover like any other, and a
+/// clean close leaves no log file of either kind.
+#[test]
+fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
+    let sim = SimStorage::new(31);
+    let small_segments = || Options {
+        wal_segment_bytes: 8192,
+        ..options(&sim, CommitProtocol::FlushAll)
+    };
+    let db = Database::open("/db", small_segments()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut s = db.session();
+    for i in 0..300u32 {
+        let mut tx = s.begin().unwrap();
+        tx.insert(&t, &i.to_be_bytes(), &[i as u8; 50]).unwrap();
+        tx.commit().unwrap();
+    }
+    drop((s, t));
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::KeepAll);
+    let files = |sim: &SimStorage| -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for part in waypoint::io::Storage::list_dir(sim, std::path::Path::new("/db/wal")).unwrap() {
+            out.extend(waypoint::io::Storage::list_dir(sim, &part).unwrap());
+        }
+        out
+    };
+    let spares: Vec<_> = files(&sim)
+        .into_iter()
+        .filter(|f| waypoint::wal::spare::is_spare(f))
+        .collect();
+    assert!(!spares.is_empty(), "the killed process left its spares");
+    let preallocated = files(&sim)
+        .iter()
+        .filter(|f| waypoint::wal::segment::parse_segment_name(f).is_some())
+        .filter(|f| sim.read_current(f).is_some_and(|b| b.ends_with(&[0; 4096])))
+        .count();
+    assert!(preallocated > 0, "some segments were renamed from spares");
+    let db = Database::open("/db", small_segments()).unwrap();
+    assert_eq!(rows(&db), 300, "every acknowledged insert recovered");
+    db.close().unwrap();
+    assert_eq!(
+        files(&sim),
+        Vec::<std::path::PathBuf>::new(),
+        "a clean close leaves no log files"
+    );
 }

@@ -111,6 +111,13 @@ pub struct Options {
     /// handle's `wait`) ends the pause at once, so an isolated commit is
     /// not delayed. Zero syncs whenever anything is waiting to be synced.
     pub log_sync_interval: std::time::Duration,
+    /// Segment preallocation: each log partition keeps its next segment
+    /// ready, zero-filled and synced, so log syncs overwrite written blocks
+    /// instead of growing a file (on ext4 about half the `fdatasync` time).
+    /// It writes each segment's place twice, and reserves up to one segment
+    /// of space per partition ahead of the log. Off: segments grow by
+    /// appends.
+    pub wal_preallocate: bool,
 }
 
 impl Default for Options {
@@ -131,6 +138,7 @@ impl Default for Options {
             checkpoint_threads: 1,
             wal_archive_dir: None,
             log_sync_interval: crate::wal::partition::SYNC_INTERVAL,
+            wal_preallocate: true,
         }
     }
 }
@@ -151,6 +159,7 @@ impl std::fmt::Debug for Options {
             .field("checkpoint_threads", &self.checkpoint_threads)
             .field("wal_archive_dir", &self.wal_archive_dir)
             .field("log_sync_interval", &self.log_sync_interval)
+            .field("wal_preallocate", &self.wal_preallocate)
             .finish()
     }
 }
@@ -530,6 +539,7 @@ impl Database {
                 partitions,
                 floor,
             )?;
+            w.set_preallocate(options.wal_preallocate);
             w.set_segment_size(Self::segment_bytes(options));
             w.set_sync_interval(options.log_sync_interval);
             if let Some(archive) = &options.wal_archive_dir {

@@ -68,6 +68,31 @@ pub trait StorageFile: Send + Sync + std::fmt::Debug {
         Ok(self.len()? == 0)
     }
     fn set_len(&self, len: u64) -> Result<()>;
+    /// Make the file at least `len` bytes long with every block below
+    /// `len` written, by appending zeros from its current length (a
+    /// multiple of 4 KiB, so `O_DIRECT` files qualify too), so that later
+    /// overwrites there change no file-system metadata. Durable after
+    /// `sync_data`.
+    ///
+    /// Zeros are written, not `fallocate`d: ext4 allocates "unwritten"
+    /// extents, and a sync after writing into one still commits metadata
+    /// (docs/BENCHMARKS.md, "Segment preallocation").
+    fn preallocate(&self, len: u64) -> Result<()> {
+        const PIECE: usize = 1 << 20;
+        let mut at = self.len()?;
+        debug_assert_eq!(
+            at % IO_ALIGN as u64,
+            0,
+            "preallocation appends whole blocks"
+        );
+        let zeros = AlignedBuf::zeroed(PIECE);
+        while at < len {
+            let n = ((len - at) as usize).next_multiple_of(IO_ALIGN).min(PIECE);
+            self.write_at(&zeros.as_slice()[..n], at)?;
+            at += n as u64;
+        }
+        Ok(())
+    }
 }
 
 /// A buffer aligned to 4 KiB, as `O_DIRECT` requires for buffers,

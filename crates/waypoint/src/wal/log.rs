@@ -40,7 +40,7 @@ use parking_lot::RwLock;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// How a commit becomes durable before it is acknowledged.
@@ -159,6 +159,8 @@ pub struct Wal {
     /// floor): recovery would ignore it.
     min_clock: u64,
     segment_size: AtomicU64,
+    /// `Options::wal_preallocate`, for every partition.
+    preallocate: AtomicBool,
     /// `Options::log_sync_interval` in microseconds, for every partition.
     sync_interval_us: AtomicU64,
     /// Where recovery found each partition's end and GSN clock.
@@ -233,6 +235,7 @@ impl Wal {
             open: RwLock::new(Arc::new(Vec::new())),
             min_clock,
             segment_size: AtomicU64::new(super::partition::SEGMENT_SIZE),
+            preallocate: AtomicBool::new(true),
             sync_interval_us: AtomicU64::new(super::partition::SYNC_INTERVAL.as_micros() as u64),
             recovered: RwLock::new(recovered),
             commits: AtomicU64::new(0),
@@ -269,6 +272,14 @@ impl Wal {
         self.segment_size.store(bytes, Ordering::Relaxed);
         for p in self.all().iter() {
             p.set_segment_size(bytes);
+        }
+    }
+
+    /// Segment preallocation for every partition (`Options::wal_preallocate`).
+    pub fn set_preallocate(&self, on: bool) {
+        self.preallocate.store(on, Ordering::Relaxed);
+        for p in self.all().iter() {
+            p.set_preallocate(on);
         }
     }
 
@@ -333,6 +344,7 @@ impl Wal {
             clock,
             segments,
         )?;
+        p.set_preallocate(self.preallocate.load(Ordering::Relaxed));
         p.set_segment_size(self.segment_size.load(Ordering::Relaxed));
         p.set_sync_interval(std::time::Duration::from_micros(
             self.sync_interval_us.load(Ordering::Relaxed),
@@ -548,6 +560,9 @@ impl Wal {
             for file in self.storage.list_dir(&dir)? {
                 if super::partition::parse_segment_name(&file).is_some() {
                     super::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
+                    removed = true;
+                } else if super::spare::is_spare(&file) {
+                    self.storage.remove(&file)?;
                     removed = true;
                 }
             }
@@ -1534,7 +1549,9 @@ mod rollback_tests {
         // record, then A's log fails before that record is durable.
         b.begin_rollback();
         assert!(tree.remove(&pool_before, &b, &key(1)).unwrap().is_some());
-        sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path("p00002"));
+        // A segment of partition 2 (segment names start with a digit; the
+        // partition's spare file does not).
+        sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path("p00002/0"));
         let ended = b.end_rollback();
         assert!(ended.is_err(), "A's record never became durable");
         durable(&wal, 1);
@@ -1579,7 +1596,7 @@ mod rollback_tests {
         durable(&wal, 1);
         tree.insert(&pool, &s, &key(2), 2, &VALUE).unwrap();
         // The disk fills up: flushing the second record fails.
-        sim.inject(Fault::at(sim.op_count(), FaultKind::Enospc).on_path("/wal/"));
+        sim.inject(Fault::at(sim.op_count(), FaultKind::Enospc).on_path(".wal"));
         let p = wal.partition(1).unwrap();
         let e = p.wait_durable(p.appended()).unwrap_err();
         assert!(e.is_log_full(), "{e:?}");

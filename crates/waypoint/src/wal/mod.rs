@@ -5,6 +5,8 @@
 //! - [`record`]: the record format and the segment scan (torn tail vs.
 //!   corruption).
 //! - [`segment`]: segment file names and the segment header (format version).
+//! - [`spare`]: segment preallocation (a zero-filled spare file per
+//!   partition, renamed into the next segment).
 //! - [`partition`]: one partition: stage-1 chunk ring, stage-2 segment
 //!   files, its writer thread, pruning.
 //! - [`log`]: the log manager, the GSN protocol, RFA, commit protocols, the
@@ -23,6 +25,7 @@ pub mod record;
 pub mod recovery;
 mod redo;
 pub mod segment;
+pub mod spare;
 #[cfg(test)]
 mod test_support;
 

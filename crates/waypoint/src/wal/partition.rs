@@ -22,6 +22,7 @@
 
 use super::segment;
 pub use super::segment::{parse_segment_name, segment_name};
+use super::spare::Spare;
 use crate::error::{Error, IoOp, Result};
 use crate::io::{OpenMode, Storage, StorageFile};
 use parking_lot::{Condvar, Mutex};
@@ -179,6 +180,10 @@ pub struct Partition {
     stage2: std::sync::OnceLock<Arc<AtomicU64>>,
     /// Stage 3: where retired segments go (deleted if unset).
     archive: std::sync::OnceLock<PathBuf>,
+    /// The zero-filled file the next segment is renamed from.
+    spare: Arc<Spare>,
+    /// Use the spare (`Options::wal_preallocate`).
+    preallocate: AtomicBool,
 }
 
 impl std::fmt::Debug for Partition {
@@ -214,6 +219,7 @@ impl Partition {
                 max_gsn,
             });
         }
+        let spare = Spare::start(Arc::clone(&storage), &dir, id)?;
         let p = Arc::new(Partition {
             id,
             dir,
@@ -252,6 +258,8 @@ impl Partition {
             writer: Mutex::new(None),
             stage2: std::sync::OnceLock::new(),
             archive: std::sync::OnceLock::new(),
+            spare,
+            preallocate: AtomicBool::new(true),
         });
         let writer = Arc::clone(&p);
         let handle = std::thread::Builder::new()
@@ -292,6 +300,16 @@ impl Partition {
     /// Start a new segment once the current one exceeds `bytes`.
     pub fn set_segment_size(&self, bytes: u64) {
         self.segment_size.store(bytes.max(1), Ordering::Relaxed);
+        if self.preallocate.load(Ordering::Relaxed) {
+            self.spare.want(self.spare_bytes());
+        }
+    }
+
+    /// Take new segments from a preallocated spare (the default), or
+    /// create them empty. Set before `set_segment_size`, which starts the
+    /// first preallocation.
+    pub fn set_preallocate(&self, on: bool) {
+        self.preallocate.store(on, Ordering::Relaxed);
     }
 
     /// Start syncs at most every `interval` while nobody is blocked waiting
@@ -628,8 +646,21 @@ impl Partition {
                 }
             };
             if roll {
+                if let Some(old) = segments.last() {
+                    // Rolled before filling its preallocation (the stream
+                    // jumped): cut the zeros so the file holds just records.
+                    if old.file.len()? > segment::HEADER_SIZE + old.len {
+                        old.file.set_len(segment::HEADER_SIZE + old.len)?;
+                    }
+                }
                 let path = self.dir.join(segment_name(chunk.start));
-                let file = self.storage.open(&path, OpenMode::CreateNew)?;
+                let from_spare = self.preallocate.load(Ordering::Relaxed)
+                    && self.spare.take(&path, self.spare_bytes())?;
+                let file = if from_spare {
+                    self.storage.open(&path, OpenMode::Existing)?
+                } else {
+                    self.storage.open(&path, OpenMode::CreateNew)?
+                };
                 // Synced with the segment's first records below.
                 file.write_at(&segment::encode_header(self.id, chunk.start), 0)?;
                 segments.push(Segment {
@@ -736,7 +767,12 @@ impl Partition {
         if let Some(h) = self.writer.lock().take() {
             let _ = h.join();
         }
-        flushed
+        flushed.and(self.spare.shutdown())
+    }
+
+    /// Bytes a preallocated segment file gets: header and segment size.
+    fn spare_bytes(&self) -> u64 {
+        segment::HEADER_SIZE + self.segment_size.load(Ordering::Relaxed)
     }
 }
 
@@ -744,6 +780,7 @@ impl Drop for Partition {
     fn drop(&mut self) {
         self.stage1.lock().shutdown = true;
         self.work.notify_all();
+        self.spare.stop();
     }
 }
 
@@ -775,10 +812,10 @@ mod tests {
 
     fn read_log(sim: &SimStorage, dir: &Path) -> Vec<u64> {
         let mut gsns = Vec::new();
-        for seg in sim.list_dir(dir).unwrap() {
+        for (start, seg) in segment::list_segments(sim, dir).unwrap() {
             let bytes = sim.read_current(&seg).unwrap();
             let records = &bytes[segment::HEADER_SIZE as usize..];
-            let scan = record::scan_segment(records, parse_segment_name(&seg).unwrap());
+            let scan = record::scan_segment(records, start);
             assert!(matches!(
                 scan.end,
                 ScanEnd::Clean | ScanEnd::TornTail { .. }
@@ -921,20 +958,127 @@ mod tests {
         }
         p.wait_durable(end).unwrap();
         let dir = partition_dir(log_dir, 3);
-        let before = sim.list_dir(&dir).unwrap().len();
+        let before = segment::list_segments(&sim, &dir).unwrap().len();
         assert!(before >= 3, "{before} segments for {end} bytes");
         assert_eq!(read_log(&sim, &dir), (1..=400).collect::<Vec<_>>());
         let syncs = sim.stats().dir_syncs;
         let removed = p.prune_below(u64::MAX).unwrap();
         assert!(removed > 0);
-        let after = sim.list_dir(&dir).unwrap();
+        let after = segment::list_segments(&sim, &dir).unwrap();
         assert_eq!(after.len(), 1, "the newest segment is kept");
         assert!(
             sim.stats().dir_syncs - syncs >= (before - 1) as u64,
             "each deletion is durable before the next: the segments on disk stay contiguous"
         );
-        assert_eq!(p.disk_bytes(), end - parse_segment_name(&after[0]).unwrap());
+        assert_eq!(p.disk_bytes(), end - after[0].0);
         p.shutdown().unwrap();
+    }
+
+    /// Segment preallocation: once the spare is ready, the next segment is
+    /// that zero-filled file renamed (its file is longer than its records),
+    /// its records read back like any segment's (zeros after them are a
+    /// clean end, also after a crash), and shutdown removes the spare.
+    #[test]
+    fn a_new_segment_is_the_zero_filled_spare_renamed() {
+        let sim = SimStorage::new(6);
+        let log_dir = Path::new("/db/wal");
+        sim.create_dir_all(log_dir).unwrap();
+        sim.sync_dir(Path::new("/")).unwrap();
+        sim.sync_dir(Path::new("/db")).unwrap();
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 2, 0, 0, Vec::new()).unwrap();
+        let size = 256 << 10;
+        p.set_segment_size(size);
+        let wait_for_spare = |p: &Partition| {
+            let t0 = std::time::Instant::now();
+            while !p.spare.is_ready() {
+                assert!(t0.elapsed().as_secs() < 10, "no spare was prepared");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        let dir = partition_dir(log_dir, 2);
+        let spare = dir.join(super::super::spare::SPARE_NAME);
+        // Six records fill a segment; the last segment holds three, within
+        // its preallocation.
+        let big = vec![7u8; 50_000];
+        let mut end = 0;
+        for gsn in 1..=9 {
+            if gsn % 6 == 1 {
+                wait_for_spare(&p);
+            }
+            end = p.append(&rec(gsn, &big), gsn).unwrap();
+            p.wait_durable(end).unwrap();
+        }
+        let segments = segment::list_segments(&sim, &dir).unwrap();
+        assert!(segments.len() >= 2, "{segments:?}");
+        let mut preallocated = 0;
+        for (start, path) in &segments {
+            let file_len = sim.read_current(path).unwrap().len() as u64;
+            let next = segments
+                .iter()
+                .find(|(s, _)| s > start)
+                .map_or(end, |(s, _)| *s);
+            let records = segment::HEADER_SIZE + next - start;
+            assert!(file_len >= records, "{path:?}");
+            if file_len >= segment::HEADER_SIZE + size && file_len > records {
+                preallocated += 1;
+            }
+        }
+        assert!(
+            preallocated >= 1,
+            "a segment taken from the spare is preallocated: {segments:?}"
+        );
+        assert_eq!(read_log(&sim, &dir), (1..=9).collect::<Vec<_>>());
+        drop(p);
+        sim.crash(CrashPolicy::DropAll);
+        assert_eq!(
+            read_log(&sim, &dir),
+            (1..=9).collect::<Vec<_>>(),
+            "synced records survive, the zeros after them scan as a clean end"
+        );
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 2, end, 9, Vec::new()).unwrap();
+        p.set_segment_size(size);
+        wait_for_spare(&p);
+        assert!(sim.exists(&spare));
+        p.shutdown().unwrap();
+        assert!(!sim.exists(&spare), "shutdown removes the spare");
+    }
+
+    /// A preallocation that fails (here: the disk is full) only stops
+    /// preallocating: segments are created empty and grow, the log goes
+    /// on until it needs space itself, and no spare is left behind.
+    #[test]
+    fn a_failed_preallocation_falls_back_to_growing_segments() {
+        let sim = SimStorage::new(7);
+        let log_dir = Path::new("/db/wal");
+        sim.create_dir_all(log_dir).unwrap();
+        sim.set_space_limit(Some(16 << 10));
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
+        p.set_segment_size(64 << 10);
+        let dir = partition_dir(log_dir, 1);
+        let spare = dir.join(super::super::spare::SPARE_NAME);
+        let t0 = std::time::Instant::now();
+        while sim.exists(&spare) || !p.spare.has_stopped() {
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "the preallocation never failed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let mut gsn = 0;
+        let e = loop {
+            gsn += 1;
+            let end = p.append(&rec(gsn, &[5; 100]), gsn).unwrap();
+            if let Err(e) = p.wait_durable(end) {
+                break e;
+            }
+            assert!(gsn < 1000, "the disk never filled up");
+        };
+        assert!(e.is_log_full(), "{e:?}");
+        assert!(gsn > 50, "the log used the space the spare could not");
+        assert_eq!(
+            read_log(&sim, &dir)[..gsn as usize - 1],
+            (1..gsn).collect::<Vec<_>>()[..]
+        );
     }
 
     #[test]

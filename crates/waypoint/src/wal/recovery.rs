@@ -169,6 +169,7 @@ fn analyze_partition(
     for path in storage.list_dir(&dir)? {
         match parse_segment_name(&path) {
             Some(start) => starts.push((start, path)),
+            None if super::spare::is_spare(&path) => {} // never holds records
             None => {
                 tracing::warn!(path = %path.display(), "ignoring a file that is not a log segment")
             }

@@ -456,7 +456,7 @@ mod tests {
     /// `/db/wal`.
     fn last_segment(sim: &SimStorage, slot: u32) -> (std::path::PathBuf, Vec<u8>) {
         let dir = partition_dir(Path::new("/db/wal"), slot);
-        let segment = sim.list_dir(&dir).unwrap().into_iter().max().unwrap();
+        let (_, segment) = segment::list_segments(sim, &dir).unwrap().pop().unwrap();
         let file = sim.open(&segment, OpenMode::Existing).unwrap();
         let mut buf = vec![0; file.len().unwrap() as usize];
         file.read_at(&mut buf, 0).unwrap();

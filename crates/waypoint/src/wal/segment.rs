@@ -36,6 +36,18 @@ pub fn parse_segment_name(path: &Path) -> Option<u64> {
         .flatten()
 }
 
+/// The segments in partition directory `dir`, by start position (other
+/// files, such as the spare of [`super::spare`], are not segments).
+pub fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut segments: Vec<(u64, PathBuf)> = storage
+        .list_dir(dir)?
+        .into_iter()
+        .filter_map(|path| Some((parse_segment_name(&path)?, path)))
+        .collect();
+    segments.sort();
+    Ok(segments)
+}
+
 /// Stage 3 of the log: a segment no longer needed is deleted, or, with an
 /// archive directory, moved to `archive/<partition dir>/` (same file name).
 /// The caller syncs the segment's directory afterwards; this syncs the

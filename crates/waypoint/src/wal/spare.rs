@@ -1,0 +1,194 @@
+//! Segment preallocation: each partition keeps one zero-filled, synced
+//! *spare* file ready, prepared by a background thread, and a new segment is
+//! that spare renamed (seed 000 §3.1 leaves the segment files' allocation
+//! open; PostgreSQL zero-fills WAL segments for the same reason).
+//!
+//! Why: an `fdatasync` after a write that grows a file must also commit the
+//! file system's metadata (size, extents); after an overwrite of written
+//! blocks it flushes only the data. On this project's VM (ext4) a 40 KiB
+//! append-and-sync took 307 µs p50, the same write into a zero-filled file
+//! 140 µs (docs/BENCHMARKS.md, "Segment preallocation"). Every commit
+//! waits for such a sync.
+//!
+//! Invariants:
+//! - The spare is never a segment. Its name does not parse as one, so
+//!   recovery, pruning and inspection leave it alone (a crash may leave one
+//!   behind; the next preallocation replaces it, a clean close removes it).
+//! - [`Spare::take`] hands the file out only after its zeros were synced,
+//!   so the segment's own syncs overwrite written blocks.
+//! - Zeros after a segment's last record scan as a clean end
+//!   ([`super::record::ScanEnd::Clean`]), so a renamed spare needs no
+//!   format change: recovery reads it like a short segment.
+//!
+//! A failed preallocation (full disk, I/O error) is logged and stops
+//! preallocation for the partition: the writer then creates segments as
+//! plain growing files, which is slower but correct.
+
+use crate::error::{IoOp, Result};
+use crate::io::{OpenMode, Storage};
+use parking_lot::{Condvar, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Bytes preallocated between two syncs.
+const PIECE: u64 = 256 << 10;
+
+/// File name of a partition's spare segment.
+pub const SPARE_NAME: &str = "spare.prealloc";
+
+/// Is `path` a spare segment file?
+pub fn is_spare(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == SPARE_NAME)
+}
+
+#[derive(Default)]
+struct State {
+    /// The spare file is complete and synced.
+    ready: bool,
+    /// A spare should be made (none is ready and none is being made).
+    wanted: bool,
+    shutdown: bool,
+}
+
+/// The spare segment of one partition and the thread that prepares it.
+pub struct Spare {
+    storage: Arc<dyn Storage>,
+    path: PathBuf,
+    /// Bytes to preallocate: segment header plus the segment size.
+    bytes: AtomicU64,
+    state: Mutex<State>,
+    wake: Condvar,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Spare {
+    /// The spare of the partition in `dir`, prepared by thread
+    /// `waypoint-spare-{id}`. Nothing is written until [`Spare::want`] or
+    /// [`Spare::take`].
+    pub fn start(storage: Arc<dyn Storage>, dir: &Path, id: u32) -> Result<Arc<Self>> {
+        let spare = Arc::new(Spare {
+            storage,
+            path: dir.join(SPARE_NAME),
+            bytes: AtomicU64::new(0),
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            thread: Mutex::new(None),
+        });
+        let worker = Arc::clone(&spare);
+        let handle = std::thread::Builder::new()
+            .name(format!("waypoint-spare-{id}"))
+            .spawn(move || worker.run())
+            .map_err(|e| {
+                crate::error::Error::io(IoOp::Open, "log preallocation thread", None, e)
+            })?;
+        *spare.thread.lock() = Some(handle);
+        Ok(spare)
+    }
+
+    /// Prepare a spare of `bytes` bytes (if none is ready or being made).
+    pub fn want(&self, bytes: u64) {
+        self.bytes.store(bytes, Ordering::Relaxed);
+        let mut s = self.state.lock();
+        if !s.ready {
+            s.wanted = true;
+            self.wake.notify_one();
+        }
+    }
+
+    /// Rename the ready spare to `to` (a new segment; the caller syncs the
+    /// directory) and start preparing the next one of `next_bytes`. `false`
+    /// while none is ready: the caller creates the segment itself.
+    pub fn take(&self, to: &Path, next_bytes: u64) -> Result<bool> {
+        self.bytes.store(next_bytes, Ordering::Relaxed);
+        let mut s = self.state.lock();
+        // Under the lock: the thread must not start replacing the file
+        // before it has been renamed away.
+        let ready = std::mem::take(&mut s.ready);
+        if ready {
+            self.storage.rename(&self.path, to)?;
+        }
+        s.wanted = true;
+        self.wake.notify_one();
+        Ok(ready)
+    }
+
+    /// Is a spare ready to be taken?
+    #[cfg(test)]
+    pub fn is_ready(&self) -> bool {
+        self.state.lock().ready
+    }
+
+    /// Has the thread ended (after a failed preallocation, or shutdown)?
+    #[cfg(test)]
+    pub fn has_stopped(&self) -> bool {
+        self.thread.lock().as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    /// Ask the thread to stop, without waiting for it.
+    pub fn stop(&self) {
+        self.state.lock().shutdown = true;
+        self.wake.notify_all();
+    }
+
+    /// Stop the thread and remove the spare file (a clean close leaves no
+    /// log files behind).
+    pub fn shutdown(&self) -> Result<()> {
+        self.stop();
+        if let Some(h) = self.thread.lock().take() {
+            let _ = h.join();
+        }
+        if self.storage.exists(&self.path) {
+            self.storage.remove(&self.path)?;
+        }
+        Ok(())
+    }
+
+    fn run(self: Arc<Self>) {
+        loop {
+            {
+                let mut s = self.state.lock();
+                // Sleep until a spare is wanted and none is ready.
+                while !s.shutdown && (!s.wanted || s.ready) {
+                    self.wake.wait(&mut s);
+                }
+                if s.shutdown {
+                    return;
+                }
+                s.wanted = false;
+            }
+            match self.fill(self.bytes.load(Ordering::Relaxed)) {
+                Ok(true) => self.state.lock().ready = true,
+                Ok(false) => return, // shutting down
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e,
+                        "log segment preallocation failed; new segments grow as they fill");
+                    let _ = self.storage.remove(&self.path);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Write a new spare of `bytes` zero bytes and sync it; `false` if a
+    /// shutdown cut it short. Its directory entry need not be durable: the
+    /// rename into a segment is synced.
+    fn fill(&self, bytes: u64) -> Result<bool> {
+        if self.storage.exists(&self.path) {
+            self.storage.remove(&self.path)?;
+        }
+        let file = self.storage.open(&self.path, OpenMode::CreateNew)?;
+        // A sync per piece: one sync of the whole spare would queue many
+        // megabytes on the disk ahead of the log's own syncs (commit p99).
+        let mut done = 0;
+        while done < bytes {
+            done = (done + PIECE).min(bytes);
+            file.preallocate(done)?;
+            file.sync_data()?;
+            if self.state.lock().shutdown {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
