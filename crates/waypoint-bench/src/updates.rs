@@ -1,7 +1,9 @@
 //! The small-update benchmark: the commit path under each commit protocol.
 //!
 //! Each transaction updates `updates_per_txn` random records of a table of
-//! `records` small records. Workers keep up to `pipeline` commits in flight
+//! `records` small records: any record, or with `disjoint` only records of
+//! the worker's own share of the key range (so workers touch disjoint
+//! leaves and Remote Flush Avoidance has no remote dependency to flush). Workers keep up to `pipeline` commits in flight
 //! (`Transaction::commit_pipelined`); latency is measured from the commit
 //! call until the commit is durable (acknowledged). Before the run, the same
 //! program measures raw `fdatasync` latency in the same directory (4 KiB
@@ -28,6 +30,8 @@ pub struct UpdatesConfig {
     pub records: u64,
     pub value_size: usize,
     pub updates_per_txn: usize,
+    /// Each worker updates only its own 1/`workers` of the records.
+    pub disjoint: bool,
     /// Commits in flight per worker (1: wait for each commit).
     pub pipeline: usize,
     pub duration_secs: f64,
@@ -46,15 +50,22 @@ pub struct UpdatesConfig {
 #[derive(Debug, Clone, Serialize)]
 pub struct UpdatesReport {
     pub config: UpdatesConfig,
+    /// Raw 4 KiB write + `fdatasync`, appended (the file grows).
     pub fdatasync_us: Latency,
+    /// The same into a zero-filled, synced file (as into a log segment
+    /// made from a preallocated spare).
+    pub fdatasync_preallocated_us: Latency,
     pub run: PhaseResult,
     pub log_bytes_per_txn: f64,
     pub log_syncs: u64,
     pub remote_flush_fraction: f64,
 }
 
-/// p50/p99 of `n` 4 KiB write + `fdatasync` rounds on a file in `dir`.
-pub fn fdatasync_latency(dir: &Path, n: usize) -> std::io::Result<Latency> {
+/// p50/p99 of `n` 4 KiB write + `fdatasync` rounds on a file in `dir`:
+/// appended, so each sync also commits the file's new size, or with
+/// `preallocated` over zeros written and synced first, so it flushes data
+/// only (what log segments taken from a preallocated spare see).
+pub fn fdatasync_latency(dir: &Path, n: usize, preallocated: bool) -> std::io::Result<Latency> {
     let path = dir.join("fdatasync-probe");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -63,6 +74,10 @@ pub fn fdatasync_latency(dir: &Path, n: usize) -> std::io::Result<Latency> {
         .write(true)
         .open(&path)?;
     let block = vec![7u8; 4096];
+    if preallocated {
+        file.write_all_at(&vec![0u8; n * 4096], 0)?;
+        file.sync_data()?;
+    }
     let mut h = new_histogram();
     for i in 0..n {
         let t0 = Instant::now();
@@ -92,7 +107,9 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
     };
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::InvalidOptions(format!("cannot create {}: {e}", dir.display())))?;
-    let fdatasync_us = fdatasync_latency(&dir, 200)
+    let fdatasync_preallocated_us = fdatasync_latency(&dir, 200, true)
+        .map_err(|e| Error::InvalidOptions(format!("fdatasync probe failed: {e}")))?;
+    let fdatasync_us = fdatasync_latency(&dir, 200, false)
         .map_err(|e| Error::InvalidOptions(format!("fdatasync probe failed: {e}")))?;
     let options = Options {
         logging: config.logging,
@@ -131,11 +148,17 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
                     let mut session = db.session();
                     let mut in_flight: VecDeque<(Instant, PendingCommit)> = VecDeque::new();
                     let mut value = vec![0u8; config.value_size];
+                    let keys = if config.disjoint {
+                        let share = config.records / config.workers.max(1) as u64;
+                        w as u64 * share..(w as u64 + 1) * share
+                    } else {
+                        0..config.records
+                    };
                     while !stop.load(Ordering::Acquire) {
                         let mut tx = session.begin()?;
                         for _ in 0..config.updates_per_txn {
                             rng.fill(&mut value[..]);
-                            tx.update(table, &key(rng.gen_range(0..config.records)), &value)?;
+                            tx.update(table, &key(rng.gen_range(keys.clone())), &value)?;
                         }
                         let t0 = Instant::now();
                         match tx.commit_pipelined() {
@@ -180,6 +203,7 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
     let report = UpdatesReport {
         config: config.clone(),
         fdatasync_us,
+        fdatasync_preallocated_us,
         run: PhaseResult::new(
             "updates",
             n,

@@ -115,6 +115,10 @@ pub struct BenchArgs {
     /// `updates`: records updated per transaction [default: 4].
     #[arg(long)]
     pub updates_per_txn: Option<usize>,
+    /// `updates`: each worker updates only its own share of the records
+    /// (disjoint pages: no remote flushes under RFA).
+    #[arg(long)]
+    pub disjoint: bool,
     /// YCSB preset a-f [default: a].
     #[arg(long)]
     pub preset: Option<String>,
@@ -174,6 +178,7 @@ struct FileOptions {
     #[serde(alias = "pipeline")]
     in_flight: Option<usize>,
     updates_per_txn: Option<usize>,
+    disjoint: Option<bool>,
     preset: Option<String>,
     distribution: Option<String>,
     theta: Option<f64>,
@@ -240,6 +245,9 @@ impl BenchArgs {
             contestants,
             max_votes
         );
+        if !self.disjoint && f.disjoint == Some(true) {
+            self.disjoint = true;
+        }
         if !self.direct_io && f.direct_io == Some(true) {
             self.direct_io = true;
         }

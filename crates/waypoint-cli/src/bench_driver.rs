@@ -133,6 +133,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if args.updates_per_txn.is_some() {
         bail!("--updates-per-txn applies to the `updates` workload only");
     }
+    if args.disjoint {
+        bail!("--disjoint applies to the `updates` workload only");
+    }
     let config = driver_config(args)?;
     if let Some(dir) = &config.dir {
         driver::check_dir(dir)?;

@@ -76,6 +76,7 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         records: args.records.unwrap_or(1_000_000),
         value_size: args.value_size.unwrap_or(100),
         updates_per_txn: args.updates_per_txn.unwrap_or(4),
+        disjoint: args.disjoint,
         pipeline: args.in_flight.unwrap_or(1),
         duration_secs: args.duration(),
         logging: args.logging()?,
@@ -86,21 +87,22 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         seed: args.seed.unwrap_or(42),
     };
     println!(
-        "waypoint bench updates: {} records of {} bytes, {} updates per transaction, {} workers, {} in flight per worker, logging {}, commit {}, {} s",
-        config.records, config.value_size, config.updates_per_txn, config.workers, config.pipeline, args.logging_name(), args.commit_name(), config.duration_secs
+        "waypoint bench updates: {} records of {} bytes{}, {} updates per transaction, {} workers, {} in flight per worker, logging {}, commit {}, {} s",
+        config.records, config.value_size, if config.disjoint { " (a disjoint share per worker)" } else { "" }, config.updates_per_txn, config.workers, config.pipeline, args.logging_name(), args.commit_name(), config.duration_secs
     );
     let r = waypoint_bench::updates::run(&config).context("benchmark failed")?;
     println!(
-        "raw 4 KiB write + fdatasync in the same directory: p50 {} µs, p99 {} µs",
-        r.fdatasync_us.p50, r.fdatasync_us.p99
+        "raw 4 KiB write + fdatasync in the same directory: p50 {} µs, p99 {} µs appended; p50 {} µs, p99 {} µs into a preallocated file",
+        r.fdatasync_us.p50, r.fdatasync_us.p99, r.fdatasync_preallocated_us.p50, r.fdatasync_preallocated_us.p99
     );
     print!(
         "{}",
         waypoint_bench::report::format_table(std::slice::from_ref(&r.run))
     );
     println!(
-        "commit latency until durable / fdatasync p50: {:.2}x; log {:.0} bytes per transaction, {} fdatasyncs, remote-flush fraction {:.3}",
+        "commit latency until durable / fdatasync p50: {:.2}x appended, {:.2}x preallocated; log {:.0} bytes per transaction, {} fdatasyncs, remote-flush fraction {:.3}",
         r.run.latency_us.p50 as f64 / r.fdatasync_us.p50.max(1) as f64,
+        r.run.latency_us.p50 as f64 / r.fdatasync_preallocated_us.p50.max(1) as f64,
         r.log_bytes_per_txn,
         r.log_syncs,
         r.remote_flush_fraction

@@ -34,6 +34,8 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
         "must be positive",
     );
     fails_with_one_line(&["bench", "ycsb", "--segment-size", "big"], "is not a size");
+    fails_with_one_line(&["bench", "ycsb", "--disjoint"], "`updates` workload only");
+    fails_with_one_line(&["bench", "ycsb", "--wal-preallocate", "maybe"], "maybe");
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("mine.txt"), "keep").unwrap();
