@@ -94,10 +94,11 @@ fn pipelined_commits_are_durable_once_their_handles_resolve() {
     }
 }
 
-/// Commit `n` rows and stop without a clean close (the log stays), keeping
-/// every write as a killed process would. Returns the log segment.
-fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
-    let db = Database::open("/db", options(sim, CommitProtocol::FlushAll)).unwrap();
+/// Commit rows `0..n` (50 bytes each) with `options`, then stop without a
+/// clean close (the log stays), keeping every write as a killed process
+/// would.
+fn insert_and_kill(sim: &SimStorage, options: Options, n: u32) {
+    let db = Database::open("/db", options).unwrap();
     let t = db.create_table("t").unwrap();
     let mut s = db.session();
     for i in 0..n {
@@ -108,6 +109,11 @@ fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
     drop((s, t));
     std::mem::forget(db);
     sim.crash(CrashPolicy::KeepAll);
+}
+
+/// [`insert_and_kill`] with the default options. Returns the log segment.
+fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
+    insert_and_kill(sim, options(sim, CommitProtocol::FlushAll), n);
     let dir = std::path::Path::new("/db/wal");
     let mut segments = Vec::new();
     for part in waypoint::io::Storage::list_dir(sim, dir).unwrap() {
@@ -192,17 +198,7 @@ fn a_missing_log_segment_is_corruption() {
         wal_segment_bytes: 4096,
         ..options(&sim, CommitProtocol::FlushAll)
     };
-    let db = Database::open("/db", small_segments()).unwrap();
-    let t = db.create_table("t").unwrap();
-    let mut s = db.session();
-    for i in 0..200u32 {
-        let mut tx = s.begin().unwrap();
-        tx.insert(&t, &i.to_be_bytes(), &[i as u8; 50]).unwrap();
-        tx.commit().unwrap();
-    }
-    drop((s, t));
-    std::mem::forget(db);
-    sim.crash(CrashPolicy::KeepAll);
+    insert_and_kill(&sim, small_segments(), 200);
     // The session's partition has several segments; delete one in the middle.
     let mut longest = Vec::new();
     for part in waypoint::io::Storage::list_dir(&sim, std::path::Path::new("/db/wal")).unwrap() {
@@ -452,17 +448,7 @@ fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
         wal_segment_bytes: 8192,
         ..options(&sim, CommitProtocol::FlushAll)
     };
-    let db = Database::open("/db", small_segments()).unwrap();
-    let t = db.create_table("t").unwrap();
-    let mut s = db.session();
-    for i in 0..300u32 {
-        let mut tx = s.begin().unwrap();
-        tx.insert(&t, &i.to_be_bytes(), &[i as u8; 50]).unwrap();
-        tx.commit().unwrap();
-    }
-    drop((s, t));
-    std::mem::forget(db);
-    sim.crash(CrashPolicy::KeepAll);
+    insert_and_kill(&sim, small_segments(), 300);
     let files = |sim: &SimStorage| -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for part in waypoint::io::Storage::list_dir(sim, std::path::Path::new("/db/wal")).unwrap() {

@@ -810,6 +810,17 @@ mod tests {
         out
     }
 
+    /// A simulated disk with an empty log directory `/db/wal`, durable
+    /// (as `Wal::new` leaves it).
+    fn sim_log(seed: u64) -> (SimStorage, &'static Path) {
+        let sim = SimStorage::new(seed);
+        let log_dir = Path::new("/db/wal");
+        sim.create_dir_all(log_dir).unwrap();
+        sim.sync_dir(Path::new("/")).unwrap();
+        sim.sync_dir(Path::new("/db")).unwrap();
+        (sim, log_dir)
+    }
+
     fn read_log(sim: &SimStorage, dir: &Path) -> Vec<u64> {
         let mut gsns = Vec::new();
         for (start, seg) in segment::list_segments(sim, dir).unwrap() {
@@ -844,9 +855,7 @@ mod tests {
     /// passing it by luck.
     #[test]
     fn sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch() {
-        let sim = SimStorage::new(8);
-        let log_dir = Path::new("/db/wal");
-        sim.create_dir_all(log_dir).unwrap();
+        let (sim, log_dir) = sim_log(8);
         let storage: Arc<dyn Storage> = Arc::new(sim.clone());
         let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
         p.set_sync_interval(std::time::Duration::from_secs(3600));
@@ -900,12 +909,7 @@ mod tests {
 
     #[test]
     fn durable_records_survive_power_loss_and_unsynced_ones_may_not() {
-        let sim = SimStorage::new(3);
-        let log_dir = Path::new("/db/wal");
-        sim.create_dir_all(log_dir).unwrap();
-        // Make the directories themselves durable, as Wal::new does.
-        sim.sync_dir(Path::new("/")).unwrap();
-        sim.sync_dir(Path::new("/db")).unwrap();
+        let (sim, log_dir) = sim_log(3);
         let storage: Arc<dyn Storage> = Arc::new(sim.clone());
         let p = Partition::open(Arc::clone(&storage), log_dir, 0, 0, 0, Vec::new()).unwrap();
         let mut durable_end = 0;
@@ -943,9 +947,7 @@ mod tests {
 
     #[test]
     fn segments_roll_over_and_prune_keeps_the_newest() {
-        let sim = SimStorage::new(4);
-        let log_dir = Path::new("/db/wal");
-        sim.create_dir_all(log_dir).unwrap();
+        let (sim, log_dir) = sim_log(4);
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 3, 0, 0, Vec::new()).unwrap();
         p.set_segment_size(4 << 20);
         let big = vec![1u8; 60_000];
@@ -980,11 +982,7 @@ mod tests {
     /// clean end, also after a crash), and shutdown removes the spare.
     #[test]
     fn a_new_segment_is_the_zero_filled_spare_renamed() {
-        let sim = SimStorage::new(6);
-        let log_dir = Path::new("/db/wal");
-        sim.create_dir_all(log_dir).unwrap();
-        sim.sync_dir(Path::new("/")).unwrap();
-        sim.sync_dir(Path::new("/db")).unwrap();
+        let (sim, log_dir) = sim_log(6);
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 2, 0, 0, Vec::new()).unwrap();
         let size = 256 << 10;
         p.set_segment_size(size);
@@ -1048,9 +1046,7 @@ mod tests {
     /// on until it needs space itself, and no spare is left behind.
     #[test]
     fn a_failed_preallocation_falls_back_to_growing_segments() {
-        let sim = SimStorage::new(7);
-        let log_dir = Path::new("/db/wal");
-        sim.create_dir_all(log_dir).unwrap();
+        let (sim, log_dir) = sim_log(7);
         sim.set_space_limit(Some(16 << 10));
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
         p.set_segment_size(64 << 10);
@@ -1083,9 +1079,7 @@ mod tests {
 
     #[test]
     fn failed_sync_poisons_and_never_reports_durability() {
-        let sim = SimStorage::new(5);
-        let log_dir = Path::new("/db/wal");
-        sim.create_dir_all(log_dir).unwrap();
+        let (sim, log_dir) = sim_log(5);
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 0, 0, 0, Vec::new()).unwrap();
         let end = p.append(&rec(1, b"a"), 1).unwrap();
         p.wait_durable(end).unwrap();
