@@ -111,6 +111,15 @@ fn insert_and_kill(sim: &SimStorage, options: Options, n: u32) {
     sim.crash(CrashPolicy::KeepAll);
 }
 
+/// Flush-all options with log segments of `bytes`: several segments for a
+/// few hundred small commits.
+fn small_segments(sim: &SimStorage, bytes: u64) -> Options {
+    Options {
+        wal_segment_bytes: bytes,
+        ..options(sim, CommitProtocol::FlushAll)
+    }
+}
+
 /// [`insert_and_kill`] with the default options. Returns the log segment.
 fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
     insert_and_kill(sim, options(sim, CommitProtocol::FlushAll), n);
@@ -194,10 +203,7 @@ fn a_damaged_record_in_the_middle_of_the_log_is_corruption() {
 #[test]
 fn a_missing_log_segment_is_corruption() {
     let sim = SimStorage::new(23);
-    let small_segments = || Options {
-        wal_segment_bytes: 4096,
-        ..options(&sim, CommitProtocol::FlushAll)
-    };
+    let small_segments = || small_segments(&sim, 4096);
     insert_and_kill(&sim, small_segments(), 200);
     // The session's partition has several segments; delete one in the middle.
     let mut longest = Vec::new();
@@ -444,10 +450,7 @@ fn reading_rows_of_an_earlier_run_is_no_remote_dependency() {
 #[test]
 fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
     let sim = SimStorage::new(31);
-    let small_segments = || Options {
-        wal_segment_bytes: 8192,
-        ..options(&sim, CommitProtocol::FlushAll)
-    };
+    let small_segments = || small_segments(&sim, 8192);
     insert_and_kill(&sim, small_segments(), 300);
     let files = |sim: &SimStorage| -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
