@@ -53,6 +53,10 @@ pub trait SessionLog: Send {
     fn end_rollback(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Whether the next `on_commit` is followed at once by `wait_durable` (a
+    /// blocking commit): the log then need not wake its writer thread for
+    /// the session's own partition, since the waiter syncs it itself.
+    fn set_commit_waits(&mut self, _waits: bool) {}
     /// Instead of `wait_durable`: hand out what the last commit still waits
     /// for, so the caller can wait later (pipelined commits).
     fn take_pending(&mut self) -> Option<Box<dyn DurableWait>> {
@@ -79,6 +83,13 @@ pub struct PendingCommit {
 }
 
 impl PendingCommit {
+    /// A commit that is durable already (the result of
+    /// [`Transaction::commit`]), for callers that keep blocking and
+    /// pipelined commits in one queue.
+    pub fn durable(info: CommitInfo) -> Self {
+        PendingCommit { info, wait: None }
+    }
+
     pub fn tid(&self) -> u64 {
         self.info.tid
     }
@@ -705,15 +716,21 @@ impl Transaction<'_> {
     /// Validate, install, and return once the commit is durable. On
     /// `Conflict` nothing was changed and the transaction may be retried.
     pub fn commit(self) -> Result<CommitInfo> {
-        self.commit_pipelined()?.wait()
+        self.commit_then(true)?.wait()
     }
 
     /// Validate and install, and return without waiting for durability:
     /// the commit is visible to other transactions at once and acknowledged
     /// when the returned handle's `wait` returns. One session can keep many
     /// commits in flight this way while the log writer syncs.
-    pub fn commit_pipelined(mut self) -> Result<PendingCommit> {
+    pub fn commit_pipelined(self) -> Result<PendingCommit> {
+        self.commit_then(false)
+    }
+
+    /// Commit; `wait_now`: the caller waits for durability right away.
+    fn commit_then(mut self, wait_now: bool) -> Result<PendingCommit> {
         self.check_active()?;
+        self.session.log.set_commit_waits(wait_now);
         let result = self.commit_inner().map(|info| PendingCommit {
             info,
             wait: self.session.log.take_pending(),

@@ -623,6 +623,7 @@ impl Wal {
             state: RefCell::new(TxnState::default()),
             txn_seq: 0,
             pending: None,
+            commit_waits: false,
             unresolved_remote: None,
         })
     }
@@ -717,6 +718,9 @@ pub struct WalSessionLog {
     state: RefCell<TxnState>,
     txn_seq: u64,
     pending: Option<CommitTicket>,
+    /// The coming commit's caller waits for it at once
+    /// (`SessionLog::set_commit_waits`).
+    commit_waits: bool,
     /// The session's last remote-dependent commit, while it may not be
     /// durable: a pipelined successor depends on it (same partition, but its
     /// remote dependencies are not covered by the own flush).
@@ -1049,14 +1053,20 @@ impl SessionLog for WalSessionLog {
         }
         // Flush-all and RFA push every flush themselves; the group variants
         // push only their own and let other partitions' writers catch up.
+        // A caller that waits at once syncs its own partition itself
+        // (`Partition::wait_durable`): waking the writer for it would only
+        // add a thread handoff (and a race for the same bytes).
+        let own = usize::from(self.commit_waits);
         match protocol {
             CommitProtocol::FlushAll | CommitProtocol::Rfa => {
-                for (p, pos) in &targets {
+                for (p, pos) in &targets[own..] {
                     p.request_flush(*pos);
                 }
             }
             CommitProtocol::Group | CommitProtocol::RfaGroup => {
-                self.partition.request_flush(end);
+                if !self.commit_waits {
+                    self.partition.request_flush(end);
+                }
                 for (p, pos) in &targets[1..] {
                     p.request_flush_lazily(*pos);
                 }
@@ -1134,6 +1144,10 @@ impl SessionLog for WalSessionLog {
         let done = self.unresolved.lock().pop_back();
         debug_assert!(done.is_some_and(|u| u.ticket.is_none()));
         Ok(())
+    }
+
+    fn set_commit_waits(&mut self, waits: bool) {
+        self.commit_waits = waits;
     }
 
     fn take_pending(&mut self) -> Option<Box<dyn crate::txn::DurableWait>> {

@@ -4,7 +4,10 @@
 //! records to the *current* chunk; a full chunk (or the current one, when a
 //! commit asks for durability) moves to the *full* queue; the partition's
 //! writer thread writes full chunks to stage 2 and returns their buffers to
-//! the *free* list. Stage 2 is a sequence of segment files named by the
+//! the *free* list. A thread that blocks for durability while no write is
+//! in progress writes and syncs the chunks itself instead
+//! ([`Partition::wait_durable`]): an isolated commit then waits for one
+//! `fdatasync`, not also for two thread handoffs. Stage 2 is a sequence of segment files named by the
 //! partition-stream position of their first byte; a record never spans two
 //! chunks, so it never spans two segments. Stage 3 (pruning/archiving whole
 //! segments) is [`Partition::prune_below`].
@@ -13,7 +16,9 @@
 //!
 //! Invariants: `durable` only advances after `sync_data` of every segment
 //! holding bytes below it returned Ok (and, for a new segment, after its
-//! directory entry was synced); records are appended in GSN order; after a
+//! directory entry was synced); records are appended in GSN order; one
+//! write is in progress at a time, by the writer or by a waiter, and each
+//! starts at `durable` (so chunks reach the segments in stream order); after a
 //! failed write or sync the partition never reports durability again. A
 //! write that failed with `ENOSPC` makes it *full* (its waiters and appends
 //! get [`Error::LogFull`], and the log's [`FullFlag`] is raised so the
@@ -25,7 +30,7 @@ pub use super::segment::{parse_segment_name, segment_name};
 use super::spare::Spare;
 use crate::error::{Error, IoOp, Result};
 use crate::io::{OpenMode, Storage, StorageFile};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,8 +43,9 @@ pub const CHUNK_SIZE: usize = 256 << 10;
 /// syncs for a lazy (group) request.
 pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(500);
 /// Default of `Options::log_sync_interval`: under continuous load a
-/// partition's writer starts a sync at most this often, unless a thread is
-/// blocked waiting for durability (see [`Partition::wait_durable`]).
+/// partition's writer starts a sync at most this often (a thread blocked
+/// waiting for durability does not wait for it: it syncs itself, see
+/// [`Partition::wait_durable`]).
 pub const SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_micros(500);
 /// Log bytes waiting for a sync that end a pacing pause early: a batch this
 /// large is worth its sync already.
@@ -113,6 +119,8 @@ struct Segment {
     /// Bytes of records (the file is `segment::HEADER_SIZE` longer).
     len: u64,
     max_gsn: u64,
+    /// Made from a preallocated spare (else it grows as it fills).
+    preallocated: bool,
 }
 
 struct Stage1 {
@@ -129,9 +137,12 @@ struct Stage1 {
     /// appended: `flushed_gsn` must not vouch for the clock meanwhile.
     reserved: bool,
     shutdown: bool,
-    /// Threads blocked in `wait_durable`: while there is one, the writer
-    /// syncs at once instead of pacing.
-    blocked: usize,
+    /// Chunks taken from `full` are being written and synced, by the
+    /// writer or by a waiter (`wait_durable`): one write at a time.
+    writing: bool,
+    /// The writer waits for a waiter's write to end (only then does the
+    /// end of a write need to wake it).
+    writer_awaits_write: bool,
     /// The writer is sleeping out the sync interval; a flush request need
     /// not wake it (it syncs when the interval ends).
     pacing: bool,
@@ -144,6 +155,9 @@ pub struct PartitionStats {
     pub durable_bytes: u64,
     pub records: u64,
     pub syncs: u64,
+    /// Writes and syncs done by a thread blocked in `wait_durable` itself,
+    /// not by the writer thread.
+    pub waiter_syncs: u64,
 }
 
 pub struct Partition {
@@ -164,6 +178,7 @@ pub struct Partition {
     clock: AtomicU64,
     records: AtomicU64,
     syncs: AtomicU64,
+    waiter_syncs: AtomicU64,
     /// TID of the newest commit record that is durable.
     durable_commit_tid: AtomicU64,
     segment_size: AtomicU64,
@@ -217,6 +232,8 @@ impl Partition {
                 file,
                 len,
                 max_gsn,
+                // Recovery cut any zeros off: the file grows from here.
+                preallocated: false,
             });
         }
         let spare = Spare::start(Arc::clone(&storage), &dir, id)?;
@@ -237,7 +254,8 @@ impl Partition {
                 commits: VecDeque::new(),
                 reserved: false,
                 shutdown: false,
-                blocked: 0,
+                writing: false,
+                writer_awaits_write: false,
                 pacing: false,
             }),
             work: Condvar::new(),
@@ -248,6 +266,7 @@ impl Partition {
             clock: AtomicU64::new(clock),
             records: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
+            waiter_syncs: AtomicU64::new(0),
             durable_commit_tid: AtomicU64::new(0),
             segment_size: AtomicU64::new(SEGMENT_SIZE),
             sync_interval_us: AtomicU64::new(SYNC_INTERVAL.as_micros() as u64),
@@ -312,8 +331,9 @@ impl Partition {
         self.preallocate.store(on, Ordering::Relaxed);
     }
 
-    /// Start syncs at most every `interval` while nobody is blocked waiting
-    /// for durability (zero: sync whenever there is something to sync).
+    /// Have the writer start syncs at most every `interval` (zero: sync
+    /// whenever there is something to sync). A thread blocked waiting for
+    /// durability is not held back by it: it syncs itself.
     pub fn set_sync_interval(&self, interval: std::time::Duration) {
         let us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
         self.sync_interval_us.store(us, Ordering::Relaxed);
@@ -492,30 +512,106 @@ impl Partition {
         }
     }
 
-    /// Block until everything up to `position` is durable.
+    /// Block until everything up to `position` is durable. When no write is
+    /// in progress the caller writes and syncs the pending chunks itself:
+    /// waking the writer and being woken by it cost an isolated commit two
+    /// thread handoffs on top of its `fdatasync` (docs/BENCHMARKS.md,
+    /// "Session 7"). While another thread writes, it waits for that write
+    /// and then looks again.
     pub fn wait_durable(&self, position: u64) -> Result<()> {
         if self.durable() >= position {
             return Ok(());
         }
-        self.request_flush(position);
         let mut s = self.stage1.lock();
-        // Someone is blocked on the log now: a pacing writer syncs at once.
-        s.blocked += 1;
-        self.work.notify_one();
-        let result = loop {
+        loop {
             if self.durable() >= position {
-                break Ok(());
+                return Ok(());
             }
-            if let Err(e) = self.check_healthy() {
-                break Err(e);
-            }
+            self.check_healthy()?;
             if s.shutdown {
-                break Err(Error::Closed);
+                return Err(Error::Closed);
+            }
+            if !s.writing {
+                debug_assert!(position <= self.appended(), "waits for appended bytes only");
+                if !s.current.bytes.is_empty() {
+                    self.seal_current(&mut s);
+                }
+                let chunks = self.begin_write(&mut s);
+                self.waiter_syncs.fetch_add(1, Ordering::Relaxed);
+                let written = MutexGuard::unlocked(&mut s, || self.write_chunks(&chunks));
+                self.finish_write(&mut s, chunks, written);
+                continue;
             }
             self.durable_cv.wait(&mut s);
-        };
-        s.blocked -= 1;
-        result
+        }
+    }
+
+    /// Take every full chunk for one write. The caller writes them with
+    /// `write_chunks` (without the stage-1 lock) and then calls
+    /// `finish_write`; until then nobody else writes.
+    fn begin_write(&self, s: &mut Stage1) -> VecDeque<Chunk> {
+        assert!(
+            !s.writing,
+            "one write at a time keeps chunks in stream order"
+        );
+        s.writing = true;
+        std::mem::take(&mut s.full)
+    }
+
+    /// After `write_chunks`: record a failure, publish the commits that
+    /// became durable, recycle the buffers, end the write and wake whoever
+    /// waits for durability or for the write to end.
+    fn finish_write(&self, s: &mut Stage1, chunks: VecDeque<Chunk>, written: Result<()>) {
+        debug_assert!(s.writing);
+        if let Err(e) = written {
+            // ENOSPC on a write: the disk is full, and nothing claims the
+            // bytes reached it. Anything else (EIO, a failed sync whatever
+            // its code) poisons. Neither is retried.
+            let full = e.is_enospc_on_write();
+            let path = match &e {
+                Error::Io { path, .. } => path.clone(),
+                _ => self.dir.clone(),
+            };
+            if full {
+                tracing::error!(partition = self.id, error = %e, "log disk full; partition stopped, the database refuses writes");
+            } else {
+                tracing::error!(partition = self.id, error = %e, "log write failed; partition poisoned");
+            }
+            *self.failure.lock() = Some(Failure {
+                full,
+                path: path.clone(),
+                cause: e.to_string(),
+            });
+            // The database-wide flag first: whoever sees this partition
+            // fail must find writes refused already.
+            if full {
+                if let Some(flag) = self.full_flag.get() {
+                    flag.set(path, e.to_string());
+                }
+            }
+            self.failed.store(true, Ordering::Release);
+            // Nothing more will become durable; waiters see the error.
+            s.full.clear();
+        }
+        let durable = self.durable();
+        while let Some(&(end, tid)) = s.commits.front() {
+            if end > durable {
+                break;
+            }
+            self.durable_commit_tid.fetch_max(tid, Ordering::AcqRel);
+            s.commits.pop_front();
+        }
+        for mut c in chunks {
+            c.bytes.clear();
+            if s.free.len() < 4 {
+                s.free.push(c.bytes);
+            }
+        }
+        s.writing = false;
+        if s.writer_awaits_write {
+            self.work.notify_one();
+        }
+        self.durable_cv.notify_all();
     }
 
     fn writer_loop(self: Arc<Self>) {
@@ -523,23 +619,36 @@ impl Partition {
         loop {
             let chunks = {
                 let mut s = self.stage1.lock();
+                // Every wait below releases the lock and goes round again,
+                // so a write begun meanwhile by a waiter is seen here.
                 loop {
+                    if self.failed.load(Ordering::Acquire) {
+                        // A waiter's write failed; it woke everyone.
+                        return;
+                    }
+                    if s.writing {
+                        s.writer_awaits_write = true;
+                        self.work.wait(&mut s);
+                        s.writer_awaits_write = false;
+                        continue;
+                    }
                     if s.lazy_requested > s.flush_requested && s.full.is_empty() {
                         // Group window: let more commits join before syncing.
                         self.work.wait_for(&mut s, GROUP_WINDOW);
                         s.flush_requested = s.flush_requested.max(s.lazy_requested);
+                        continue;
                     }
                     let batch_ready = !s.full.is_empty() || s.current.bytes.len() >= SYNC_BATCH;
-                    if s.blocked == 0 && !s.shutdown && !batch_ready {
+                    if !s.shutdown && !batch_ready {
                         // Sync pacing: within the sync interval of the last
-                        // sync, and while nobody is blocked on the log,
-                        // requests gather silently (pipelined commits do
-                        // not wait yet) and the writer syncs them when the
-                        // interval ends. Fewer, larger syncs cost less than
-                        // a sync per few commits (on a virtual disk they
-                        // also cost the vCPUs steal time; BENCHMARKS.md,
-                        // "Sync pacing"). A blocked waiter ends the pause,
-                        // and so does a batch of SYNC_BATCH bytes.
+                        // sync, requests gather silently (pipelined commits
+                        // do not wait yet) and the writer syncs them when
+                        // the interval ends. Fewer, larger syncs cost less
+                        // than a sync per few commits (on a virtual disk
+                        // they also cost the vCPUs steal time;
+                        // BENCHMARKS.md, "Sync pacing"). A batch of
+                        // SYNC_BATCH bytes ends the pause; a thread that
+                        // blocks for durability syncs itself.
                         if let Some(rest) = self.pace(last_sync) {
                             s.pacing = true;
                             self.work.wait_for(&mut s, rest);
@@ -551,69 +660,20 @@ impl Partition {
                     if wanted {
                         self.seal_current(&mut s);
                     }
-                    if !s.full.is_empty() || s.shutdown {
+                    if !s.full.is_empty() {
                         break;
+                    }
+                    if s.shutdown {
+                        self.durable_cv.notify_all();
+                        return;
                     }
                     self.work.wait(&mut s);
                 }
-                if s.full.is_empty() && s.shutdown {
-                    self.durable_cv.notify_all();
-                    return;
-                }
-                std::mem::take(&mut s.full)
+                self.begin_write(&mut s)
             };
             last_sync = Some(std::time::Instant::now());
-            if let Err(e) = self.write_chunks(&chunks) {
-                // ENOSPC on a write: the disk is full, and nothing claims
-                // the bytes reached it. Anything else (EIO, a failed sync
-                // whatever its code) poisons. Neither is retried.
-                let full = e.is_enospc_on_write();
-                let path = match &e {
-                    Error::Io { path, .. } => path.clone(),
-                    _ => self.dir.clone(),
-                };
-                if full {
-                    tracing::error!(partition = self.id, error = %e, "log disk full; partition stopped, the database refuses writes");
-                } else {
-                    tracing::error!(partition = self.id, error = %e, "log write failed; partition poisoned");
-                }
-                *self.failure.lock() = Some(Failure {
-                    full,
-                    path: path.clone(),
-                    cause: e.to_string(),
-                });
-                // The database-wide flag first: whoever sees this partition
-                // fail must find writes refused already.
-                if full {
-                    if let Some(flag) = self.full_flag.get() {
-                        flag.set(path, e.to_string());
-                    }
-                }
-                self.failed.store(true, Ordering::Release);
-            }
-            let mut s = self.stage1.lock();
-            let durable = self.durable();
-            while let Some(&(end, tid)) = s.commits.front() {
-                if end > durable {
-                    break;
-                }
-                self.durable_commit_tid.fetch_max(tid, Ordering::AcqRel);
-                s.commits.pop_front();
-            }
-            for mut c in chunks {
-                c.bytes.clear();
-                if s.free.len() < 4 {
-                    s.free.push(c.bytes);
-                }
-            }
-            self.durable_cv.notify_all();
-            if self.failed.load(Ordering::Acquire) {
-                // Nothing more will become durable; waiters see the error.
-                s.full.clear();
-                drop(s);
-                self.durable_cv.notify_all();
-                return;
-            }
+            let written = self.write_chunks(&chunks);
+            self.finish_write(&mut self.stage1.lock(), chunks, written);
         }
     }
 
@@ -629,6 +689,7 @@ impl Partition {
     /// Write chunks to the current segment (rolling over to new segments),
     /// sync, then publish durability.
     fn write_chunks(&self, chunks: &VecDeque<Chunk>) -> Result<()> {
+        let _poison = PoisonOnPanic(self);
         let mut segments = self.segments.lock();
         let mut touched: Vec<Arc<dyn StorageFile>> = Vec::new();
         let mut new_segment = false;
@@ -638,11 +699,17 @@ impl Partition {
             if chunk.bytes.is_empty() {
                 continue;
             }
+            assert_eq!(chunk.start, end, "chunks are written in stream order");
+            let preallocate = self.preallocate.load(Ordering::Relaxed);
             let roll = match segments.last() {
                 None => true,
                 Some(seg) => {
                     seg.len >= self.segment_size.load(Ordering::Relaxed)
                         || seg.start + seg.len != chunk.start
+                        // A growing segment (the first after an open, or
+                        // one made while no spare was ready) gives way to
+                        // a spare as soon as one is: its syncs are slower.
+                        || (preallocate && !seg.preallocated && self.spare.is_ready())
                 }
             };
             if roll {
@@ -654,8 +721,7 @@ impl Partition {
                     }
                 }
                 let path = self.dir.join(segment_name(chunk.start));
-                let from_spare = self.preallocate.load(Ordering::Relaxed)
-                    && self.spare.take(&path, self.spare_bytes())?;
+                let from_spare = preallocate && self.spare.take(&path, self.spare_bytes())?;
                 let file = if from_spare {
                     self.storage.open(&path, OpenMode::Existing)?
                 } else {
@@ -668,6 +734,7 @@ impl Partition {
                     file,
                     len: 0,
                     max_gsn: 0,
+                    preallocated: from_spare,
                 });
                 new_segment = true;
             }
@@ -755,6 +822,7 @@ impl Partition {
             durable_bytes: self.durable(),
             records: self.records.load(Ordering::Relaxed),
             syncs: self.syncs.load(Ordering::Relaxed),
+            waiter_syncs: self.waiter_syncs.load(Ordering::Relaxed),
         }
     }
 
@@ -773,6 +841,30 @@ impl Partition {
     /// Bytes a preallocated segment file gets: header and segment size.
     fn spare_bytes(&self) -> u64 {
         segment::HEADER_SIZE + self.segment_size.load(Ordering::Relaxed)
+    }
+}
+
+/// Poisons the partition when the thread writing for it panics (a broken
+/// assertion): `writing` would stay set and every waiter would wait forever;
+/// this way they get an error.
+struct PoisonOnPanic<'a>(&'a Partition);
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let p = self.0;
+        *p.failure.lock() = Some(Failure {
+            full: false,
+            path: p.dir.clone(),
+            cause: "the thread writing the log panicked".into(),
+        });
+        p.failed.store(true, Ordering::Release);
+        let mut s = p.stage1.lock();
+        s.writing = false;
+        p.work.notify_all();
+        p.durable_cv.notify_all();
     }
 }
 
@@ -849,10 +941,10 @@ mod tests {
     }
 
     /// Sync pacing: within the interval after a sync, a flush request that
-    /// nobody waits on is held back; a blocked waiter, or a batch of
-    /// `SYNC_BATCH` bytes, has it synced at once. The interval here is an
-    /// hour, so a writer that ignored either rule fails the test instead of
-    /// passing it by luck.
+    /// nobody waits on is held back; a blocked waiter syncs it itself, and
+    /// a batch of `SYNC_BATCH` bytes has the writer sync at once. The
+    /// interval here is an hour, so a partition that ignored either rule
+    /// fails the test instead of passing it by luck.
     #[test]
     fn sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch() {
         let (sim, log_dir) = sim_log(8);
@@ -883,7 +975,8 @@ mod tests {
             std::time::Duration::from_millis(200)
         ));
         assert_eq!(p.stats().syncs, syncs, "no sync within the interval");
-        // A waiter ends the pause.
+        assert_eq!(p.stats().waiter_syncs, 0);
+        // A waiter does not wait out the pause: it syncs itself.
         // (A detached thread: if the rule were broken it would block for the
         // hour, and the assertion below must fail rather than wait for it.)
         let waiter = {
@@ -897,6 +990,7 @@ mod tests {
         ));
         waiter.join().unwrap().unwrap();
         assert_eq!(p.stats().syncs, syncs + 1);
+        assert_eq!(p.stats().waiter_syncs, 1, "the waiter's own sync");
         // A batch of SYNC_BATCH bytes ends it too, without a waiter.
         let mut end = append(100);
         p.request_flush(end);
@@ -905,6 +999,57 @@ mod tests {
             p.request_flush(end);
         }
         assert!(durable_within(&p, end, std::time::Duration::from_secs(60)));
+    }
+
+    /// Threads blocked for durability write and sync the log themselves
+    /// while the writer serves the appender's flush requests. Whoever
+    /// writes, one write runs at a time and starts at the durable position
+    /// (`write_chunks` asserts it), so the segments hold every record once
+    /// and in order. Small segments make writes roll over too.
+    #[test]
+    fn waiters_and_the_writer_take_turns_and_keep_the_stream_in_order() {
+        let (sim, log_dir) = sim_log(10);
+        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+        let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+        p.set_sync_interval(std::time::Duration::ZERO);
+        p.set_segment_size(16 << 10);
+        const RECORDS: u64 = 3000;
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    while !stop.load(Ordering::Acquire) {
+                        p.wait_durable(p.appended()).unwrap();
+                        std::thread::yield_now();
+                    }
+                });
+            }
+            for gsn in 1..=RECORDS {
+                let end = p.append(&rec(gsn, &[gsn as u8; 50]), gsn).unwrap();
+                if gsn % 3 == 0 {
+                    p.request_flush(end);
+                }
+                if gsn % 50 == 0 {
+                    p.wait_durable(end).unwrap();
+                }
+                if gsn % 100 == 10 {
+                    // Room for the writer to serve the requests.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            stop.store(true, Ordering::Release);
+        });
+        p.wait_durable(p.appended()).unwrap();
+        let stats = p.stats();
+        assert!(stats.waiter_syncs > 0, "{stats:?}");
+        assert!(
+            stats.syncs > stats.waiter_syncs,
+            "the writer synced too: {stats:?}"
+        );
+        assert_eq!(
+            read_log(&sim, &partition_dir(log_dir, 0)),
+            (1..=RECORDS).collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -1039,6 +1184,41 @@ mod tests {
         assert!(sim.exists(&spare));
         p.shutdown().unwrap();
         assert!(!sim.exists(&spare), "shutdown removes the spare");
+    }
+
+    /// A segment created while no spare was ready grows as it fills, and
+    /// gives way to the spare as soon as one is ready, however small it
+    /// still is: its syncs cost more (they commit the file's size).
+    #[test]
+    fn a_growing_segment_gives_way_to_a_spare_once_one_is_ready() {
+        let (sim, log_dir) = sim_log(11);
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 3, 0, 0, Vec::new()).unwrap();
+        // No `set_segment_size`: no spare is wanted before the first write.
+        let dir = partition_dir(log_dir, 3);
+        let first = p.append(&rec(1, b"first"), 1).unwrap();
+        p.wait_durable(first).unwrap();
+        let t0 = std::time::Instant::now();
+        while !p.spare.is_ready() {
+            assert!(t0.elapsed().as_secs() < 30, "no spare was prepared");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let second = p.append(&rec(2, b"second"), 2).unwrap();
+        p.wait_durable(second).unwrap();
+        let segments = segment::list_segments(&sim, &dir).unwrap();
+        assert_eq!(segments.len(), 2, "{segments:?}");
+        let len = |i: usize| sim.read_current(&segments[i].1).unwrap().len() as u64;
+        assert_eq!(
+            len(0),
+            segment::HEADER_SIZE + first,
+            "the first segment grew"
+        );
+        assert_eq!(segments[1].0, first);
+        assert!(
+            len(1) >= segment::HEADER_SIZE + SEGMENT_SIZE,
+            "the second is the spare"
+        );
+        assert_eq!(read_log(&sim, &dir), vec![1, 2]);
+        assert_eq!(p.stats().durable_bytes, second);
     }
 
     /// A preallocation that fails (here: the disk is full) only stops

@@ -114,7 +114,6 @@ impl Spare {
     }
 
     /// Is a spare ready to be taken?
-    #[cfg(test)]
     pub fn is_ready(&self) -> bool {
         self.state.lock().ready
     }
