@@ -3,8 +3,10 @@
 //! Each transaction updates `updates_per_txn` random records of a table of
 //! `records` small records: any record, or with `disjoint` only records of
 //! the worker's own share of the key range (so workers touch disjoint
-//! leaves and Remote Flush Avoidance has no remote dependency to flush). Workers keep up to `pipeline` commits in flight
-//! (`Transaction::commit_pipelined`); latency is measured from the commit
+//! leaves and Remote Flush Avoidance has no remote dependency to flush).
+//! Workers keep up to `pipeline` commits in flight
+//! (`Transaction::commit_pipelined`), or with one commit blocking
+//! (`Transaction::commit`); latency is measured from the commit
 //! call until the commit is durable (acknowledged). Before the run, the same
 //! program measures raw `fdatasync` latency in the same directory (4 KiB
 //! write + `fdatasync`), so commit latency can be compared with it in one
@@ -161,7 +163,14 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
                             tx.update(table, &key(rng.gen_range(keys.clone())), &value)?;
                         }
                         let t0 = Instant::now();
-                        match tx.commit_pipelined() {
+                        // One in flight: a blocking commit (it syncs the log
+                        // itself instead of handing off to the log writer).
+                        let committed = if config.pipeline <= 1 {
+                            tx.commit().map(PendingCommit::durable)
+                        } else {
+                            tx.commit_pipelined()
+                        };
+                        match committed {
                             Ok(p) => in_flight.push_back((t0, p)),
                             Err(Error::Conflict) => {
                                 aborts.fetch_add(1, Ordering::Relaxed);
