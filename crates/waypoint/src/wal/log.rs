@@ -680,6 +680,9 @@ pub struct CommitTicket {
     /// A remote-dependent commit's TID, published as durable after the
     /// wait (its own partition alone does not make it durable).
     remote_tid: Option<u64>,
+    /// A blocking commit: the waiter syncs its own partition (the first
+    /// target) itself (`Partition::sync_to`) rather than through the writer.
+    sync_own: bool,
 }
 
 impl crate::txn::DurableWait for CommitTicket {
@@ -697,8 +700,12 @@ impl CommitTicket {
     }
 
     pub fn wait(&self) -> Result<()> {
-        for (p, pos) in &self.targets {
-            p.wait_durable(*pos)?;
+        for (i, (p, pos)) in self.targets.iter().enumerate() {
+            if i == 0 && self.sync_own {
+                p.sync_to(*pos)?;
+            } else {
+                p.wait_durable(*pos)?;
+            }
         }
         if let (Some(tid), Some((own, _))) = (self.remote_tid, self.targets.first()) {
             own.mark_commit_durable(tid);
@@ -994,6 +1001,7 @@ impl SessionLog for WalSessionLog {
                     .map(|p| (Arc::clone(p), p.appended()))
                     .collect(),
                 remote_tid: None,
+                sync_own: false,
             });
             if let Some(t) = &self.pending {
                 for (p, pos) in &t.targets {
@@ -1054,8 +1062,8 @@ impl SessionLog for WalSessionLog {
         // Flush-all and RFA push every flush themselves; the group variants
         // push only their own and let other partitions' writers catch up.
         // A caller that waits at once syncs its own partition itself
-        // (`Partition::wait_durable`): waking the writer for it would only
-        // add a thread handoff (and a race for the same bytes).
+        // (`Partition::sync_to`): waking the writer for it would only add a
+        // thread handoff (and a race for the same bytes).
         let own = usize::from(self.commit_waits);
         match protocol {
             CommitProtocol::FlushAll | CommitProtocol::Rfa => {
@@ -1076,6 +1084,7 @@ impl SessionLog for WalSessionLog {
         let ticket = CommitTicket {
             targets,
             remote_tid: remote.then_some(tid),
+            sync_own: self.commit_waits,
         };
         if let Some(u) = self.unresolved.lock().back_mut() {
             debug_assert!(u.ticket.is_none(), "one commit per logged transaction");
@@ -1131,6 +1140,7 @@ impl SessionLog for WalSessionLog {
                     .map(|p| (Arc::clone(p), p.appended()))
                     .collect(),
                 remote_tid: None,
+                sync_own: false,
             };
             for (p, pos) in &deps.targets {
                 p.request_flush(*pos);

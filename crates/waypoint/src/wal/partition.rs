@@ -4,10 +4,10 @@
 //! records to the *current* chunk; a full chunk (or the current one, when a
 //! commit asks for durability) moves to the *full* queue; the partition's
 //! writer thread writes full chunks to stage 2 and returns their buffers to
-//! the *free* list. A thread that blocks for durability while no write is
-//! in progress writes and syncs the chunks itself instead
-//! ([`Partition::wait_durable`]): an isolated commit then waits for one
-//! `fdatasync`, not also for two thread handoffs. Stage 2 is a sequence of segment files named by the
+//! the *free* list. A blocking commit that finds no write in progress
+//! writes and syncs the chunks itself instead ([`Partition::sync_to`]): an
+//! isolated commit then waits for one `fdatasync`, not also for two thread
+//! handoffs. Stage 2 is a sequence of segment files named by the
 //! partition-stream position of their first byte; a record never spans two
 //! chunks, so it never spans two segments. Stage 3 (pruning/archiving whole
 //! segments) is [`Partition::prune_below`].
@@ -17,7 +17,7 @@
 //! Invariants: `durable` only advances after `sync_data` of every segment
 //! holding bytes below it returned Ok (and, for a new segment, after its
 //! directory entry was synced); records are appended in GSN order; one
-//! write is in progress at a time, by the writer or by a waiter, and each
+//! write is in progress at a time, by the writer or by a committer, and each
 //! starts at `durable` (so chunks reach the segments in stream order); after a
 //! failed write or sync the partition never reports durability again. A
 //! write that failed with `ENOSPC` makes it *full* (its waiters and appends
@@ -43,9 +43,8 @@ pub const CHUNK_SIZE: usize = 256 << 10;
 /// syncs for a lazy (group) request.
 pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(500);
 /// Default of `Options::log_sync_interval`: under continuous load a
-/// partition's writer starts a sync at most this often (a thread blocked
-/// waiting for durability does not wait for it: it syncs itself, see
-/// [`Partition::wait_durable`]).
+/// partition's writer starts a sync at most this often, unless a thread is
+/// blocked waiting for durability (see [`Partition::wait_durable`]).
 pub const SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_micros(500);
 /// Log bytes waiting for a sync that end a pacing pause early: a batch this
 /// large is worth its sync already.
@@ -137,8 +136,11 @@ struct Stage1 {
     /// appended: `flushed_gsn` must not vouch for the clock meanwhile.
     reserved: bool,
     shutdown: bool,
+    /// Threads blocked in `wait_durable`: while there is one, the writer
+    /// syncs at once instead of pacing.
+    blocked: usize,
     /// Chunks taken from `full` are being written and synced, by the
-    /// writer or by a waiter (`wait_durable`): one write at a time.
+    /// writer or by a blocking committer (`sync_to`): one write at a time.
     writing: bool,
     /// The writer waits for a waiter's write to end (only then does the
     /// end of a write need to wake it).
@@ -155,7 +157,7 @@ pub struct PartitionStats {
     pub durable_bytes: u64,
     pub records: u64,
     pub syncs: u64,
-    /// Writes and syncs done by a thread blocked in `wait_durable` itself,
+    /// Writes and syncs done by a blocking committer itself (`sync_to`),
     /// not by the writer thread.
     pub waiter_syncs: u64,
 }
@@ -254,6 +256,7 @@ impl Partition {
                 commits: VecDeque::new(),
                 reserved: false,
                 shutdown: false,
+                blocked: 0,
                 writing: false,
                 writer_awaits_write: false,
                 pacing: false,
@@ -331,9 +334,8 @@ impl Partition {
         self.preallocate.store(on, Ordering::Relaxed);
     }
 
-    /// Have the writer start syncs at most every `interval` (zero: sync
-    /// whenever there is something to sync). A thread blocked waiting for
-    /// durability is not held back by it: it syncs itself.
+    /// Start syncs at most every `interval` while nobody is blocked waiting
+    /// for durability (zero: sync whenever there is something to sync).
     pub fn set_sync_interval(&self, interval: std::time::Duration) {
         let us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
         self.sync_interval_us.store(us, Ordering::Relaxed);
@@ -512,13 +514,42 @@ impl Partition {
         }
     }
 
-    /// Block until everything up to `position` is durable. When no write is
-    /// in progress the caller writes and syncs the pending chunks itself:
-    /// waking the writer and being woken by it cost an isolated commit two
-    /// thread handoffs on top of its `fdatasync` (docs/BENCHMARKS.md,
-    /// "Session 7"). While another thread writes, it waits for that write
-    /// and then looks again.
+    /// Block until everything up to `position` is durable; the writer
+    /// syncs it at once (a blocked waiter ends its pacing).
     pub fn wait_durable(&self, position: u64) -> Result<()> {
+        if self.durable() >= position {
+            return Ok(());
+        }
+        self.request_flush(position);
+        let mut s = self.stage1.lock();
+        // Someone is blocked on the log now: a pacing writer syncs at once.
+        s.blocked += 1;
+        self.work.notify_one();
+        let result = loop {
+            if self.durable() >= position {
+                break Ok(());
+            }
+            if let Err(e) = self.check_healthy() {
+                break Err(e);
+            }
+            if s.shutdown {
+                break Err(Error::Closed);
+            }
+            self.durable_cv.wait(&mut s);
+        };
+        s.blocked -= 1;
+        result
+    }
+
+    /// Like [`Partition::wait_durable`], but when no write is in progress
+    /// the caller writes and syncs the pending chunks itself; while another
+    /// thread writes, it waits for that write and then looks again. For a
+    /// blocking commit (`Transaction::commit`): waking the writer and being
+    /// woken by it cost an isolated commit two thread handoffs on top of its
+    /// `fdatasync` (docs/BENCHMARKS.md, "Session 7"). Pipelined commits do
+    /// not use it: syncing whenever a window fills, rather than paced by
+    /// the writer, cost 2-worker TPC-C 5%.
+    pub fn sync_to(&self, position: u64) -> Result<()> {
         if self.durable() >= position {
             return Ok(());
         }
@@ -639,16 +670,16 @@ impl Partition {
                         continue;
                     }
                     let batch_ready = !s.full.is_empty() || s.current.bytes.len() >= SYNC_BATCH;
-                    if !s.shutdown && !batch_ready {
+                    if s.blocked == 0 && !s.shutdown && !batch_ready {
                         // Sync pacing: within the sync interval of the last
-                        // sync, requests gather silently (pipelined commits
-                        // do not wait yet) and the writer syncs them when
-                        // the interval ends. Fewer, larger syncs cost less
-                        // than a sync per few commits (on a virtual disk
-                        // they also cost the vCPUs steal time;
-                        // BENCHMARKS.md, "Sync pacing"). A batch of
-                        // SYNC_BATCH bytes ends the pause; a thread that
-                        // blocks for durability syncs itself.
+                        // sync, and while nobody is blocked on the log,
+                        // requests gather silently (pipelined commits do
+                        // not wait yet) and the writer syncs them when the
+                        // interval ends. Fewer, larger syncs cost less than
+                        // a sync per few commits (on a virtual disk they
+                        // also cost the vCPUs steal time; BENCHMARKS.md,
+                        // "Sync pacing"). A blocked waiter ends the pause,
+                        // and so does a batch of SYNC_BATCH bytes.
                         if let Some(rest) = self.pace(last_sync) {
                             s.pacing = true;
                             self.work.wait_for(&mut s, rest);
@@ -941,10 +972,11 @@ mod tests {
     }
 
     /// Sync pacing: within the interval after a sync, a flush request that
-    /// nobody waits on is held back; a blocked waiter syncs it itself, and
-    /// a batch of `SYNC_BATCH` bytes has the writer sync at once. The
-    /// interval here is an hour, so a partition that ignored either rule
-    /// fails the test instead of passing it by luck.
+    /// nobody waits on is held back; a blocked waiter or a batch of
+    /// `SYNC_BATCH` bytes has the writer sync at once, and a blocking
+    /// committer (`sync_to`) syncs itself. The interval here is an hour, so
+    /// a partition that ignored any rule fails the test instead of passing
+    /// it by luck.
     #[test]
     fn sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch() {
         let (sim, log_dir) = sim_log(8);
@@ -975,8 +1007,7 @@ mod tests {
             std::time::Duration::from_millis(200)
         ));
         assert_eq!(p.stats().syncs, syncs, "no sync within the interval");
-        assert_eq!(p.stats().waiter_syncs, 0);
-        // A waiter does not wait out the pause: it syncs itself.
+        // A waiter ends the pause.
         // (A detached thread: if the rule were broken it would block for the
         // hour, and the assertion below must fail rather than wait for it.)
         let waiter = {
@@ -990,24 +1021,34 @@ mod tests {
         ));
         waiter.join().unwrap().unwrap();
         assert_eq!(p.stats().syncs, syncs + 1);
-        assert_eq!(p.stats().waiter_syncs, 1, "the waiter's own sync");
+        assert_eq!(
+            p.stats().waiter_syncs,
+            0,
+            "the writer synced for the waiter"
+        );
+        // A blocking committer does not wait for the writer: it syncs itself.
+        let own = append(100);
+        p.sync_to(own).unwrap();
+        assert!(p.durable() >= own);
+        assert_eq!(p.stats().syncs, syncs + 2);
+        assert_eq!(p.stats().waiter_syncs, 1, "the committer's own sync");
         // A batch of SYNC_BATCH bytes ends it too, without a waiter.
         let mut end = append(100);
         p.request_flush(end);
-        while (end - small) < SYNC_BATCH as u64 {
+        while (end - own) < SYNC_BATCH as u64 {
             end = append(4000);
             p.request_flush(end);
         }
         assert!(durable_within(&p, end, std::time::Duration::from_secs(60)));
     }
 
-    /// Threads blocked for durability write and sync the log themselves
-    /// while the writer serves the appender's flush requests. Whoever
-    /// writes, one write runs at a time and starts at the durable position
-    /// (`write_chunks` asserts it), so the segments hold every record once
-    /// and in order. Small segments make writes roll over too.
+    /// Blocking committers (`sync_to`) write and sync the log themselves
+    /// while the writer serves the appender's flush requests and waiters.
+    /// Whoever writes, one write runs at a time and starts at the durable
+    /// position (`write_chunks` asserts it), so the segments hold every
+    /// record once and in order. Small segments make writes roll over too.
     #[test]
-    fn waiters_and_the_writer_take_turns_and_keep_the_stream_in_order() {
+    fn committers_and_the_writer_take_turns_and_keep_the_stream_in_order() {
         let (sim, log_dir) = sim_log(10);
         let storage: Arc<dyn Storage> = Arc::new(sim.clone());
         let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
@@ -1019,7 +1060,7 @@ mod tests {
             for _ in 0..2 {
                 scope.spawn(|| {
                     while !stop.load(Ordering::Acquire) {
-                        p.wait_durable(p.appended()).unwrap();
+                        p.sync_to(p.appended()).unwrap();
                         std::thread::yield_now();
                     }
                 });
@@ -1030,6 +1071,9 @@ mod tests {
                     p.request_flush(end);
                 }
                 if gsn % 50 == 0 {
+                    p.sync_to(end).unwrap();
+                }
+                if gsn % 70 == 0 {
                     p.wait_durable(end).unwrap();
                 }
                 if gsn % 100 == 10 {
