@@ -39,6 +39,14 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// Buffer pool memory, e.g. 256MiB or 1GiB. Redo holds every page
+        /// it changes; with fewer frames than that it must write pages out
+        /// while redoing.
+        #[arg(long, default_value = "256MiB")]
+        buffer: String,
+        /// Threads per recovery phase.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
     },
     /// Check the structure of every table and index of a closed database.
     Check {
@@ -94,7 +102,7 @@ fn check(dir: PathBuf) -> Result<()> {
     Ok(())
 }
 
-fn recover(dir: PathBuf, json: bool) -> Result<()> {
+fn recover(dir: PathBuf, json: bool, buffer: &str, threads: usize) -> Result<()> {
     if !dir.join(waypoint::db::DATA_FILE).exists() {
         bail!(
             "{} is not a waypoint database (no {})",
@@ -104,7 +112,8 @@ fn recover(dir: PathBuf, json: bool) -> Result<()> {
     }
     let options = waypoint::Options {
         create_if_missing: false,
-        buffer_pool_bytes: 256 << 20,
+        buffer_pool_bytes: args::parse_size("buffer", buffer)?,
+        recovery_threads: threads.max(1),
         ..Default::default()
     };
     let db = waypoint::Database::open(&dir, options)
@@ -182,7 +191,12 @@ fn main() {
     let result = match cli.command {
         Command::Bench(args) => bench(*args),
         Command::Check { dir } => check(dir),
-        Command::Recover { dir, json } => recover(dir, json),
+        Command::Recover {
+            dir,
+            json,
+            buffer,
+            threads,
+        } => recover(dir, json, &buffer, threads),
         Command::Simulate(args) => simulate::run(args),
         Command::Verify(args) => tools::verify(args),
         Command::Inspect(args) => tools::inspect(args),

@@ -329,15 +329,13 @@ fn verify_passes_after_a_bench_and_fails_after_a_corrupted_value() {
     assert!(v["recovery"].is_null(), "a cleanly closed database: {v}");
 }
 
-#[test]
-fn inspect_reads_a_crashed_database_without_changing_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db");
-    // Commit and stop without a clean close: the log stays. The database
-    // is quiescent (every commit durable), so its idle threads write
-    // nothing more while the child processes below read the files.
+/// 200 committed inserts into a database at `dir` (4 KiB pages), left
+/// without a clean close: the log stays. The database is quiescent (every
+/// commit durable), so its idle threads write nothing more while child
+/// processes read the files.
+fn crashed_db(dir: &Path) {
     let db = waypoint::Database::open(
-        &dir,
+        dir,
         waypoint::Options {
             page_size: Some(4096),
             ..waypoint::Options::default()
@@ -353,6 +351,32 @@ fn inspect_reads_a_crashed_database_without_changing_it() {
     }
     drop(s);
     std::mem::forget(db);
+}
+
+#[test]
+fn recover_reports_what_it_replayed_and_refuses_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    crashed_db(&dir);
+    let d = dir.to_str().unwrap();
+    fails_with_one_line(&["recover", d, "--buffer", "lots"], "is not a size");
+    fails_with_one_line(
+        &["recover", tmp.path().to_str().unwrap()],
+        "not a waypoint database",
+    );
+    let o = waypoint(&["recover", d, "--json", "--buffer", "8MiB", "--threads", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["winners"].as_u64().unwrap() >= 200, "{v}");
+    assert!(v["records_redone"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["losers"], 0, "{v}");
+}
+
+#[test]
+fn inspect_reads_a_crashed_database_without_changing_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    crashed_db(&dir);
 
     let before = files(&dir);
     let o = waypoint(&["inspect", dir.to_str().unwrap(), "--json"]);
