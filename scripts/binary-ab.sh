@@ -2,7 +2,7 @@
 # Two builds of waypoint A/B, runs interleaved (this VM changes speed within
 # minutes, so only interleaved pairs compare): the commit path
 # (`bench updates`, with the commit/raw-sync ratio) for isolated and
-# pipelined commits, and 1-worker TPC-C, ROUNDS times.
+# pipelined commits, and TPC-C with 1 and 2 workers, ROUNDS times.
 # Usage: scripts/binary-ab.sh OLD_BINARY NEW_BINARY
 # (e.g. an older commit built in a worktree:
 #  git worktree add /tmp/wt-old <sha> && (cd /tmp/wt-old &&
@@ -23,12 +23,13 @@ for round in $(seq "${ROUNDS:-3}"); do
              /commit latency/{printf "| %s %s %s %s", $7, $8, $9, $10} END {print ""}'
     done
   done
-  for inflight in 1 32; do
+  for c in "1 1" "1 32" "2 32"; do
+    set -- $c
     for which in old new; do
       bin=$old; [ "$which" = new ] && bin=$new
       rm -rf "$db"
-      printf "%s %s tpcc 1 worker, in flight %s: " "$round" "$which" "$inflight"
-      "$bin" bench tpcc --warehouses 1 --workers 1 --duration 10 --in-flight "$inflight" \
+      printf "%s %s tpcc %s workers, in flight %s: " "$round" "$which" "$1" "$2"
+      "$bin" bench tpcc --warehouses "$1" --workers "$1" --duration 10 --in-flight "$2" \
         --dir "$db" 2>&1 |
         awk '/^total/{printf "%s txn/s p50 %s p99 %s p999 %s ", $3, $5, $6, $7} /CPU steal/{printf "steal %s %s", $(NF-1), $NF} END {print ""}'
     done
