@@ -34,8 +34,8 @@ use crate::btree::{BTree, PageLog};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -342,7 +342,7 @@ pub struct Recovery {
     logs: Vec<PartitionLog>,
     /// Per partition, per record: was it applied (or already in the page)?
     applied: Vec<Vec<bool>>,
-    losers: HashSet<u64>,
+    losers: FxHashSet<u64>,
     pub report: RecoveryReport,
 }
 
@@ -389,11 +389,11 @@ impl Recovery {
             torn_tails: logs.iter().map(|l| l.torn_tails).sum(),
             ..Default::default()
         };
-        let ends: HashMap<u32, u64> = logs
+        let ends: FxHashMap<u32, u64> = logs
             .iter()
             .map(|l| (l.recovered.id, l.recovered.end))
             .collect();
-        let mut winners: HashSet<u64> = HashSet::new();
+        let mut winners: FxHashSet<u64> = FxHashSet::default();
         for l in &logs {
             for (txn, deps) in &l.commits {
                 if deps
@@ -425,8 +425,8 @@ impl Recovery {
                 "commits whose log has a gap are rolled back (they were never acknowledged)"
             );
         }
-        let ended: HashSet<u64> = logs.iter().flat_map(|l| l.ended.iter().copied()).collect();
-        let mut losers = HashSet::new();
+        let ended: FxHashSet<u64> = logs.iter().flat_map(|l| l.ended.iter().copied()).collect();
+        let mut losers = FxHashSet::default();
         for l in &logs {
             for r in &l.records {
                 let winner = winners.contains(&r.txn) && !beyond_gap.contains(&r.txn);
@@ -465,7 +465,7 @@ impl Recovery {
         assert!(!logs.is_empty(), "undo needs a log");
         let t0 = Instant::now();
         // Records of each loser, applied ones only.
-        let mut per_txn: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+        let mut per_txn: FxHashMap<u64, Vec<(usize, usize)>> = FxHashMap::default();
         for (pi, l) in self.logs.iter().enumerate() {
             for (ri, r) in l.records.iter().enumerate() {
                 if self.losers.contains(&r.txn) && self.applied[pi][ri] && !r.kind.is_structural() {
@@ -596,7 +596,7 @@ impl Recovery {
         txns: &[u64],
         todo: Vec<(usize, usize, u32, Vec<u8>)>,
     ) -> Vec<UndoGroup> {
-        let index: HashMap<u64, usize> = txns.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+        let index: FxHashMap<u64, usize> = txns.iter().enumerate().map(|(i, &t)| (t, i)).collect();
         let mut parent: Vec<usize> = (0..txns.len()).collect();
         fn root(parent: &mut [usize], mut i: usize) -> usize {
             while parent[i] != i {
@@ -605,7 +605,7 @@ impl Recovery {
             }
             i
         }
-        let mut key_owner: HashMap<(u32, &[u8]), usize> = HashMap::new();
+        let mut key_owner: FxHashMap<(u32, &[u8]), usize> = FxHashMap::default();
         for (pi, ri, tree, key) in &todo {
             let t = index[&self.logs[*pi].records[*ri].txn];
             match key_owner.get(&(*tree, key.as_slice())) {
@@ -618,7 +618,7 @@ impl Recovery {
                 }
             }
         }
-        let mut groups: HashMap<usize, UndoGroup> = HashMap::new();
+        let mut groups: FxHashMap<usize, UndoGroup> = FxHashMap::default();
         for (i, &txn) in txns.iter().enumerate() {
             let r = root(&mut parent, i);
             groups.entry(r).or_default().txns.push(txn);

@@ -45,8 +45,9 @@ use crate::btree::node::{Node, NodeMut};
 use crate::buffer::page;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -55,7 +56,7 @@ pub(super) struct RedoOutcome {
     /// Per partition, per record: applied now or already in the page on disk.
     pub applied: Vec<Vec<bool>>,
     /// Transactions with a record that was not applied.
-    pub beyond_gap: HashSet<u64>,
+    pub beyond_gap: FxHashSet<u64>,
     /// Records or groups that could not be applied.
     pub gaps: usize,
     pub pages: usize,
@@ -134,7 +135,7 @@ pub(super) fn redo(
     floor: u64,
 ) -> Result<RedoOutcome> {
     let record = |(pi, ri): (usize, usize)| -> &Logged { &logs[pi].records[ri] };
-    let mut by_page: HashMap<u64, PageRecords> = HashMap::new();
+    let mut by_page: FxHashMap<u64, PageRecords> = FxHashMap::default();
     for (pi, l) in logs.iter().enumerate() {
         for ri in 0..l.records.len() {
             by_page
@@ -180,8 +181,10 @@ pub(super) fn redo(
         .iter()
         .map(|l| vec![OnDisk::Above; l.records.len()])
         .collect();
-    let mut current: HashMap<u64, u64> = HashMap::with_capacity(disk.len());
-    let mut disk_gsn: HashMap<u64, u64> = HashMap::with_capacity(disk.len());
+    let mut current: FxHashMap<u64, u64> =
+        FxHashMap::with_capacity_and_hasher(disk.len(), Default::default());
+    let mut disk_gsn: FxHashMap<u64, u64> =
+        FxHashMap::with_capacity_and_hasher(disk.len(), Default::default());
     for (pid, d, contained) in &disk {
         for &(pi, ri) in &by_page[pid] {
             if logs[pi].records[ri].gsn <= *d {
@@ -197,7 +200,7 @@ pub(super) fn redo(
 
     // 2. One sweep in GSN order decides every record; a group is one event.
     let mut applied: Vec<Vec<bool>> = logs.iter().map(|l| vec![false; l.records.len()]).collect();
-    let mut beyond_gap = HashSet::new();
+    let mut beyond_gap = FxHashSet::default();
     let mut gaps = 0;
     let mut next = vec![0usize; logs.len()];
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = logs
