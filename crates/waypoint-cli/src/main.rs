@@ -39,10 +39,10 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
-        /// Buffer pool memory, e.g. 256MiB or 1GiB. Redo holds every page
-        /// it changes; with fewer frames than that it must write pages out
-        /// while redoing.
-        #[arg(long, default_value = "256MiB")]
+        /// Buffer pool memory, e.g. 256MiB or 1GiB (the default, as for
+        /// `bench`). Redo holds every page it changes; with fewer frames
+        /// than that it must write pages out while redoing.
+        #[arg(long, default_value = "1GiB")]
         buffer: String,
         /// Threads per recovery phase.
         #[arg(long, default_value_t = 2)]
