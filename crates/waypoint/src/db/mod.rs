@@ -76,7 +76,8 @@ pub struct Options {
     pub buffer_pool_bytes: usize,
     /// Create the database if the directory holds none.
     pub create_if_missing: bool,
-    /// Open data files with `O_DIRECT`.
+    /// Open the data file with `O_DIRECT` (the log and the other files are
+    /// written at unaligned offsets and stay buffered).
     pub direct_io: bool,
     /// The file system to use; `None` is the real one. Tests pass a
     /// [`crate::io::SimStorage`].
@@ -326,7 +327,7 @@ impl Database {
                 child = parent;
             }
         }
-        let file = storage.open(&path, OpenMode::CreateIfMissing)?;
+        let file = storage.open_data_file(&path, OpenMode::CreateIfMissing)?;
         if !exists {
             storage.sync_dir(&dir)?;
         }

@@ -51,13 +51,17 @@ impl Superblock {
     /// the checksum can be checked, since it determines what to checksum.
     pub fn read(file: &dyn StorageFile) -> Result<Superblock> {
         let len = file.len()?;
-        let mut head = [0u8; PAGE_HEADER_SIZE + 16];
-        if len < head.len() as u64 {
+        // One aligned block, so an `O_DIRECT` data file can be read too; a
+        // database file is at least one page, and pages are at least that.
+        const _: () = assert!(page::MIN_PAGE_SIZE >= crate::io::IO_ALIGN);
+        if len < crate::io::IO_ALIGN as u64 {
             return Err(Error::NotADatabase {
                 path: file.path().to_path_buf(),
             });
         }
-        file.read_at(&mut head, 0)?;
+        let mut block = AlignedBuf::zeroed(crate::io::IO_ALIGN);
+        file.read_at(block.as_mut_slice(), 0)?;
+        let head = &block.as_slice()[..PAGE_HEADER_SIZE + 16];
         if &head[32..40] != MAGIC {
             return Err(Error::NotADatabase {
                 path: file.path().to_path_buf(),

@@ -42,6 +42,14 @@ pub enum OpenMode {
 /// [`Storage::sync_dir`] on the parent directory, as on a real file system.
 pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>>;
+    /// Open the data file, which is read and written in whole, aligned
+    /// pages only: with `Options::direct_io`, [`RealStorage`] opens it with
+    /// `O_DIRECT`. Every other file (log segments, their spares, the
+    /// double-write file) is written at unaligned offsets and lengths, which
+    /// `O_DIRECT` refuses with `EINVAL`, so those go through [`Storage::open`].
+    fn open_data_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+        self.open(path, mode)
+    }
     fn exists(&self, path: &Path) -> bool;
     fn remove(&self, path: &Path) -> Result<()>;
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;

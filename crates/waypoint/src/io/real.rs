@@ -19,9 +19,10 @@ impl RealStorage {
         Self::default()
     }
 
-    /// Open files with `O_DIRECT`, bypassing the OS page cache. Every buffer
-    /// and offset passed to the files must then be aligned to 4 KiB, which the
-    /// buffer pool guarantees for pages.
+    /// Open the data file ([`Storage::open_data_file`]) with `O_DIRECT`,
+    /// bypassing the OS page cache. Every buffer and offset passed to it
+    /// must then be aligned to 4 KiB, which the buffer pool guarantees for
+    /// pages. Other files are opened as usual.
     pub fn with_direct_io(direct_io: bool) -> Self {
         Self { direct_io }
     }
@@ -33,8 +34,8 @@ struct RealFile {
     file: File,
 }
 
-impl Storage for RealStorage {
-    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+impl RealStorage {
+    fn open_with(&self, path: &Path, mode: OpenMode, direct: bool) -> Result<Arc<dyn StorageFile>> {
         let mut options = OpenOptions::new();
         options.read(true).write(mode != OpenMode::ReadOnly);
         match mode {
@@ -46,7 +47,7 @@ impl Storage for RealStorage {
                 options.create_new(true);
             }
         }
-        if self.direct_io {
+        if direct {
             options.custom_flags(libc::O_DIRECT);
         }
         let file = options
@@ -56,6 +57,16 @@ impl Storage for RealStorage {
             path: path.to_path_buf(),
             file,
         }))
+    }
+}
+
+impl Storage for RealStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+        self.open_with(path, mode, false)
+    }
+
+    fn open_data_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+        self.open_with(path, mode, self.direct_io)
     }
 
     fn exists(&self, path: &Path) -> bool {
