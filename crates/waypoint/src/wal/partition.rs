@@ -238,7 +238,7 @@ impl Partition {
                 preallocated: false,
             });
         }
-        let spare = Spare::start(Arc::clone(&storage), &dir, id)?;
+        let spare = Spare::new(Arc::clone(&storage), &dir, id);
         let p = Arc::new(Partition {
             id,
             dir,
@@ -1263,6 +1263,26 @@ mod tests {
         );
         assert_eq!(read_log(&sim, &dir), vec![1, 2]);
         assert_eq!(p.stats().durable_bytes, second);
+    }
+
+    /// With preallocation off no spare is made and no thread is started
+    /// for it: segments are created empty and grow.
+    #[test]
+    fn without_preallocation_no_spare_thread_runs() {
+        let (sim, log_dir) = sim_log(12);
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 4, 0, 0, Vec::new()).unwrap();
+        p.set_preallocate(false);
+        p.set_segment_size(64 << 10);
+        let big = vec![7u8; 50_000];
+        for gsn in 1..=4 {
+            let end = p.append(&rec(gsn, &big), gsn).unwrap();
+            p.wait_durable(end).unwrap();
+        }
+        let dir = partition_dir(log_dir, 4);
+        assert!(segment::list_segments(&sim, &dir).unwrap().len() >= 2);
+        assert!(!p.spare.was_started());
+        assert!(!sim.exists(&dir.join(super::super::spare::SPARE_NAME)));
+        p.shutdown().unwrap();
     }
 
     /// A preallocation that fails (here: the disk is full) only stops

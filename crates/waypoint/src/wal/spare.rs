@@ -24,7 +24,7 @@
 //! preallocation for the partition: the writer then creates segments as
 //! plain growing files, which is slower but correct.
 
-use crate::error::{IoOp, Result};
+use crate::error::Result;
 use crate::io::{OpenMode, Storage};
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
@@ -55,6 +55,8 @@ struct State {
 pub struct Spare {
     storage: Arc<dyn Storage>,
     path: PathBuf,
+    /// The partition's id (names the thread).
+    id: u32,
     /// Bytes to preallocate: segment header plus the segment size.
     bytes: AtomicU64,
     state: Mutex<State>,
@@ -64,30 +66,45 @@ pub struct Spare {
 
 impl Spare {
     /// The spare of the partition in `dir`, prepared by thread
-    /// `waypoint-spare-{id}`. Nothing is written until [`Spare::want`] or
-    /// [`Spare::take`].
-    pub fn start(storage: Arc<dyn Storage>, dir: &Path, id: u32) -> Result<Arc<Self>> {
-        let spare = Arc::new(Spare {
+    /// `waypoint-spare-{id}`, which starts at the first [`Spare::want`] or
+    /// [`Spare::take`] (never, when preallocation is off).
+    pub fn new(storage: Arc<dyn Storage>, dir: &Path, id: u32) -> Arc<Self> {
+        Arc::new(Spare {
             storage,
             path: dir.join(SPARE_NAME),
+            id,
             bytes: AtomicU64::new(0),
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             thread: Mutex::new(None),
-        });
-        let worker = Arc::clone(&spare);
-        let handle = std::thread::Builder::new()
-            .name(format!("waypoint-spare-{id}"))
+        })
+    }
+
+    /// Start the preparing thread unless it runs (or ran) already. A
+    /// thread that cannot be started only means no spare: new segments then
+    /// grow as they fill, slower but correct.
+    fn ensure_thread(self: &Arc<Self>) {
+        let mut thread = self.thread.lock();
+        if thread.is_some() || self.state.lock().shutdown {
+            return;
+        }
+        let worker = Arc::clone(self);
+        match std::thread::Builder::new()
+            .name(format!("waypoint-spare-{}", self.id))
             .spawn(move || worker.run())
-            .map_err(|e| {
-                crate::error::Error::io(IoOp::Open, "log preallocation thread", None, e)
-            })?;
-        *spare.thread.lock() = Some(handle);
-        Ok(spare)
+        {
+            Ok(handle) => *thread = Some(handle),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e,
+                    "cannot start the log preallocation thread; new segments grow as they fill");
+                self.state.lock().shutdown = true;
+            }
+        }
     }
 
     /// Prepare a spare of `bytes` bytes (if none is ready or being made).
-    pub fn want(&self, bytes: u64) {
+    pub fn want(self: &Arc<Self>, bytes: u64) {
+        self.ensure_thread();
         self.bytes.store(bytes, Ordering::Relaxed);
         let mut s = self.state.lock();
         if !s.ready {
@@ -99,7 +116,8 @@ impl Spare {
     /// Rename the ready spare to `to` (a new segment; the caller syncs the
     /// directory) and start preparing the next one of `next_bytes`. `false`
     /// while none is ready: the caller creates the segment itself.
-    pub fn take(&self, to: &Path, next_bytes: u64) -> Result<bool> {
+    pub fn take(self: &Arc<Self>, to: &Path, next_bytes: u64) -> Result<bool> {
+        self.ensure_thread();
         self.bytes.store(next_bytes, Ordering::Relaxed);
         let mut s = self.state.lock();
         // Under the lock: the thread must not start replacing the file
@@ -116,6 +134,12 @@ impl Spare {
     /// Is a spare ready to be taken?
     pub fn is_ready(&self) -> bool {
         self.state.lock().ready
+    }
+
+    /// Was the preparing thread ever started?
+    #[cfg(test)]
+    pub fn was_started(&self) -> bool {
+        self.thread.lock().is_some()
     }
 
     /// Has the thread ended (after a failed preallocation, or shutdown)?
