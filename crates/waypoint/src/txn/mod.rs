@@ -53,9 +53,10 @@ pub trait SessionLog: Send {
     fn end_rollback(&mut self) -> Result<()> {
         Ok(())
     }
-    /// Whether the next `on_commit` is followed at once by `wait_durable` (a
-    /// blocking commit): the log then need not wake its writer thread for
-    /// the session's own partition, since the waiter syncs it itself.
+    /// Whether the next `on_commit` is followed at once by a wait for its
+    /// durability (a blocking commit, `Transaction::commit`): the log then
+    /// need not wake its writer thread for the session's own partition,
+    /// since the committing thread syncs it itself.
     fn set_commit_waits(&mut self, _waits: bool) {}
     /// Instead of `wait_durable`: hand out what the last commit still waits
     /// for, so the caller can wait later (pipelined commits).

@@ -132,6 +132,9 @@ pub struct PartitionLogStats {
     pub disk_bytes: u64,
     pub records: u64,
     pub syncs: u64,
+    /// Writes and syncs a blocking committer did itself
+    /// (`Partition::sync_to`), not the partition's writer thread.
+    pub committer_syncs: u64,
 }
 
 impl WalStats {
@@ -607,6 +610,7 @@ impl Wal {
                 disk_bytes: disk,
                 records: ps.records,
                 syncs: ps.syncs,
+                committer_syncs: ps.committer_syncs,
             });
         }
         s

@@ -159,7 +159,7 @@ pub struct PartitionStats {
     pub syncs: u64,
     /// Writes and syncs done by a blocking committer itself (`sync_to`),
     /// not by the writer thread.
-    pub waiter_syncs: u64,
+    pub committer_syncs: u64,
 }
 
 pub struct Partition {
@@ -180,7 +180,7 @@ pub struct Partition {
     clock: AtomicU64,
     records: AtomicU64,
     syncs: AtomicU64,
-    waiter_syncs: AtomicU64,
+    committer_syncs: AtomicU64,
     /// TID of the newest commit record that is durable.
     durable_commit_tid: AtomicU64,
     segment_size: AtomicU64,
@@ -269,7 +269,7 @@ impl Partition {
             clock: AtomicU64::new(clock),
             records: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
-            waiter_syncs: AtomicU64::new(0),
+            committer_syncs: AtomicU64::new(0),
             durable_commit_tid: AtomicU64::new(0),
             segment_size: AtomicU64::new(SEGMENT_SIZE),
             sync_interval_us: AtomicU64::new(SYNC_INTERVAL.as_micros() as u64),
@@ -563,12 +563,14 @@ impl Partition {
                 return Err(Error::Closed);
             }
             if !s.writing {
-                debug_assert!(position <= self.appended(), "waits for appended bytes only");
+                // Else nothing could ever make it durable: no spinning on
+                // empty writes.
+                assert!(position <= self.appended(), "waits for appended bytes only");
                 if !s.current.bytes.is_empty() {
                     self.seal_current(&mut s);
                 }
                 let chunks = self.begin_write(&mut s);
-                self.waiter_syncs.fetch_add(1, Ordering::Relaxed);
+                self.committer_syncs.fetch_add(1, Ordering::Relaxed);
                 let written = MutexGuard::unlocked(&mut s, || self.write_chunks(&chunks));
                 self.finish_write(&mut s, chunks, written);
                 continue;
@@ -720,7 +722,7 @@ impl Partition {
     /// Write chunks to the current segment (rolling over to new segments),
     /// sync, then publish durability.
     fn write_chunks(&self, chunks: &VecDeque<Chunk>) -> Result<()> {
-        let _poison = PoisonOnPanic(self);
+        let _poison = PoisonOnPanic::new(self);
         let mut segments = self.segments.lock();
         let mut touched: Vec<Arc<dyn StorageFile>> = Vec::new();
         let mut new_segment = false;
@@ -853,7 +855,7 @@ impl Partition {
             durable_bytes: self.durable(),
             records: self.records.load(Ordering::Relaxed),
             syncs: self.syncs.load(Ordering::Relaxed),
-            waiter_syncs: self.waiter_syncs.load(Ordering::Relaxed),
+            committer_syncs: self.committer_syncs.load(Ordering::Relaxed),
         }
     }
 
@@ -878,14 +880,28 @@ impl Partition {
 /// Poisons the partition when the thread writing for it panics (a broken
 /// assertion): `writing` would stay set and every waiter would wait forever;
 /// this way they get an error.
-struct PoisonOnPanic<'a>(&'a Partition);
+/// A thread that was unwinding already when it began the write (a commit
+/// in a `Drop` during a panic) is not taken for a panic of the write.
+struct PoisonOnPanic<'a> {
+    partition: &'a Partition,
+    unwinding_before: bool,
+}
+
+impl<'a> PoisonOnPanic<'a> {
+    fn new(partition: &'a Partition) -> Self {
+        PoisonOnPanic {
+            partition,
+            unwinding_before: std::thread::panicking(),
+        }
+    }
+}
 
 impl Drop for PoisonOnPanic<'_> {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if self.unwinding_before || !std::thread::panicking() {
             return;
         }
-        let p = self.0;
+        let p = self.partition;
         *p.failure.lock() = Some(Failure {
             full: false,
             path: p.dir.clone(),
@@ -1022,7 +1038,7 @@ mod tests {
         waiter.join().unwrap().unwrap();
         assert_eq!(p.stats().syncs, syncs + 1);
         assert_eq!(
-            p.stats().waiter_syncs,
+            p.stats().committer_syncs,
             0,
             "the writer synced for the waiter"
         );
@@ -1031,7 +1047,7 @@ mod tests {
         p.sync_to(own).unwrap();
         assert!(p.durable() >= own);
         assert_eq!(p.stats().syncs, syncs + 2);
-        assert_eq!(p.stats().waiter_syncs, 1, "the committer's own sync");
+        assert_eq!(p.stats().committer_syncs, 1, "the committer's own sync");
         // A batch of SYNC_BATCH bytes ends it too, without a waiter.
         let mut end = append(100);
         p.request_flush(end);
@@ -1085,9 +1101,9 @@ mod tests {
         });
         p.wait_durable(p.appended()).unwrap();
         let stats = p.stats();
-        assert!(stats.waiter_syncs > 0, "{stats:?}");
+        assert!(stats.committer_syncs > 0, "{stats:?}");
         assert!(
-            stats.syncs > stats.waiter_syncs,
+            stats.syncs > stats.committer_syncs,
             "the writer synced too: {stats:?}"
         );
         assert_eq!(
@@ -1283,6 +1299,32 @@ mod tests {
         assert!(!p.spare.was_started());
         assert!(!sim.exists(&dir.join(super::super::spare::SPARE_NAME)));
         p.shutdown().unwrap();
+    }
+
+    /// A thread that is unwinding already may still commit (a `Drop` that
+    /// commits during a panic): its write is not taken for a panic of the
+    /// write, and the partition stays healthy.
+    #[test]
+    fn a_commit_during_unwinding_does_not_poison_the_log() {
+        let (_sim, log_dir) = sim_log(13);
+        let p = Partition::open(Arc::new(_sim.clone()), log_dir, 5, 0, 0, Vec::new()).unwrap();
+        struct SyncOnDrop<'a>(&'a Partition, u64);
+        impl Drop for SyncOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.sync_to(self.1).unwrap();
+            }
+        }
+        let first = p.append(&rec(1, b"first"), 1).unwrap();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _commit = SyncOnDrop(&p, first);
+            panic!("a panic while a commit is pending (expected by this test)");
+        }));
+        assert!(unwound.is_err());
+        p.check_healthy().unwrap();
+        assert!(p.durable() >= first);
+        assert_eq!(p.stats().committer_syncs, 1);
+        let second = p.append(&rec(2, b"second"), 2).unwrap();
+        p.wait_durable(second).unwrap();
     }
 
     /// A preallocation that fails (here: the disk is full) only stops
