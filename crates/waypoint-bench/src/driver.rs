@@ -4,9 +4,9 @@
 //!
 //! Each worker keeps up to `in_flight` commits pipelined
 //! (`Transaction::commit_pipelined`) and resolves them oldest first; with
-//! `in_flight = 1` it commits one at a time (`Transaction::commit`). A transaction counts as
-//! committed when its commit is durable, and its latency runs from `begin`
-//! until then. The warm-up (whole seconds) is sampled into the series but
+//! `in_flight = 1` it commits one at a time (`Transaction::commit`). A
+//! transaction counts as committed when its commit is durable, and its
+//! latency runs from `begin` until then. The warm-up (whole seconds) is sampled into the series but
 //! excluded from the summary's counts and latencies.
 //!
 //! Worker threads are pinned to cores ([`DriverConfig::pin`]): worker `w`
