@@ -83,7 +83,10 @@ impl Default for DriverConfig {
             duration_secs: 10.0,
             warmup_secs: 2,
             max_txns: None,
-            in_flight: 32,
+            // A window this deep rides out the log's slow syncs: with 32,
+            // 1-worker TPC-C blocked on a full window and ran about 10%
+            // slower (docs/BENCHMARKS.md, "Session 8").
+            in_flight: 128,
             buffer_bytes: 1 << 30,
             page_size: 16384,
             logging: Logging::PerWorker,

@@ -109,7 +109,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub direct_io: bool,
     /// Commits in flight per worker; 1 waits for each commit
-    /// [default: 32; updates: 1].
+    /// [default: 128; updates: 1].
     #[arg(long, alias = "pipeline")]
     pub in_flight: Option<usize>,
     /// `updates`: records updated per transaction [default: 4].

@@ -31,8 +31,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Bytes preallocated between two syncs.
-const PIECE: u64 = 256 << 10;
+/// Bytes preallocated between two syncs. Each sync costs the vCPUs that
+/// also run the workers; 1 MiB rather than 256 KiB gave 2-worker TPC-C
+/// about 2.5% more, with a lower commit p99 (docs/BENCHMARKS.md,
+/// "Session 8").
+const PIECE: u64 = 1 << 20;
 
 /// File name of a partition's spare segment.
 pub const SPARE_NAME: &str = "spare.prealloc";
