@@ -74,6 +74,8 @@ pub struct Snapshot {
     pub aborts: Vec<u64>,
     pub wal_bytes: u64,
     pub wal_disk_bytes: u64,
+    /// Log file syncs (`fdatasync`), by writer threads and committers.
+    pub wal_syncs: u64,
     pub wal_commits: u64,
     pub remote_flush_commits: u64,
     pub evict_bytes: u64,
@@ -94,6 +96,7 @@ impl Snapshot {
             aborts,
             wal_bytes: stats.wal.appended_bytes,
             wal_disk_bytes: stats.wal.disk_bytes,
+            wal_syncs: stats.wal.syncs,
             wal_commits: stats.wal.commits,
             remote_flush_commits: stats.wal.remote_flush_commits,
             evict_bytes: stats.pool.pages_written_by_provider * page,

@@ -46,6 +46,10 @@ pub struct Summary {
     pub wal_bytes_per_txn: f64,
     /// Largest log size on disk seen after the warm-up.
     pub wal_disk_max_bytes: u64,
+    /// Log file syncs per second (all partitions): on a machine with few
+    /// cores each one costs the workers CPU (docs/BENCHMARKS.md, "Session
+    /// 8").
+    pub wal_syncs_per_sec: f64,
     /// Share of commits that waited for other log partitions (RFA).
     pub remote_flush_fraction: f64,
     /// Bytes of pages written by checkpoint increments (or full
@@ -288,6 +292,7 @@ impl Summary {
                 .map(|s| s.wal_disk_bytes)
                 .max()
                 .unwrap_or(0),
+            wal_syncs_per_sec: (e.wal_syncs - b.wal_syncs) as f64 / secs,
             remote_flush_fraction: if wal_commits == 0 {
                 0.0
             } else {
@@ -337,10 +342,11 @@ impl Summary {
             );
         }
         out += &format!(
-            "measured {:.1} s after warm-up; log {} ({:.0} bytes/txn), on disk at most {}; remote-flush fraction {:.3}\n",
+            "measured {:.1} s after warm-up; log {} ({:.0} bytes/txn, {:.0} syncs/s), on disk at most {}; remote-flush fraction {:.3}\n",
             self.seconds,
             mib(self.wal_bytes),
             self.wal_bytes_per_txn,
+            self.wal_syncs_per_sec,
             mib(self.wal_disk_max_bytes),
             self.remote_flush_fraction
         );

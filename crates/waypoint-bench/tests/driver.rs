@@ -126,6 +126,7 @@ fn summary_json_and_series_csv_have_the_documented_fields() {
         "remote_flush_fraction",
         "peak_rss_bytes",
         "wal_disk_max_bytes",
+        "wal_syncs_per_sec",
     ] {
         assert!(v[field].is_number(), "summary.json lacks {field}: {v}");
     }
@@ -143,6 +144,8 @@ fn summary_json_and_series_csv_have_the_documented_fields() {
     }
     assert!(v["committed"].as_u64().unwrap() > 0);
     assert!(v["wal_bytes"].as_u64().unwrap() > 0);
+    // One commit at a time: every commit is a sync of its own.
+    assert!(v["wal_syncs_per_sec"].as_f64().unwrap() > 0.0);
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
     assert!(v["latency_us"]["overall"]["p50"].as_u64().unwrap() > 0);
 
