@@ -36,6 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Bit of `Partition::clock` set while a reserved GSN's record is not yet
+/// appended (GSNs stay far below 2^63).
+const RESERVED: u64 = 1 << 63;
 /// Size of one stage-1 chunk; records larger than this get a chunk of
 /// their own.
 pub const CHUNK_SIZE: usize = 256 << 10;
@@ -193,14 +196,13 @@ pub struct Partition {
     /// GSN of the newest durable record.
     durable_gsn: AtomicU64,
     /// The session's GSN clock: no future record of this partition has a
-    /// GSN at or below it.
+    /// GSN at or below it. Bit 63 ([`RESERVED`]) is set while a GSN handed
+    /// out by `reserve_gsns` has no appended record yet: `flushed_gsn`
+    /// must not vouch for the clock meanwhile. One word for both, so that
+    /// other sessions' `flushed_gsn` (once per writing transaction, on
+    /// every partition) takes no lock the owner and the writer contend for,
+    /// and the owner's append pays one atomic operation for the flag.
     clock: AtomicU64,
-    /// A GSN was handed out by `reserve_gsns` and its record is not yet
-    /// appended: `flushed_gsn` must not vouch for the clock meanwhile.
-    /// Atomic, with the clock, so that other sessions' `flushed_gsn` (once
-    /// per writing transaction, on every partition) takes no lock the owner
-    /// and the writer contend for.
-    reserved: AtomicBool,
     records: AtomicU64,
     syncs: AtomicU64,
     committer_syncs: AtomicU64,
@@ -246,6 +248,14 @@ impl Partition {
         existing: Vec<(u64, u64, u64)>,
     ) -> Result<Arc<Self>> {
         let dir = partition_dir(log_dir, id);
+        if clock >= RESERVED {
+            // Only a damaged log could have GSNs this large.
+            return Err(Error::Corruption {
+                path: dir,
+                offset: 0,
+                detail: format!("GSN {clock} is beyond the GSN range"),
+            });
+        }
         if !storage.exists(&dir) {
             storage.create_dir_all(&dir)?;
             storage.sync_dir(log_dir)?;
@@ -289,7 +299,6 @@ impl Partition {
             durable: AtomicU64::new(end),
             durable_gsn: AtomicU64::new(clock),
             clock: AtomicU64::new(clock),
-            reserved: AtomicBool::new(false),
             records: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             committer_syncs: AtomicU64::new(0),
@@ -374,12 +383,7 @@ impl Partition {
     }
 
     pub fn clock(&self) -> u64 {
-        self.clock.load(Ordering::Acquire)
-    }
-
-    /// Raise the GSN clock (the session saw a larger page GSN).
-    pub fn observe_gsn(&self, gsn: u64) {
-        self.clock.fetch_max(gsn, Ordering::AcqRel);
+        self.clock.load(Ordering::Acquire) & !RESERVED
     }
 
     /// The GSN for the owner's next record: above `floor` (the txn GSN and
@@ -389,24 +393,18 @@ impl Partition {
     }
 
     /// `count` consecutive GSNs for the records of one structure
-    /// modification; returns the first.
-    ///
-    /// Lock-free against [`Partition::flushed_gsn`]: `reserved` is raised
-    /// before the clock moves, and `flushed_gsn` raises the clock before it
-    /// looks at `reserved`. In the one order of these sequentially
-    /// consistent operations, either the clock moves after `flushed_gsn`
-    /// raised it (so the reserved GSNs lie above the value it vouches for),
-    /// or `flushed_gsn` sees the reservation (or, once cleared, the
-    /// appended bytes) and vouches only for `durable_gsn`.
+    /// modification; returns the first. Sets [`RESERVED`] until
+    /// `append_group` appends their records.
     pub fn reserve_gsns(&self, floor: u64, count: u64) -> u64 {
         debug_assert!(count > 0);
-        self.reserved.store(true, Ordering::SeqCst);
         let mut first = 0;
         let _ = self
             .clock
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |clock| {
-                first = floor.max(clock) + 1;
-                Some(first + count - 1)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+                // Still set if the last reservation's append failed: the
+                // partition is then stopped and vouches for nothing more.
+                first = floor.max(word & !RESERVED) + 1;
+                Some((first + count - 1) | RESERVED)
             });
         first
     }
@@ -416,25 +414,41 @@ impl Partition {
     /// fully durable partition has its clock raised to `global` first (its
     /// future records then order above it), so idle partitions do not hold
     /// GSN_flushed back.
+    ///
+    /// Why no lock is needed: the value vouched for is a clock word read
+    /// (or compare-and-swapped) without [`RESERVED`]. A reservation later
+    /// in the word's modification order starts from that value or above,
+    /// so its GSNs lie above it. One earlier was cleared by its append,
+    /// which stored `appended` before releasing the word: having acquired
+    /// the word, this call sees those bytes, and vouches only if they are
+    /// durable. A compare-and-swap that fails because the owner moved the
+    /// word starts over from the new word.
     pub fn flushed_gsn(&self, global: u64) -> u64 {
-        if self.idle_and_durable() {
-            let clock = self.clock.fetch_max(global, Ordering::SeqCst).max(global);
-            // Checked again after the clock moved (see `reserve_gsns`):
-            // raising a busy partition's clock is harmless, vouching for it
-            // is not.
-            if self.idle_and_durable() {
-                return clock;
+        let mut word = self.clock.load(Ordering::Acquire);
+        loop {
+            if word & RESERVED != 0 || !self.all_durable() {
+                return self.durable_gsn.load(Ordering::Acquire);
+            }
+            let raised = word.max(global);
+            if raised == word {
+                return word;
+            }
+            match self.clock.compare_exchange_weak(
+                word,
+                raised,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return raised,
+                Err(now) => word = now,
             }
         }
-        self.durable_gsn.load(Ordering::Acquire)
     }
 
-    /// No GSN is reserved and every appended byte is durable. `durable` is
-    /// read first: if it then equals `appended`, nothing was appended in
-    /// between either.
-    fn idle_and_durable(&self) -> bool {
-        !self.reserved.load(Ordering::SeqCst)
-            && self.durable.load(Ordering::SeqCst) == self.appended.load(Ordering::SeqCst)
+    /// Every appended byte is durable. `durable` is read first: if it then
+    /// equals `appended`, nothing was appended in between either.
+    fn all_durable(&self) -> bool {
+        self.durable.load(Ordering::Acquire) == self.appended.load(Ordering::Acquire)
     }
 
     /// `Err(LogFull)` after a write failed with `ENOSPC`, `Err(Poisoned)`
@@ -492,11 +506,14 @@ impl Partition {
         }
         s.current.max_gsn = s.current.max_gsn.max(max_gsn);
         let end = s.current.start + s.current.bytes.len() as u64;
-        self.appended.store(end, Ordering::SeqCst);
-        // After `appended` moved: whoever sees the reservation gone sees
-        // the bytes too.
-        self.reserved.store(false, Ordering::SeqCst);
-        self.clock.fetch_max(max_gsn, Ordering::AcqRel);
+        self.appended.store(end, Ordering::Release);
+        // After `appended` moved: whoever acquires the word without the
+        // reservation sees the bytes too (see `flushed_gsn`).
+        let _ = self
+            .clock
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
+                Some((word & !RESERVED).max(max_gsn))
+            });
         self.records.fetch_add(count, Ordering::Relaxed);
         if s.current.bytes.len() >= CHUNK_SIZE {
             self.seal_current(&mut s);
