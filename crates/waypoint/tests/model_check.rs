@@ -251,8 +251,9 @@ fn latch_model_catches_a_release_that_does_not_move_the_version() {
 /// without the lock, then publish `durable_gsn`, `durable` and the durable
 /// commit TIDs), and one session per partition. Records carry GSNs by the
 /// GSN protocol of `WalSessionLog::log_pages` (above the page's and the
-/// transaction's GSN and the partition clock, reserved under the stage-1
-/// lock with `reserved` set until the append). A transaction locks its
+/// transaction's GSN and the partition clock; the clock word carries a
+/// reservation bit from the reservation's compare-and-swap until the
+/// append clears it, and `flushed_gsn` vouches only for a word without it). A transaction locks its
 /// keys (the commit locks), changes pages under their latch, appends its
 /// commit record, releases the keys (early lock release), then waits as
 /// `on_commit` decides:
@@ -314,9 +315,11 @@ mod commit {
         /// (end position, TID) of commit records not yet durable.
         commits: VecDeque<(u64, u64)>,
         flush_requested: u64,
-        reserved: bool,
         shutdown: bool,
     }
+
+    /// `partition::RESERVED`: bit 63 of the clock word.
+    const RESERVED_BIT: u64 = 1 << 63;
 
     struct Partition {
         stage1: Mutex<Stage1>,
@@ -326,6 +329,7 @@ mod commit {
         appended: AtomicU64,
         durable: AtomicU64,
         durable_gsn: AtomicU64,
+        /// GSN clock and `RESERVED_BIT`, one word.
         clock: AtomicU64,
         durable_commit_tid: AtomicU64,
         /// Ground truth: what a crash now would keep.
@@ -339,7 +343,6 @@ mod commit {
                     current: Vec::new(),
                     commits: VecDeque::new(),
                     flush_requested: 0,
-                    reserved: false,
                     shutdown: false,
                 }),
                 work: Condvar::new(),
@@ -353,35 +356,70 @@ mod commit {
             }
         }
 
-        /// `Partition::reserve_gsns`.
-        fn reserve_gsn(&self, floor: u64) -> u64 {
-            let mut s = self.stage1.lock().unwrap();
-            let gsn = floor.max(self.clock.load(Ordering::SeqCst)) + 1;
-            self.clock.store(gsn, Ordering::SeqCst);
-            s.reserved = true;
-            gsn
+        /// `Partition::clock`.
+        fn clock(&self) -> u64 {
+            self.clock.load(Ordering::SeqCst) & !RESERVED_BIT
         }
 
-        /// `Partition::append_group`: returns the end position.
+        /// `Partition::reserve_gsns`: one compare-and-swap, no lock.
+        fn reserve_gsn(&self, floor: u64) -> u64 {
+            loop {
+                let word = self.clock.load(Ordering::SeqCst);
+                let gsn = floor.max(word & !RESERVED_BIT) + 1;
+                if self
+                    .clock
+                    .compare_exchange(word, gsn | RESERVED_BIT, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    return gsn;
+                }
+            }
+        }
+
+        /// `Partition::append_group`: returns the end position. `appended`
+        /// moves before the reservation bit is cleared.
         fn append(&self, gsn: u64) -> u64 {
             let mut s = self.stage1.lock().unwrap();
-            s.reserved = false;
             s.current.push(gsn);
             let end = self.appended.load(Ordering::SeqCst) + 1;
             self.appended.store(end, Ordering::SeqCst);
-            self.clock.fetch_max(gsn, Ordering::SeqCst);
-            end
+            loop {
+                let word = self.clock.load(Ordering::SeqCst);
+                let cleared = (word & !RESERVED_BIT).max(gsn);
+                if self
+                    .clock
+                    .compare_exchange(word, cleared, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    return end;
+                }
+            }
         }
 
-        /// `Partition::flushed_gsn`.
+        /// `Partition::flushed_gsn`: no lock; vouches only for a clock word
+        /// read (or swapped in) without the reservation bit, after seeing
+        /// every appended record durable.
         fn flushed_gsn(&self, global: u64, bug: Bug) -> u64 {
-            let s = self.stage1.lock().unwrap();
-            let idle = bug == Bug::NoReservedFlag || !s.reserved;
-            if idle && self.durable.load(Ordering::SeqCst) == self.appended.load(Ordering::SeqCst) {
-                self.clock.fetch_max(global, Ordering::SeqCst);
-                return self.clock.load(Ordering::SeqCst);
+            let mut word = self.clock.load(Ordering::SeqCst);
+            loop {
+                let reserved = bug != Bug::NoReservedFlag && word & RESERVED_BIT != 0;
+                let all_durable =
+                    self.durable.load(Ordering::SeqCst) == self.appended.load(Ordering::SeqCst);
+                if reserved || !all_durable {
+                    return self.durable_gsn.load(Ordering::SeqCst);
+                }
+                let raised = (word & !RESERVED_BIT).max(global);
+                if raised == word {
+                    return word;
+                }
+                match self
+                    .clock
+                    .compare_exchange(word, raised, Ordering::SeqCst, Ordering::SeqCst)
+                {
+                    Ok(_) => return raised,
+                    Err(now) => word = now,
+                }
             }
-            self.durable_gsn.load(Ordering::SeqCst)
         }
 
         /// `Partition::note_commit`.
@@ -496,12 +534,7 @@ mod commit {
     impl World {
         /// `Wal::flushed_gsn`.
         fn flushed_gsn(&self) -> u64 {
-            let global = self
-                .parts
-                .iter()
-                .map(|p| p.clock.load(Ordering::SeqCst))
-                .max()
-                .unwrap();
+            let global = self.parts.iter().map(|p| p.clock()).max().unwrap();
             self.parts
                 .iter()
                 .map(|p| p.flushed_gsn(global, self.bug))
@@ -562,7 +595,7 @@ mod commit {
             let mut needs = Needs::default();
             let mut needs_remote = false;
             let mut flushed_at_start = None;
-            let mut gsn = own.clock.load(Ordering::SeqCst);
+            let mut gsn = own.clock();
             let mut observed = Vec::new();
             for (page, key) in writes {
                 let mut pg = w.pages[page].lock().unwrap();

@@ -391,6 +391,31 @@ fn a_log_record_naming_a_page_outside_the_file_is_corruption() {
     }
 }
 
+/// A checksum-valid record with a GSN at or above 2^63 would collide with
+/// the reservation bit of the partition's clock word (`Partition::clock`):
+/// analysis refuses it as corruption naming the segment and the offset.
+#[test]
+fn a_log_record_with_a_gsn_beyond_the_range_is_corruption() {
+    let sim = SimStorage::new(33);
+    let segment = committed_log(&sim, 40);
+    let at = *insert_offsets(&sim, &segment).last().unwrap();
+    forge_record(&sim, &segment, at, |r| {
+        r[16..24].copy_from_slice(&waypoint::wal::partition::MAX_GSN.to_le_bytes())
+    });
+    match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
+        Err(waypoint::Error::Corruption {
+            path,
+            offset,
+            detail,
+        }) => {
+            assert_eq!(path, segment, "{detail}");
+            assert_eq!(offset, at as u64, "{detail}");
+            assert!(detail.contains("GSN range"), "{detail}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+    }
+}
+
 /// Regression (found by the `recovery` fuzz target, 2026-11-22): a
 /// checksum-valid insert whose key lies outside its page's fences tripped a
 /// debug assertion in the node code (and in release builds silently broke

@@ -423,7 +423,8 @@ impl Wal {
         // Raises the clocks of idle, fully durable partitions first.
         let _ = self.flushed_gsn();
         let min = self.all().iter().map(|p| p.clock()).min().unwrap_or(0);
-        // A GSN reserved for a record not yet appended equals its clock.
+        // While GSNs are reserved for records not yet appended, the clock
+        // equals the first of them (`Partition::clock`).
         min.saturating_sub(1).max(self.min_clock)
     }
 

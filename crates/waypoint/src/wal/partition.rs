@@ -37,8 +37,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bit of `Partition::clock` set while a reserved GSN's record is not yet
-/// appended (GSNs stay far below 2^63).
+/// appended.
 const RESERVED: u64 = 1 << 63;
+/// GSNs stay below the reservation bit; recovery refuses a log record at
+/// or above it as corruption.
+pub const MAX_GSN: u64 = RESERVED;
 /// Size of one stage-1 chunk; records larger than this get a chunk of
 /// their own.
 pub const CHUNK_SIZE: usize = 256 << 10;
@@ -196,9 +199,11 @@ pub struct Partition {
     /// GSN of the newest durable record.
     durable_gsn: AtomicU64,
     /// The session's GSN clock: no future record of this partition has a
-    /// GSN at or below it. Bit 63 ([`RESERVED`]) is set while a GSN handed
-    /// out by `reserve_gsns` has no appended record yet: `flushed_gsn`
-    /// must not vouch for the clock meanwhile. One word for both, so that
+    /// GSN below it, and none at it unless bit 63 ([`RESERVED`]) is set.
+    /// That bit is set while GSNs handed out by `reserve_gsns` have no
+    /// appended records yet; the clock then equals the first of them (so
+    /// `Wal::checkpoint_gsn`, the smallest clock minus one, stays below
+    /// every one) and `flushed_gsn` must not vouch for it. One word for both, so that
     /// other sessions' `flushed_gsn` (once per writing transaction, on
     /// every partition) takes no lock the owner and the writer contend for,
     /// and the owner's append pays one atomic operation for the flag.
@@ -248,12 +253,13 @@ impl Partition {
         existing: Vec<(u64, u64, u64)>,
     ) -> Result<Arc<Self>> {
         let dir = partition_dir(log_dir, id);
-        if clock >= RESERVED {
-            // Only a damaged log could have GSNs this large.
+        if clock >= MAX_GSN {
+            // Recovery refuses such records; only a damaged checkpoint
+            // floor could still bring one here.
             return Err(Error::Corruption {
                 path: dir,
                 offset: 0,
-                detail: format!("GSN {clock} is beyond the GSN range"),
+                detail: format!("log clock {clock} is beyond the GSN range"),
             });
         }
         if !storage.exists(&dir) {
@@ -393,10 +399,13 @@ impl Partition {
     }
 
     /// `count` consecutive GSNs for the records of one structure
-    /// modification; returns the first. Sets [`RESERVED`] until
-    /// `append_group` appends their records.
+    /// modification; returns the first. Until `append_group` appends their
+    /// records the clock holds the first of them with [`RESERVED`] set.
     pub fn reserve_gsns(&self, floor: u64, count: u64) -> u64 {
-        debug_assert!(count > 0);
+        assert!(
+            count > 0 && floor < MAX_GSN - count,
+            "GSNs above {floor} out of range"
+        );
         let mut first = 0;
         let _ = self
             .clock
@@ -404,7 +413,7 @@ impl Partition {
                 // Still set if the last reservation's append failed: the
                 // partition is then stopped and vouches for nothing more.
                 first = floor.max(word & !RESERVED) + 1;
-                Some((first + count - 1) | RESERVED)
+                Some(first | RESERVED)
             });
         first
     }
@@ -423,6 +432,12 @@ impl Partition {
     /// the word, this call sees those bytes, and vouches only if they are
     /// durable. A compare-and-swap that fails because the owner moved the
     /// word starts over from the new word.
+    ///
+    /// This relies on every change of the word after `open` being a
+    /// read-modify-write (a plain store would end the append's release
+    /// sequence), and on the word's value never repeating (its GSN part
+    /// only grows, and each reservation raises it), so a successful
+    /// compare-and-swap means nothing touched the word since it was read.
     pub fn flushed_gsn(&self, global: u64) -> u64 {
         let mut word = self.clock.load(Ordering::Acquire);
         loop {
@@ -506,6 +521,7 @@ impl Partition {
         }
         s.current.max_gsn = s.current.max_gsn.max(max_gsn);
         let end = s.current.start + s.current.bytes.len() as u64;
+        debug_assert!(max_gsn < MAX_GSN);
         self.appended.store(end, Ordering::Release);
         // After `appended` moved: whoever acquires the word without the
         // reservation sees the bytes too (see `flushed_gsn`).
@@ -1150,11 +1166,6 @@ mod tests {
         assert!(durable_within(&p, end, std::time::Duration::from_secs(60)));
     }
 
-    /// Blocking committers (`sync_to`) write and sync the log themselves
-    /// while the writer serves the appender's flush requests and waiters.
-    /// Whoever writes, one write runs at a time and starts at the durable
-    /// position (`write_chunks` asserts it), so the segments hold every
-    /// record once and in order. Small segments make writes roll over too.
     #[test]
     fn lazy_requests_wake_an_idle_writer_but_not_a_pacing_one() {
         let (sim, log_dir) = sim_log(9);
@@ -1207,6 +1218,11 @@ mod tests {
         waiter.join().unwrap().unwrap();
     }
 
+    /// Blocking committers (`sync_to`) write and sync the log themselves
+    /// while the writer serves the appender's flush requests and waiters.
+    /// Whoever writes, one write runs at a time and starts at the durable
+    /// position (`write_chunks` asserts it), so the segments hold every
+    /// record once and in order. Small segments make writes roll over too.
     #[test]
     fn committers_and_the_writer_take_turns_and_keep_the_stream_in_order() {
         let (sim, log_dir) = sim_log(10);
@@ -1254,6 +1270,28 @@ mod tests {
             read_log(&sim, &partition_dir(log_dir, 0)),
             (1..=RECORDS).collect::<Vec<_>>()
         );
+    }
+
+    /// `Wal::checkpoint_gsn` takes the smallest clock minus one as the GSN
+    /// below which every record is already logged. While a structure
+    /// modification's GSNs are reserved and not yet appended, the clock
+    /// must therefore stay at the first of them, not the last.
+    #[test]
+    fn a_reserved_group_holds_the_clock_at_its_first_gsn() {
+        let (sim, log_dir) = sim_log(11);
+        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+        let p = Partition::open(storage, log_dir, 0, 0, 10, Vec::new()).unwrap();
+        let first = p.reserve_gsns(20, 3);
+        assert_eq!(first, 21);
+        assert_eq!(p.clock(), first, "the group's records are not appended");
+        assert_eq!(p.flushed_gsn(100), 10, "nothing vouched for while reserved");
+        let mut group = Vec::new();
+        for gsn in first..first + 3 {
+            group.extend_from_slice(&rec(gsn, b"smo"));
+        }
+        p.append_group(&group, 3, first + 2).unwrap();
+        assert_eq!(p.clock(), first + 2);
+        assert_eq!(p.reserve_gsn(0), first + 3);
     }
 
     /// `flushed_gsn` (other sessions) and `reserve_gsns` (the owner) take

@@ -299,6 +299,15 @@ fn analyze_partition(
                     ),
                 ));
             }
+            if h.gsn >= crate::wal::partition::MAX_GSN {
+                // The clock's reservation bit (`Partition::clock`) lies
+                // above every GSN a log can reach.
+                return Err(corruption(
+                    &path,
+                    segment::HEADER_SIZE + *offset,
+                    format!("a log record carries GSN {}, beyond the GSN range", h.gsn),
+                ));
+            }
             if h.gsn <= floor {
                 continue; // reflected in the data file by a checkpoint or clean close
             }
