@@ -78,8 +78,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub wal_limit: Option<String>,
     /// Sync pacing, in microseconds: while pipelined commits stream in and
-    /// none waits, a log partition syncs at most this often (or once 32 KiB
-    /// wait); 0 syncs as soon as anything waits [default: 1000].
+    /// none waits, a log partition syncs at most this often (or once 128 KiB
+    /// wait); 0 syncs as soon as anything waits [default: 2000].
     #[arg(long)]
     pub sync_interval: Option<u64>,
     /// Log segment size: a segment file is closed beyond it [default: 16MiB;

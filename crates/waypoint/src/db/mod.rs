@@ -107,7 +107,7 @@ pub struct Options {
     pub wal_archive_dir: Option<PathBuf>,
     /// Sync pacing: while commits stream in and no thread is blocked
     /// waiting for durability, a log partition starts a sync at most this
-    /// often (or once 32 KiB are waiting), so pipelined commits share
+    /// often (or once 128 KiB are waiting), so pipelined commits share
     /// syncs. A commit that waits (`Transaction::commit`, or a pipelined
     /// handle's `wait`) ends the pause at once, so an isolated commit is
     /// not delayed. Zero syncs whenever anything is waiting to be synced.

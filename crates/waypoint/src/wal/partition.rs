@@ -51,10 +51,10 @@ pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(5
 /// Default of `Options::log_sync_interval`: under continuous load a
 /// partition's writer starts a sync at most this often, unless a thread is
 /// blocked waiting for durability (see [`Partition::wait_durable`]).
-pub const SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
+pub const SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(2);
 /// Log bytes waiting for a sync that end a pacing pause early: a batch this
 /// large is worth its sync already.
-pub const SYNC_BATCH: usize = 32 << 10;
+pub const SYNC_BATCH: usize = 128 << 10;
 /// By default a segment is closed and a new one started once it exceeds
 /// this size (`Options::wal_segment_bytes`).
 pub const SEGMENT_SIZE: u64 = 16 << 20;
