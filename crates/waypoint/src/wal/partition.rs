@@ -849,7 +849,15 @@ impl Partition {
                         // A growing segment (the first after an open, or
                         // one made while no spare was ready) gives way to
                         // a spare as soon as one is: its syncs are slower.
-                        || (preallocate && !seg.preallocated && self.spare.is_ready())
+                        // Not while it is empty: the spare would take its
+                        // name (a crash can leave a segment whose header
+                        // survived but no record, and recovery hands it
+                        // over as this partition's end; `waypoint
+                        // simulate` seed 2632 found one file listed twice).
+                        || (preallocate
+                            && !seg.preallocated
+                            && seg.len > 0
+                            && self.spare.is_ready())
                 }
             };
             if roll {
@@ -869,6 +877,10 @@ impl Partition {
                 };
                 // Synced with the segment's first records below.
                 file.write_at(&segment::encode_header(self.id, chunk.start), 0)?;
+                assert!(
+                    segments.last().is_none_or(|s| s.start < chunk.start),
+                    "one file per segment: segment starts increase"
+                );
                 segments.push(Segment {
                     start: chunk.start,
                     file,
@@ -1510,6 +1522,47 @@ mod tests {
         );
         assert_eq!(read_log(&sim, &dir), vec![1, 2]);
         assert_eq!(p.stats().durable_bytes, second);
+    }
+
+    /// Regression test (`waypoint simulate` seed 2632): a crash can keep a
+    /// new segment's header but none of its records, and recovery then
+    /// hands the partition that empty segment as its end. The growing
+    /// segment used to give way to a spare at the first write even while
+    /// empty, and the spare took its name: the partition listed one file
+    /// twice, so a clean close failed to remove it the second time (and a
+    /// prune of the empty entry would have deleted the live segment).
+    #[test]
+    fn an_empty_recovered_segment_keeps_its_file_when_a_spare_is_ready() {
+        let (sim, log_dir) = sim_log(14);
+        let dir = partition_dir(log_dir, 6);
+        sim.create_dir_all(&dir).unwrap();
+        let empty = sim
+            .open(&dir.join(segment_name(0)), OpenMode::CreateNew)
+            .unwrap();
+        empty.write_at(&segment::encode_header(6, 0), 0).unwrap();
+        empty.sync_data().unwrap();
+        sim.sync_dir(&dir).unwrap();
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 6, 0, 0, vec![(0, 0, 0)]).unwrap();
+        p.set_segment_size(64 << 10);
+        let t0 = std::time::Instant::now();
+        while !p.spare.is_ready() {
+            assert!(t0.elapsed().as_secs() < 30, "no spare was prepared");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let first = p.append(&rec(1, b"first"), 1).unwrap();
+        p.wait_durable(first).unwrap();
+        let second = p.append(&rec(2, b"second"), 2).unwrap();
+        p.wait_durable(second).unwrap();
+        assert_eq!(read_log(&sim, &dir), vec![1, 2]);
+        let starts: Vec<u64> = p.segments.lock().iter().map(|s| s.start).collect();
+        assert_eq!(
+            starts,
+            vec![0, first],
+            "the empty segment grew, then gave way"
+        );
+        p.shutdown().unwrap();
+        p.remove_all_segments().unwrap();
+        assert!(segment::list_segments(&sim, &dir).unwrap().is_empty());
     }
 
     /// With preallocation off no spare is made and no thread is started
