@@ -9,6 +9,8 @@
 //! - [`commit`]: a reduced model of the log partitions' group commit, the
 //!   durable-GSN publication and RFA's needsRemoteFlush bookkeeping
 //!   (`wal/partition.rs`, `wal/log.rs`).
+//! - [`wake`]: the log writer's wake-up protocol (`partition::WriterWait`):
+//!   no flush request is lost, waited for or not.
 //! - [`writeback`]: a reduced model of a frame's writeback state
 //!   (`buffer/pool.rs`: stage, write_batch, eviction, checkpoint_shard).
 //!
@@ -869,6 +871,335 @@ fn commit_model_catches_gsn_flushed_published_before_the_durable_position() {
 #[should_panic(expected = "recovery would not keep")]
 fn commit_model_catches_rfa_switched_off() {
     find_bug(|| commit::model(commit::Bug::NoRemoteFlush, &commit::MIXED));
+}
+
+/// The log writer's wake-up protocol (`partition::WriterWait`,
+/// `Partition::writer_loop`, the flush requests, `wait_durable`, `sync_to`),
+/// reduced to one partition whose records are positions. The writer says
+/// why it sleeps, and each waker wakes it only when the news matters for
+/// that reason: a lazy (group) request only an idle writer, a flush request
+/// any writer but a pacing one, the end of a committer's own write only a
+/// writer waiting for that write. The timed waits (pacing, the group
+/// window) end by themselves, so here they are yields that advance a
+/// virtual clock (shuttle's timed waits never time out); the untimed ones
+/// (idle, waiting for a write) are condvar waits. Checks: every blocking
+/// wait returns, and every request, waited for or not, becomes durable
+/// without any further event: the main thread waits for them passively (no
+/// request, no wake-up), so a lost wake-up leaves every thread blocked and
+/// shuttle reports a deadlock.
+mod wake {
+    use shuttle::sync::atomic::{AtomicU64, Ordering};
+    use shuttle::sync::{Condvar, Mutex, MutexGuard};
+    use shuttle::thread;
+    use std::sync::Arc;
+
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    pub enum Bug {
+        None,
+        /// `request_flush_lazily` never wakes the writer.
+        LazyNeverWakes,
+        /// `finish_write` does not wake a writer waiting for the write.
+        FinishNeverWakes,
+        /// `writer_waits` does not say why the writer sleeps.
+        NoWaitReason,
+    }
+
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum WriterWait {
+        Busy,
+        Idle,
+        Write,
+        Pacing,
+        Window,
+    }
+
+    /// Virtual time units of the sync interval.
+    const INTERVAL: u64 = 2;
+
+    struct Stage1 {
+        appended: u64,
+        /// Start of the current (unsealed) chunk.
+        current_start: u64,
+        /// End of the sealed chunks not yet taken by a write.
+        full: Option<u64>,
+        flush_requested: u64,
+        lazy_requested: u64,
+        blocked: u32,
+        writing: bool,
+        writer: WriterWait,
+        shutdown: bool,
+        /// Virtual time: one unit per timed wait.
+        now: u64,
+    }
+
+    struct Partition {
+        bug: Bug,
+        stage1: Mutex<Stage1>,
+        work: Condvar,
+        durable_cv: Condvar,
+        durable: AtomicU64,
+    }
+
+    impl Partition {
+        fn durable(&self) -> u64 {
+            self.durable.load(Ordering::SeqCst)
+        }
+
+        /// `Partition::append`: returns the end position.
+        fn append(&self) -> u64 {
+            let mut s = self.stage1.lock().unwrap();
+            s.appended += 1;
+            s.appended
+        }
+
+        fn seal_current(&self, s: &mut Stage1) {
+            s.full = Some(s.appended);
+            s.current_start = s.appended;
+        }
+
+        fn request_flush_lazily(&self, position: u64) {
+            let mut s = self.stage1.lock().unwrap();
+            if position > s.lazy_requested {
+                s.lazy_requested = position;
+                if s.writer == WriterWait::Idle && self.bug != Bug::LazyNeverWakes {
+                    self.work.notify_one();
+                }
+            }
+        }
+
+        fn request_flush(&self, position: u64) {
+            let mut s = self.stage1.lock().unwrap();
+            if position > s.flush_requested {
+                s.flush_requested = position;
+                if s.writer != WriterWait::Pacing {
+                    self.work.notify_one();
+                }
+            }
+        }
+
+        fn wait_durable(&self, position: u64) {
+            if self.durable() >= position {
+                return;
+            }
+            self.request_flush(position);
+            let mut s = self.stage1.lock().unwrap();
+            s.blocked += 1;
+            self.work.notify_one();
+            while self.durable() < position {
+                s = self.durable_cv.wait(s).unwrap();
+            }
+            s.blocked -= 1;
+        }
+
+        /// `Partition::sync_to`: the committer writes itself unless a
+        /// write is in progress.
+        fn sync_to(&self, position: u64) {
+            let mut s = self.stage1.lock().unwrap();
+            loop {
+                if self.durable() >= position {
+                    return;
+                }
+                if !s.writing {
+                    if s.appended > s.current_start {
+                        self.seal_current(&mut s);
+                    }
+                    let end = self.begin_write(&mut s);
+                    drop(s);
+                    thread::yield_now(); // write and fdatasync
+                    s = self.stage1.lock().unwrap();
+                    self.finish_write(&mut s, end);
+                    continue;
+                }
+                s = self.durable_cv.wait(s).unwrap();
+            }
+        }
+
+        fn begin_write(&self, s: &mut Stage1) -> u64 {
+            assert!(!s.writing, "one write at a time");
+            s.writing = true;
+            s.full.take().unwrap_or(self.durable())
+        }
+
+        fn finish_write(&self, s: &mut Stage1, end: u64) {
+            self.durable.fetch_max(end, Ordering::SeqCst);
+            s.writing = false;
+            if s.writer == WriterWait::Write && self.bug != Bug::FinishNeverWakes {
+                self.work.notify_one();
+            }
+            self.durable_cv.notify_all();
+        }
+
+        /// `Partition::writer_waits`: an untimed wait on `work`, or a timed
+        /// one, which here ends by itself after a yield.
+        fn writer_waits<'a>(
+            &'a self,
+            mut s: MutexGuard<'a, Stage1>,
+            why: WriterWait,
+            timed: bool,
+        ) -> MutexGuard<'a, Stage1> {
+            assert_eq!(s.writer, WriterWait::Busy);
+            if self.bug != Bug::NoWaitReason {
+                s.writer = why;
+            }
+            if timed {
+                s.now += 1;
+                drop(s);
+                thread::yield_now();
+                s = self.stage1.lock().unwrap();
+            } else {
+                s = self.work.wait(s).unwrap();
+            }
+            s.writer = WriterWait::Busy;
+            s
+        }
+
+        /// `Partition::writer_loop`, with its decisions in the same order.
+        fn writer_loop(&self) {
+            let mut last_sync: Option<u64> = None;
+            loop {
+                let end = {
+                    let mut s = self.stage1.lock().unwrap();
+                    loop {
+                        if s.writing {
+                            s = self.writer_waits(s, WriterWait::Write, false);
+                            continue;
+                        }
+                        if s.lazy_requested > s.flush_requested && s.full.is_none() {
+                            s = self.writer_waits(s, WriterWait::Window, true);
+                            s.flush_requested = s.flush_requested.max(s.lazy_requested);
+                            continue;
+                        }
+                        let batch_ready = s.full.is_some();
+                        let pacing = last_sync.is_some_and(|t| s.now < t + INTERVAL);
+                        if s.blocked == 0 && !s.shutdown && !batch_ready && pacing {
+                            s = self.writer_waits(s, WriterWait::Pacing, true);
+                            continue;
+                        }
+                        let wanted =
+                            s.flush_requested > self.durable() && s.appended > s.current_start;
+                        if wanted {
+                            self.seal_current(&mut s);
+                        }
+                        if s.full.is_some() {
+                            break;
+                        }
+                        if s.shutdown {
+                            self.durable_cv.notify_all();
+                            return;
+                        }
+                        s = self.writer_waits(s, WriterWait::Idle, false);
+                    }
+                    last_sync = Some(s.now);
+                    self.begin_write(&mut s)
+                };
+                thread::yield_now(); // write and fdatasync
+                let mut s = self.stage1.lock().unwrap();
+                self.finish_write(&mut s, end);
+            }
+        }
+    }
+
+    /// A pipelined committer (flush requests nobody waits for yet, then a
+    /// full window's wait), a remote committer of another partition (lazy
+    /// requests), and a blocking committer (`sync_to`); then the main
+    /// thread waits passively until every request is durable, and shuts
+    /// the writer down.
+    pub fn model(bug: Bug) {
+        let p = Arc::new(Partition {
+            bug,
+            stage1: Mutex::new(Stage1 {
+                appended: 0,
+                current_start: 0,
+                full: None,
+                flush_requested: 0,
+                lazy_requested: 0,
+                blocked: 0,
+                writing: false,
+                writer: WriterWait::Busy,
+                shutdown: false,
+                now: 0,
+            }),
+            work: Condvar::new(),
+            durable_cv: Condvar::new(),
+            durable: AtomicU64::new(0),
+        });
+        let writer = {
+            let p = Arc::clone(&p);
+            thread::spawn(move || p.writer_loop())
+        };
+        let pipelined = {
+            let p = Arc::clone(&p);
+            thread::spawn(move || {
+                let first = p.append();
+                p.request_flush(first);
+                let second = p.append();
+                p.request_flush(second);
+                p.wait_durable(first);
+                let third = p.append();
+                p.request_flush(third);
+            })
+        };
+        let remote = {
+            let p = Arc::clone(&p);
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    let end = p.append();
+                    p.request_flush_lazily(end);
+                    thread::yield_now();
+                }
+            })
+        };
+        let blocking = {
+            let p = Arc::clone(&p);
+            thread::spawn(move || {
+                let end = p.append();
+                p.sync_to(end);
+                assert!(p.durable() >= end);
+            })
+        };
+        for h in [pipelined, remote, blocking] {
+            h.join().unwrap();
+        }
+        // Passively: no request, no wake-up of the writer.
+        let mut s = p.stage1.lock().unwrap();
+        let wanted = s.flush_requested.max(s.lazy_requested);
+        while p.durable() < wanted {
+            s = p.durable_cv.wait(s).unwrap();
+        }
+        s.shutdown = true;
+        p.work.notify_all();
+        drop(s);
+        writer.join().unwrap();
+    }
+}
+
+#[test]
+fn writer_wake_ups_lose_no_request() {
+    check(|| wake::model(wake::Bug::None));
+}
+
+/// The check can fail: a lazy request that never wakes an idle writer
+/// stays pending for good.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn wake_model_catches_a_lazy_request_that_never_wakes_the_writer() {
+    find_bug(|| wake::model(wake::Bug::LazyNeverWakes));
+}
+
+/// The check can fail: a writer waiting for a committer's write must be
+/// woken when it ends, or a lazy request made meanwhile is lost.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn wake_model_catches_a_finished_write_that_does_not_wake_the_writer() {
+    find_bug(|| wake::model(wake::Bug::FinishNeverWakes));
+}
+
+/// The check can fail: a writer that does not say it is idle is never woken
+/// by a lazy request.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn wake_model_catches_a_writer_that_hides_why_it_sleeps() {
+    find_bug(|| wake::model(wake::Bug::NoWaitReason));
 }
 
 /// A frame's writeback state (`buffer/pool.rs`), reduced to one frame with
