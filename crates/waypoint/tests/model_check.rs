@@ -887,6 +887,12 @@ fn commit_model_catches_rfa_switched_off() {
 /// without any further event: the main thread waits for them passively (no
 /// request, no wake-up), so a lost wake-up leaves every thread blocked and
 /// shuttle reports a deadlock.
+///
+/// Not checked: promptness. A timed wait here always ends, so a waker that
+/// should cut a pause short (a blocked waiter ending the pacing, a batch of
+/// `SYNC_BATCH` bytes) can be removed without a deadlock; the unit test
+/// `sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch`, with
+/// an interval of an hour, covers those.
 mod wake {
     use shuttle::sync::atomic::{AtomicU64, Ordering};
     use shuttle::sync::{Condvar, Mutex, MutexGuard};
@@ -1571,6 +1577,18 @@ fn explore_budgets() {
         (
             "ckptorder",
             Arc::new(|| writeback::model(writeback::Bug::WritebackReadBeforeDirty)),
+        ),
+        (
+            "lazywake",
+            Arc::new(|| wake::model(wake::Bug::LazyNeverWakes)),
+        ),
+        (
+            "finishwake",
+            Arc::new(|| wake::model(wake::Bug::FinishNeverWakes)),
+        ),
+        (
+            "waitreason",
+            Arc::new(|| wake::model(wake::Bug::NoWaitReason)),
         ),
     ];
     let prev = std::panic::take_hook();

@@ -557,20 +557,29 @@ impl Wal {
             p.remove_all_segments()?;
         }
         // Partitions recovered but not reopened by any session in this
-        // process still have their segments on disk.
+        // process still have their segments on disk. Oldest first, each
+        // deletion synced before the next, as `Partition::retire_oldest`
+        // does: a crash keeps any subset of unsynced directory operations,
+        // and a deleted middle segment would leave a gap that recovery
+        // refuses as a lost segment.
+        let archive = self.archive.read().clone();
         for dir in self.storage.list_dir(&self.dir)? {
-            let mut removed = false;
-            let archive = self.archive.read().clone();
+            let mut segments: Vec<(u64, PathBuf)> = Vec::new();
+            let mut spare = None;
             for file in self.storage.list_dir(&dir)? {
-                if super::partition::parse_segment_name(&file).is_some() {
-                    super::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
-                    removed = true;
+                if let Some(start) = super::partition::parse_segment_name(&file) {
+                    segments.push((start, file));
                 } else if super::spare::is_spare(&file) {
-                    self.storage.remove(&file)?;
-                    removed = true;
+                    spare = Some(file);
                 }
             }
-            if removed {
+            segments.sort_unstable_by_key(|(start, _)| *start);
+            for (_, file) in segments {
+                super::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
+                self.storage.sync_dir(&dir)?;
+            }
+            if let Some(file) = spare {
+                self.storage.remove(&file)?;
                 self.storage.sync_dir(&dir)?;
             }
         }

@@ -55,6 +55,9 @@ pub const SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(
 /// Log bytes waiting for a sync that end a pacing pause early: a batch this
 /// large is worth its sync already.
 pub const SYNC_BATCH: usize = 128 << 10;
+// A full chunk is sealed, and ends a pause anyway: a batch as large as a
+// chunk would never end one by itself.
+const _: () = assert!(SYNC_BATCH < CHUNK_SIZE);
 /// By default a segment is closed and a new one started once it exceeds
 /// this size (`Options::wal_segment_bytes`).
 pub const SEGMENT_SIZE: u64 = 16 << 20;
@@ -868,6 +871,13 @@ impl Partition {
                         old.file.set_len(segment::HEADER_SIZE + old.len)?;
                     }
                 }
+                // Before the spare is renamed over anything: a segment's
+                // name is its start, so a start already listed would be
+                // that segment's file.
+                assert!(
+                    segments.last().is_none_or(|s| s.start < chunk.start),
+                    "one file per segment: segment starts increase"
+                );
                 let path = self.dir.join(segment_name(chunk.start));
                 let from_spare = preallocate && self.spare.take(&path, self.spare_bytes())?;
                 let file = if from_spare {
@@ -877,10 +887,6 @@ impl Partition {
                 };
                 // Synced with the segment's first records below.
                 file.write_at(&segment::encode_header(self.id, chunk.start), 0)?;
-                assert!(
-                    segments.last().is_none_or(|s| s.start < chunk.start),
-                    "one file per segment: segment starts increase"
-                );
                 segments.push(Segment {
                     start: chunk.start,
                     file,
@@ -1563,6 +1569,44 @@ mod tests {
         p.shutdown().unwrap();
         p.remove_all_segments().unwrap();
         assert!(segment::list_segments(&sim, &dir).unwrap().is_empty());
+    }
+
+    /// A clean close deletes the segments of a partition that recovery
+    /// found but no session reopened (`Wal::remove_all_segments`) oldest
+    /// first, one directory sync per deletion, like `prune_below`: with a
+    /// single sync at the end, a crash could keep the deletion of a middle
+    /// segment only, and recovery refuses the gap (found in review).
+    #[test]
+    fn a_clean_close_deletes_an_unopened_partitions_segments_one_at_a_time() {
+        let (sim, log_dir) = sim_log(15);
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 7, 0, 0, Vec::new()).unwrap();
+        p.set_preallocate(false);
+        p.set_segment_size(1000);
+        for gsn in 1..=4 {
+            let end = p.append(&rec(gsn, &[7; 1000]), gsn).unwrap();
+            p.wait_durable(end).unwrap();
+        }
+        p.shutdown().unwrap();
+        let dir = partition_dir(log_dir, 7);
+        let segments = segment::list_segments(&sim, &dir).unwrap().len();
+        assert!(segments >= 3, "{segments} segments");
+        // A log that recovered partition 7 and never reopened it.
+        let wal = crate::wal::Wal::new(
+            Arc::new(sim.clone()),
+            log_dir,
+            crate::wal::CommitProtocol::Rfa,
+            Vec::new(),
+            0,
+        )
+        .unwrap();
+        let syncs = sim.stats().dir_syncs;
+        wal.remove_all_segments().unwrap();
+        assert!(segment::list_segments(&sim, &dir).unwrap().is_empty());
+        let synced = sim.stats().dir_syncs - syncs;
+        assert!(
+            synced >= segments as u64,
+            "{synced} directory syncs for {segments} deleted segments"
+        );
     }
 
     /// With preallocation off no spare is made and no thread is started
