@@ -49,9 +49,11 @@ pub fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<(u64, Path
 }
 
 /// Stage 3 of the log: a segment no longer needed is deleted, or, with an
-/// archive directory, moved to `archive/<partition dir>/` (same file name).
-/// The caller syncs the segment's directory afterwards; this syncs the
-/// archive's.
+/// archive directory, moved to `archive/<partition dir>/` (same file name;
+/// stream positions restart at 0 after a clean close, so a name already
+/// archived gets a suffix `.1`, `.2`, … rather than replacing the older
+/// file). The caller syncs the segment's directory afterwards; this syncs
+/// the archive's.
 pub fn retire(storage: &dyn Storage, path: &Path, archive: Option<&Path>) -> Result<()> {
     let Some(archive) = archive else {
         return storage.remove(path);
@@ -69,7 +71,15 @@ pub fn retire(storage: &dyn Storage, path: &Path, archive: Option<&Path>) -> Res
             storage.sync_dir(parent)?;
         }
     }
-    storage.rename(path, &target.join(name))?;
+    let mut to = target.join(name);
+    let mut n = 0;
+    while storage.exists(&to) {
+        n += 1;
+        let mut suffixed = name.to_os_string();
+        suffixed.push(format!(".{n}"));
+        to = target.join(suffixed);
+    }
+    storage.rename(path, &to)?;
     storage.sync_dir(&target)
 }
 
@@ -139,6 +149,32 @@ pub fn decode_header(path: &Path, file: &[u8]) -> Result<Header, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::{OpenMode, SimStorage};
+
+    /// After a clean close stream positions restart at 0, so a later
+    /// segment can carry the name of one archived before: both are kept
+    /// (found in review: the rename replaced the older one).
+    #[test]
+    fn archiving_keeps_an_older_segment_of_the_same_name() {
+        let sim = SimStorage::new(1);
+        let dir = Path::new("/db/wal/p00001");
+        sim.create_dir_all(dir).unwrap();
+        let archive = Path::new("/db/archive");
+        let path = dir.join(segment_name(0));
+        for life in 0..3u8 {
+            let f = sim.open(&path, OpenMode::CreateNew).unwrap();
+            f.write_at(&[life; 8], 0).unwrap();
+            retire(&sim, &path, Some(archive)).unwrap();
+        }
+        let kept = sim.list_dir(&archive.join("p00001")).unwrap();
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        let mut firsts: Vec<u8> = kept
+            .iter()
+            .map(|p| sim.read_current(p).unwrap()[0])
+            .collect();
+        firsts.sort_unstable();
+        assert_eq!(firsts, vec![0, 1, 2]);
+    }
 
     #[test]
     fn header_round_trips_and_damage_is_torn_or_refused() {
