@@ -206,19 +206,22 @@ fn simulate_200_seeds_passes() {
 /// A failing seed is reported with its choices, the error and a
 /// reproduction command, and the exit code is non-zero (here with commits
 /// acknowledged before they are durable, the hidden `--unsafe-async`).
+/// Only a few seeds lose an acknowledged commit (those whose crash lands
+/// while commits wait for a paced sync: with 20 seeds, 1 or 2, and now and
+/// then none, which failed CI once in session 9), so it runs 200.
 #[test]
 fn simulate_reports_failures_with_a_reproduction_command() {
     let o = waypoint(&[
         "simulate",
         "--seeds",
-        "20",
+        "200",
         "--workload",
         "bank",
         "--unsafe-async",
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(!o.status.success(), "{stdout}");
-    assert!(stdout.contains("20 seeds, "), "{stdout}");
+    assert!(stdout.contains("200 seeds, "), "{stdout}");
     assert!(!stdout.contains(" 0 failures ("), "{stdout}");
     assert!(stdout.contains("acknowledged transfers lost"), "{stdout}");
     assert!(
