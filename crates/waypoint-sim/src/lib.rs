@@ -63,6 +63,7 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         wal_limit_bytes: plan.wal_limit,
         checkpoint_shards: plan.shards,
         checkpoint_threads: plan.checkpoint_threads,
+        log_sync_interval: std::time::Duration::from_micros(plan.sync_interval_us),
         // Small segments: runs roll over often, through the preallocated
         // spares, and a 16 MiB spare per partition would make the
         // simulated disk (plain vectors) slow and large.

@@ -98,6 +98,10 @@ pub struct Plan {
     /// many operations into the (then unclean) close.
     pub close_freeze_after: u64,
     pub crash: CrashPolicy,
+    /// Sync pacing (`Options::log_sync_interval`), in microseconds: 0 syncs
+    /// whenever a commit is waiting, the default paces. Drawn last, so a
+    /// seed's other choices are what they were before this draw existed.
+    pub sync_interval_us: u64,
     /// A second crash during recovery: freeze after this many operations of
     /// the reopen, then this crash policy.
     pub recovery_crash: Option<(u64, CrashPolicy)>,
@@ -201,6 +205,7 @@ impl Plan {
             drawn
         };
         let workload = options.workload.unwrap_or(drawn);
+        let sync_interval_us = [0, 500, 2000][rng.gen_range(0..3)];
         if workload == Workload::Tpcc {
             freeze.after *= TPCC_FAULT_SCALE;
             if let Some(f) = &mut early_fault {
@@ -224,6 +229,7 @@ impl Plan {
             close_freeze_after,
             crash,
             recovery_crash,
+            sync_interval_us,
         }
     }
 
@@ -263,6 +269,7 @@ impl Plan {
         if let Some((at, p)) = self.recovery_crash {
             let _ = write!(s, "; crash again at +{at} of recovery, {}", policy_name(p));
         }
+        let _ = write!(s, "; sync interval {} µs", self.sync_interval_us);
         s
     }
 }
