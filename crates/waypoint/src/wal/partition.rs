@@ -1086,6 +1086,15 @@ mod tests {
         (sim, log_dir)
     }
 
+    /// Wait (at most 30 s) until the partition's spare is ready.
+    fn wait_for_spare(p: &Partition) {
+        let t0 = std::time::Instant::now();
+        while !p.spare.is_ready() {
+            assert!(t0.elapsed().as_secs() < 30, "no spare was prepared");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     fn read_log(sim: &SimStorage, dir: &Path) -> Vec<u64> {
         let mut gsns = Vec::new();
         for (start, seg) in segment::list_segments(sim, dir).unwrap() {
@@ -1440,13 +1449,6 @@ mod tests {
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 2, 0, 0, Vec::new()).unwrap();
         let size = 256 << 10;
         p.set_segment_size(size);
-        let wait_for_spare = |p: &Partition| {
-            let t0 = std::time::Instant::now();
-            while !p.spare.is_ready() {
-                assert!(t0.elapsed().as_secs() < 10, "no spare was prepared");
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        };
         let dir = partition_dir(log_dir, 2);
         let spare = dir.join(super::super::spare::SPARE_NAME);
         // Six records fill a segment; the last segment holds three, within
@@ -1506,11 +1508,7 @@ mod tests {
         let dir = partition_dir(log_dir, 3);
         let first = p.append(&rec(1, b"first"), 1).unwrap();
         p.wait_durable(first).unwrap();
-        let t0 = std::time::Instant::now();
-        while !p.spare.is_ready() {
-            assert!(t0.elapsed().as_secs() < 30, "no spare was prepared");
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_for_spare(&p);
         let second = p.append(&rec(2, b"second"), 2).unwrap();
         p.wait_durable(second).unwrap();
         let segments = segment::list_segments(&sim, &dir).unwrap();
@@ -1550,11 +1548,7 @@ mod tests {
         sim.sync_dir(&dir).unwrap();
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 6, 0, 0, vec![(0, 0, 0)]).unwrap();
         p.set_segment_size(64 << 10);
-        let t0 = std::time::Instant::now();
-        while !p.spare.is_ready() {
-            assert!(t0.elapsed().as_secs() < 30, "no spare was prepared");
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_for_spare(&p);
         let first = p.append(&rec(1, b"first"), 1).unwrap();
         p.wait_durable(first).unwrap();
         let second = p.append(&rec(2, b"second"), 2).unwrap();
