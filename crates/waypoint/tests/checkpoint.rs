@@ -122,9 +122,14 @@ fn slack(partitions: u64) -> u64 {
 fn check(mode: CheckpointMode, threads: usize) {
     let sim = SimStorage::new(7);
     let (max_disk, versions) = run(&sim, mode, threads);
-    // Full checkpoints start at the limit and the log grows while they run.
+    // Full checkpoints start at the limit and the log grows while they run,
+    // until back-pressure holds it at twice the limit past the stage-2
+    // count of the checkpointer's last look (ARCHITECTURE.md, "Bounds").
+    // One limit of burst was too tight: a checkpointer slowed by a loaded
+    // machine let the log reach 2.6-2.9 MB against 2.5 MiB in 9 of 40
+    // runs (2026-11-23, on 43eb41e, alongside a parallel build).
     let burst = if mode == CheckpointMode::Full {
-        LIMIT
+        2 * LIMIT
     } else {
         0
     };
