@@ -30,7 +30,7 @@ fn check_scan(buf: &[u8], base: u64) {
     let mut next = 0u64;
     for (offset, rec) in &scan.records {
         assert_eq!(*offset, next, "records are not back to back");
-        assert_reencodes(&buf[*offset as usize..], rec);
+        assert_reencodes(&buf[*offset as usize..], rec, base.wrapping_add(*offset));
         next += rec.encoded_len() as u64;
     }
     assert_eq!(
@@ -84,7 +84,7 @@ fuzz_target!(|data: &[u8]| {
     };
     check_scan(rest, base);
     let mut sealed = rest.to_vec();
-    if fix_record_checksums(&mut sealed) > 0 {
+    if fix_record_checksums(&mut sealed, base) > 0 {
         check_scan(&sealed, base);
     }
 
@@ -98,7 +98,8 @@ fuzz_target!(|data: &[u8]| {
         file[24..28].copy_from_slice(&crc.to_le_bytes());
         file[28..32].fill(0);
         check_segment_file(&file);
-        if fix_record_checksums(&mut file[HEADER_SIZE as usize..]) > 0 {
+        let start = u64::from_le_bytes(file[16..24].try_into().unwrap());
+        if fix_record_checksums(&mut file[HEADER_SIZE as usize..], start) > 0 {
             check_segment_file(&file);
         }
     }
@@ -111,6 +112,7 @@ fuzz_target!(|data: &[u8]| {
             r.normalise();
             r.encode(&mut buf);
         }
+        waypoint::wal::record::place_at(&mut buf, base);
         let scan = scan_segment(&buf, base);
         assert_eq!(
             scan.end,

@@ -159,7 +159,8 @@ fn damage(segment: &mut Vec<u8>, data: &[u8]) {
             segment[28..32].fill(0);
         }
         if segment.len() > HEADER {
-            fix_record_checksums(&mut segment[HEADER..]);
+            let start = u64::from_le_bytes(segment[16..24].try_into().unwrap());
+            fix_record_checksums(&mut segment[HEADER..], start);
         }
     }
 }

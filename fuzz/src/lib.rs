@@ -215,12 +215,13 @@ impl ArbRecord {
     }
 }
 
-/// Rewrite the checksum of each record framed from the start of `buf`: at
-/// each position whose length field is plausible (56..=16 MiB, a multiple
-/// of 8, inside `buf`), store the CRC32C of the record's bytes 4..len and
-/// step over it; stop at the first implausible length. Returns how many
-/// records were sealed.
-pub fn fix_record_checksums(buf: &mut [u8]) -> usize {
+/// Rewrite the checksum of each record framed from the start of `buf`,
+/// which lies at stream position `position`: at each offset whose length
+/// field is plausible (56..=16 MiB, a multiple of 8, inside `buf`), store
+/// the CRC32C of the record's bytes 4..len, placed at its position
+/// (`record::place_at`), and step over it; stop at the first implausible
+/// length. Returns how many records were sealed.
+pub fn fix_record_checksums(buf: &mut [u8], position: u64) -> usize {
     let mut pos = 0usize;
     let mut sealed = 0;
     while pos + HEADER_SIZE <= buf.len() {
@@ -233,6 +234,7 @@ pub fn fix_record_checksums(buf: &mut [u8]) -> usize {
         }
         let crc = crc32c::crc32c(&buf[pos + 4..pos + len]);
         buf[pos..pos + 4].copy_from_slice(&crc.to_le_bytes());
+        record::place_at(&mut buf[pos..pos + len], position.wrapping_add(pos as u64));
         pos += len;
         sealed += 1;
     }
@@ -241,13 +243,15 @@ pub fn fix_record_checksums(buf: &mut [u8]) -> usize {
 
 /// Check the records that decoded from `buf` are canonical: encoding a
 /// decoded record again gives back exactly the bytes it was decoded from
-/// (the format has one encoding per record, see docs/FORMAT.md).
-pub fn assert_reencodes(bytes: &[u8], rec: &Record<'_>) {
+/// (the format has one encoding per record, see docs/FORMAT.md), once
+/// placed at the stream position `position` the bytes were read at.
+pub fn assert_reencodes(bytes: &[u8], rec: &Record<'_>, position: u64) {
     let len = rec.encoded_len();
     assert!(len <= bytes.len(), "decoded record longer than its input");
     let mut again = Vec::with_capacity(len);
     record::encode(&rec.header, &rec.body, &mut again);
     assert_eq!(again.len(), len, "encoded_len disagrees with encode");
+    record::place_at(&mut again, position);
     assert!(
         again == bytes[..len],
         "a decoded record re-encodes to other bytes"

@@ -76,6 +76,9 @@ pub struct Snapshot {
     pub wal_disk_bytes: u64,
     /// Log file syncs (`fdatasync`), by writer threads and committers.
     pub wal_syncs: u64,
+    /// Log segments started from a recycled file, and from zeros.
+    pub wal_segments_recycled: u64,
+    pub wal_segments_zero_filled: u64,
     pub wal_commits: u64,
     pub remote_flush_commits: u64,
     pub evict_bytes: u64,
@@ -97,6 +100,8 @@ impl Snapshot {
             wal_bytes: stats.wal.appended_bytes,
             wal_disk_bytes: stats.wal.disk_bytes,
             wal_syncs: stats.wal.syncs,
+            wal_segments_recycled: stats.wal.segments_recycled,
+            wal_segments_zero_filled: stats.wal.segments_zero_filled,
             wal_commits: stats.wal.commits,
             remote_flush_commits: stats.wal.remote_flush_commits,
             evict_bytes: stats.pool.pages_written_by_provider * page,

@@ -50,6 +50,10 @@ pub struct Summary {
     /// cores each one costs the workers CPU (docs/BENCHMARKS.md, "Session
     /// 8").
     pub wal_syncs_per_sec: f64,
+    /// Log segments started after the warm-up from a recycled segment file
+    /// (no zeros written), and from a zero-filled spare.
+    pub wal_segments_recycled: u64,
+    pub wal_segments_zero_filled: u64,
     /// Share of commits that waited for other log partitions (RFA).
     pub remote_flush_fraction: f64,
     /// Bytes of pages written by checkpoint increments (or full
@@ -293,6 +297,8 @@ impl Summary {
                 .max()
                 .unwrap_or(0),
             wal_syncs_per_sec: (e.wal_syncs - b.wal_syncs) as f64 / secs,
+            wal_segments_recycled: e.wal_segments_recycled - b.wal_segments_recycled,
+            wal_segments_zero_filled: e.wal_segments_zero_filled - b.wal_segments_zero_filled,
             remote_flush_fraction: if wal_commits == 0 {
                 0.0
             } else {
@@ -342,12 +348,14 @@ impl Summary {
             );
         }
         out += &format!(
-            "measured {:.1} s after warm-up; log {} ({:.0} bytes/txn, {:.0} syncs/s), on disk at most {}; remote-flush fraction {:.3}\n",
+            "measured {:.1} s after warm-up; log {} ({:.0} bytes/txn, {:.0} syncs/s), on disk at most {}, new segments {} recycled / {} zero-filled; remote-flush fraction {:.3}\n",
             self.seconds,
             mib(self.wal_bytes),
             self.wal_bytes_per_txn,
             self.wal_syncs_per_sec,
             mib(self.wal_disk_max_bytes),
+            self.wal_segments_recycled,
+            self.wal_segments_zero_filled,
             self.remote_flush_fraction
         );
         out += &format!(

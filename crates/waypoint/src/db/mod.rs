@@ -113,11 +113,14 @@ pub struct Options {
     /// not delayed. Zero syncs whenever anything is waiting to be synced.
     pub log_sync_interval: std::time::Duration,
     /// Segment preallocation: each log partition keeps its next segment
-    /// ready, zero-filled and synced, so log syncs overwrite written blocks
+    /// ready, written and synced, so log syncs overwrite written blocks
     /// instead of growing a file (on ext4 about half the `fdatasync` time).
-    /// It writes each segment's place twice, and reserves up to one segment
-    /// of space per partition ahead of the log. Off: segments grow by
-    /// appends.
+    /// A pruned segment is recycled into a later one (without
+    /// `wal_archive_dir`); until pruning starts, and whenever no pruned
+    /// segment is at hand, the next segment is zero-filled first, which
+    /// writes its place twice. Reserves up to three segments of space per
+    /// partition ahead of the log. Off: segments grow by appends and
+    /// pruned ones are deleted.
     pub wal_preallocate: bool,
 }
 

@@ -109,6 +109,10 @@ pub struct WalStats {
     pub records: u64,
     pub syncs: u64,
     pub disk_bytes: u64,
+    /// Segments started from a recycled segment file (no zeros written),
+    /// and from a zero-filled spare.
+    pub segments_recycled: u64,
+    pub segments_zero_filled: u64,
     pub commits: u64,
     /// Commits that needed other partitions flushed: they touched a page or
     /// read a commit another partition had not made durable.
@@ -565,12 +569,12 @@ impl Wal {
         let archive = self.archive.read().clone();
         for dir in self.storage.list_dir(&self.dir)? {
             let mut segments: Vec<(u64, PathBuf)> = Vec::new();
-            let mut spare = None;
+            let mut spares = Vec::new();
             for file in self.storage.list_dir(&dir)? {
                 if let Some(start) = super::partition::parse_segment_name(&file) {
                     segments.push((start, file));
                 } else if super::spare::is_spare(&file) {
-                    spare = Some(file);
+                    spares.push(file);
                 }
             }
             segments.sort_unstable_by_key(|(start, _)| *start);
@@ -578,8 +582,10 @@ impl Wal {
                 super::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
                 self.storage.sync_dir(&dir)?;
             }
-            if let Some(file) = spare {
-                self.storage.remove(&file)?;
+            for file in &spares {
+                self.storage.remove(file)?;
+            }
+            if !spares.is_empty() {
                 self.storage.sync_dir(&dir)?;
             }
         }
@@ -613,6 +619,8 @@ impl Wal {
             s.records += ps.records;
             s.syncs += ps.syncs;
             s.disk_bytes += disk;
+            s.segments_recycled += ps.segments_recycled;
+            s.segments_zero_filled += ps.segments_zero_filled;
             s.per_partition.push(PartitionLogStats {
                 partition: p.id(),
                 appended_bytes: ps.appended_bytes,

@@ -25,6 +25,7 @@
 //! database refuses writes); any other failure *poisons* it
 //! ([`Error::Poisoned`]). Neither is retried: a reopen recovers.
 
+use super::record;
 use super::segment;
 pub use super::segment::{parse_segment_name, segment_name};
 use super::spare::Spare;
@@ -186,6 +187,10 @@ pub struct PartitionStats {
     pub committer_syncs: u64,
     /// Times the writer thread woke up (by a request or a timeout).
     pub writer_wakeups: u64,
+    /// Segments started from a recycled segment file, and from a
+    /// zero-filled spare (spare.rs).
+    pub segments_recycled: u64,
+    pub segments_zero_filled: u64,
 }
 
 pub struct Partition {
@@ -516,6 +521,9 @@ impl Partition {
         );
         let before = s.current.bytes.len();
         s.current.bytes.extend_from_slice(records);
+        // Only here is the records' stream position known.
+        let at = s.current.start + before as u64;
+        record::place_at(&mut s.current.bytes[before..], at);
         if s.writer == WriterWait::Pacing
             && before < SYNC_BATCH
             && s.current.bytes.len() >= SYNC_BATCH
@@ -866,8 +874,14 @@ impl Partition {
             if roll {
                 if let Some(old) = segments.last() {
                     // Rolled before filling its preallocation (the stream
-                    // jumped): cut the zeros so the file holds just records.
-                    if old.file.len()? > segment::HEADER_SIZE + old.len {
+                    // jumped): cut the rest so the file holds just records.
+                    // A full segment keeps whatever follows its records (a
+                    // recycled file's old records): cutting would cost a
+                    // size change per segment, and recovery knows a
+                    // segment ends where the next one starts.
+                    if old.start + old.len != chunk.start
+                        && old.file.len()? > segment::HEADER_SIZE + old.len
+                    {
                         old.file.set_len(segment::HEADER_SIZE + old.len)?;
                     }
                 }
@@ -962,10 +976,21 @@ impl Partition {
     /// recovery must (and does) call a lost segment. One at a time, the
     /// segments on disk stay contiguous. The segment leaves `segments` only
     /// after this succeeded, so a failed delete is still counted on disk.
+    /// Without an archive, the segment is recycled instead when the spare
+    /// can use it (spare.rs), which syncs the directory just the same.
     /// Returns the bytes of records it held.
     fn retire_oldest(&self, segments: &mut Vec<Segment>) -> Result<u64> {
-        self.retire(segments[0].start)?;
-        self.storage.sync_dir(&self.dir)?;
+        let oldest = &segments[0];
+        let recycled = self.archive.get().is_none()
+            && self.preallocate.load(Ordering::Relaxed)
+            && self.spare.recycle(
+                &self.dir.join(segment_name(oldest.start)),
+                oldest.file.as_ref(),
+            )?;
+        if !recycled {
+            self.retire(oldest.start)?;
+            self.storage.sync_dir(&self.dir)?;
+        }
         Ok(segments.remove(0).len)
     }
 
@@ -982,6 +1007,8 @@ impl Partition {
             syncs: self.syncs.load(Ordering::Relaxed),
             committer_syncs: self.committer_syncs.load(Ordering::Relaxed),
             writer_wakeups: self.writer_wakeups.load(Ordering::Relaxed),
+            segments_recycled: self.spare.taken().0,
+            segments_zero_filled: self.spare.taken().1,
         }
     }
 

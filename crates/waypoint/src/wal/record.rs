@@ -25,7 +25,9 @@
 //!
 //! ```text
 //! offset size field
-//!      0    4 CRC32C (Castagnoli) of bytes 4..len (header rest, payload, padding)
+//!      0    4 CRC32C (Castagnoli) of bytes 4..len (header rest, payload,
+//!             padding), XOR the salt of the record's stream position
+//!             (`position_salt`: the high 32 bits of position * 0x9E3779B97F4A7C15)
 //!      4    4 len (u32): total record length in bytes, including header and
 //!             padding; a multiple of 8, 56 <= len <= 16 MiB
 //!      8    1 kind: 1 insert, 2 update, 3 remove, 4 page image, 5 commit, 6 end,
@@ -112,9 +114,13 @@
 //!   boundaries (the partition writes and syncs whole records), so a
 //!   watermark above `o`, where a record starts, covers the whole record
 //!   at `o`.
-//! - Segments are never recycled: a recycled segment still holding records
-//!   of its previous life would have them read as valid, with watermarks of
-//!   that life. Whoever writes segments must keep that true.
+//! - Segment files are recycled (a pruned segment becomes a later one),
+//!   so a segment's bytes after its last record may be records of the
+//!   file's previous life, with valid lengths and watermarks of that life.
+//!   They do not pass as records: each checksum is salted with the
+//!   record's stream position ([`place_at`]), and a previous life's
+//!   positions are all lower. They end the scan as a torn tail would
+//!   (recovery tells a segment's own end by where the next segment starts).
 //! - A record embedded verbatim inside another record's payload (a value
 //!   that is itself a log record) passes the framing checks. It proves
 //!   corruption only if its watermark also exceeds `base + o`, which a stale
@@ -736,6 +742,9 @@ fn len_u32(n: usize, what: &str) -> u32 {
 /// records a zero one, and commit and end records have tree, page id and
 /// prev GSN zero.
 ///
+/// The record is not yet placed in a stream: its checksum is the plain
+/// CRC32C, as at stream position 0. [`place_at`] places it.
+///
 /// # Panics
 /// If one of those checks fails. The engine bounds keys and values by the
 /// page size long before they reach the log, so a failure is a bug.
@@ -845,6 +854,40 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// What the checksum of a record at stream position `position` is XORed
+/// with (0 at position 0). Fibonacci hashing: positions a segment or more
+/// apart get unrelated salts, so a record read at another position than
+/// the one it was written at fails its checksum like a torn one, except
+/// with the chance of a random checksum match (2^-32).
+fn position_salt(position: u64) -> u32 {
+    (position.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
+}
+
+/// Place the encoded records in `records` (whole records, back to back) at
+/// stream position `position`: XOR each one's checksum with the salt of its
+/// own position. Applied again at the same position it takes them back out,
+/// so [`decode`] reads them. Why: recycled segment files still hold records
+/// of their previous life, which must not read as records of this one
+/// (docs/FORMAT.md, "Log records").
+///
+/// # Panics
+/// If `records` does not hold whole records.
+pub fn place_at(records: &mut [u8], position: u64) {
+    let mut at = 0;
+    while at < records.len() {
+        let len = records
+            .get(at + 4..at + 8)
+            .map_or(0, |b| le_u32(b) as usize);
+        assert!(
+            len >= HEADER_SIZE && at + len <= records.len(),
+            "place_at: not whole records"
+        );
+        let crc = le_u32(&records[at..]) ^ position_salt(position.wrapping_add(at as u64));
+        records[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+        at += len;
+    }
+}
+
 /// Why the bytes at some position are not a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -889,10 +932,11 @@ fn le_u64(b: &[u8]) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Check the framing of the record at the start of `buf` (length and
-/// checksum) and return exactly its bytes. Nothing is read beyond what the
-/// length field claims, and that claim is checked against `buf` first.
-fn frame(buf: &[u8]) -> Result<&[u8], DecodeError> {
+/// Check the framing of the record at the start of `buf`, placed at stream
+/// position `position` (length and checksum), and return exactly its
+/// bytes. Nothing is read beyond what the length field claims, and that
+/// claim is checked against `buf` first.
+fn frame(buf: &[u8], position: u64) -> Result<&[u8], DecodeError> {
     let head = &buf[..buf.len().min(HEADER_SIZE)];
     if !head.is_empty() && head.iter().all(|&b| b == 0) {
         return Err(DecodeError::Zero);
@@ -905,7 +949,7 @@ fn frame(buf: &[u8]) -> Result<&[u8], DecodeError> {
         return Err(DecodeError::BadLength);
     }
     let rec = buf.get(..len).ok_or(DecodeError::Truncated)?;
-    if le_u32(&rec[..4]) != crc32c::crc32c(&rec[4..]) {
+    if le_u32(&rec[..4]) != crc32c::crc32c(&rec[4..]) ^ position_salt(position) {
         return Err(DecodeError::BadChecksum);
     }
     Ok(rec)
@@ -942,11 +986,19 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Decode the record at the start of `buf` (bytes after it are ignored).
-/// Errors are checked in this order: `Zero`, `Truncated`/`BadLength`,
-/// `BadChecksum`, then — on checksum-valid bytes — `BadKind`, `Malformed`.
+/// Decode the record at the start of `buf` as [`encode`] wrote it: not
+/// placed in a stream, or taken back out with [`place_at`] (bytes after it
+/// are ignored).
 pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
-    let rec = frame(buf)?;
+    decode_at(buf, 0)
+}
+
+/// Decode the record at the start of `buf`, placed at stream position
+/// `position` (bytes after it are ignored). Errors are checked in this
+/// order: `Zero`, `Truncated`/`BadLength`, `BadChecksum`, then — on
+/// checksum-valid bytes — `BadKind`, `Malformed`.
+pub fn decode_at(buf: &[u8], position: u64) -> Result<Record<'_>, DecodeError> {
+    let rec = frame(buf, position)?;
     let kind = RecordKind::from_byte(rec[8]).ok_or(DecodeError::BadKind(rec[8]))?;
     let flags = rec[9];
     if flags & !KNOWN_FLAGS != 0 {
@@ -1155,7 +1207,7 @@ pub fn scan_segment(buf: &[u8], base: u64) -> SegmentScan<'_> {
         if pos == buf.len() {
             break ScanEnd::Clean;
         }
-        match decode(&buf[pos..]) {
+        match decode_at(&buf[pos..], base.wrapping_add(pos as u64)) {
             Ok(record) => {
                 records.push((pos as u64, record));
                 // In bounds: decode checked the length against the buffer.
@@ -1184,7 +1236,7 @@ fn classify(buf: &[u8], base: u64, pos: usize, error: DecodeError) -> ScanEnd {
         };
     }
     let bad_at = base.saturating_add(offset);
-    if let Some((next, watermark)) = later_durable_proof(buf, pos, bad_at) {
+    if let Some((next, watermark)) = later_durable_proof(buf, base, pos, bad_at) {
         return ScanEnd::Corrupt {
             offset,
             detail: format!(
@@ -1210,7 +1262,7 @@ fn classify(buf: &[u8], base: u64, pos: usize, error: DecodeError) -> ScanEnd {
 /// A valid record with a lower watermark (an un-synced write that landed
 /// out of order) is stepped over whole, so records embedded in its payload
 /// are not mistaken for records.
-fn later_durable_proof(buf: &[u8], pos: usize, bad_at: u64) -> Option<(usize, u64)> {
+fn later_durable_proof(buf: &[u8], base: u64, pos: usize, bad_at: u64) -> Option<(usize, u64)> {
     let mut at = pos + RECORD_ALIGN;
     while at + HEADER_SIZE <= buf.len() {
         let h = &buf[at..];
@@ -1221,7 +1273,7 @@ fn later_durable_proof(buf: &[u8], pos: usize, bad_at: u64) -> Option<(usize, u6
             && h[9] & !KNOWN_FLAGS == 0
             && h[11] == 0;
         if plausible {
-            if let Ok(rec) = frame(h) {
+            if let Ok(rec) = frame(h, base.wrapping_add(at as u64)) {
                 let watermark = le_u64(&rec[48..]);
                 if watermark > bad_at {
                     return Some((at, watermark));
@@ -1343,12 +1395,14 @@ mod tests {
     /// durable when it was appended); returns the bytes and each record's
     /// offset.
     fn segment(records: &[Owned]) -> (Vec<u8>, Vec<usize>) {
-        segment_with(records, |_, offset| offset as u64)
+        segment_with(records, 0, |_, offset| offset as u64)
     }
 
-    /// Encode `records` with watermark `watermark(index, offset)`.
+    /// Encode `records` as a segment starting at stream position `base`,
+    /// with watermark `watermark(index, offset)`.
     fn segment_with(
         records: &[Owned],
+        base: u64,
         watermark: impl Fn(usize, usize) -> u64,
     ) -> (Vec<u8>, Vec<usize>) {
         let mut buf = Vec::new();
@@ -1359,6 +1413,7 @@ mod tests {
             let header = r.header(i as u64 + 1, watermark(i, offset));
             encode(&header, &r.body(), &mut buf);
         }
+        place_at(&mut buf, base);
         (buf, offsets)
     }
 
@@ -1605,7 +1660,7 @@ mod tests {
             splat_byte in any::<u8>(),
             base in prop_oneof![Just(0u64), any::<u64>()],
         ) {
-            let (mut buf, offsets) = segment(&records);
+            let (mut buf, offsets) = segment_with(&records, base, |_, offset| offset as u64);
             let first = flips.iter().map(|(at, _)| at.index(buf.len())).min();
             for (at, bit) in &flips {
                 let i = at.index(buf.len());
@@ -1650,7 +1705,7 @@ mod tests {
             bit in 0u8..8,
             base in 0u64..1 << 40,
         ) {
-            let (mut buf, offsets) = segment_with(&records, |_, off| base + off as u64);
+            let (mut buf, offsets) = segment_with(&records, base, |_, off| base + off as u64);
             let i = at.index(buf.len());
             buf[i] ^= 1 << bit;
             let victim = offsets.iter().rposition(|&o| o <= i).unwrap();
@@ -1689,7 +1744,7 @@ mod tests {
             let i = at.index(plain.len());
             let v = offsets.iter().rposition(|&o| o <= i).unwrap();
             let bad_at = base + offsets[v] as u64;
-            let (mut buf, _) = segment_with(&records, |j, off| {
+            let (mut buf, _) = segment_with(&records, base, |j, off| {
                 if j <= v {
                     base + off as u64
                 } else if later[j].0 {
@@ -1714,6 +1769,39 @@ mod tests {
             } else {
                 prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
             }
+        }
+
+        /// A recycled segment file: this life's records over the start of
+        /// the previous life's, which were placed at lower stream positions
+        /// and carry that life's watermarks. The scan returns exactly this
+        /// life's records and ends where they end, never as corruption.
+        #[test]
+        fn a_recycled_files_older_records_end_the_scan_and_are_not_read(
+            old in prop::collection::vec(owned(), 1..12),
+            new in prop::collection::vec(owned(), 0..6),
+            old_base in 0u64..1 << 40,
+            gap in 0u64..1 << 30,
+        ) {
+            let (old_bytes, _) = segment_with(&old, old_base, |_, off| old_base + off as u64);
+            let new_base = old_base + old_bytes.len() as u64 + gap;
+            let (new_bytes, offsets) = segment_with(&new, new_base, |_, off| new_base + off as u64);
+            let mut file = old_bytes.clone();
+            file.resize(file.len().max(new_bytes.len()), 0);
+            file[..new_bytes.len()].copy_from_slice(&new_bytes);
+            let scan = scan_segment(&file, new_base);
+            prop_assert_eq!(scan.records.len(), new.len());
+            for (j, (off, rec)) in scan.records.iter().enumerate() {
+                prop_assert_eq!(*off as usize, offsets[j]);
+                prop_assert_eq!(rec.body, new[j].body());
+            }
+            prop_assert_eq!(scan.valid_len as usize, new_bytes.len());
+            // Clean when nothing, or only zeros, of the old life follow.
+            let end_ok = match scan.end {
+                ScanEnd::Clean => true,
+                ScanEnd::TornTail { offset, .. } => offset as usize == new_bytes.len(),
+                ScanEnd::Corrupt { .. } => false,
+            };
+            prop_assert!(end_ok, "{:?}", scan.end);
         }
     }
 
@@ -1891,7 +1979,7 @@ mod tests {
             // The records after v were appended while the log was durable up
             // to v's start at most (the first exactly there): a crash kept
             // their writes and lost (part of) v's.
-            let (buf, _) = segment_with(&records, |i, off| match i {
+            let (buf, _) = segment_with(&records, 0, |i, off| match i {
                 i if i <= v => off as u64,
                 i if i == v + 1 => o as u64,
                 i => (o / i) as u64,
@@ -1911,7 +1999,7 @@ mod tests {
             // One later record appended after v was durable is enough to
             // prove the damage, wherever it is.
             let last = records.len() - 1;
-            let (mut buf, _) = segment_with(&records, |i, off| match i {
+            let (mut buf, _) = segment_with(&records, 0, |i, off| match i {
                 i if i <= v => off as u64,
                 i if i == last => o as u64 + 8,
                 _ => o as u64,
@@ -1934,7 +2022,7 @@ mod tests {
         // segment is preallocated, so the hole reads as zeros).
         let records = sample();
         let (_, offsets) = segment(&records);
-        let (mut buf, _) = segment_with(&records, |_, off| off.min(offsets[2]) as u64);
+        let (mut buf, _) = segment_with(&records, 0, |_, off| off.min(offsets[2]) as u64);
         buf[offsets[2]..offsets[3]].fill(0);
         let scan = scan_segment(&buf, 0);
         assert_prefix(&scan, &records, &offsets, 2);
@@ -1946,7 +2034,7 @@ mod tests {
         );
         // A hole that swallowed only the first part of the record: the rest
         // is garbage, not zeros.
-        let (mut buf, _) = segment_with(&records, |_, off| off.min(offsets[2]) as u64);
+        let (mut buf, _) = segment_with(&records, 0, |_, off| off.min(offsets[2]) as u64);
         buf[offsets[2]..offsets[2] + 64].fill(0);
         let scan = scan_segment(&buf, 0);
         assert_prefix(&scan, &records, &offsets, 2);
@@ -1961,8 +2049,12 @@ mod tests {
     fn watermarks_are_compared_with_the_stream_position_of_the_bad_record() {
         let records = sample();
         let base = 3 << 20;
-        let (mut buf, offsets) = segment_with(&records, |_, off| base + off as u64);
-        buf[offsets[1] + 30] ^= 1;
+        let damaged = |at: u64| {
+            let (mut buf, offsets) = segment_with(&records, at, |_, off| base + off as u64);
+            buf[offsets[1] + 30] ^= 1;
+            (buf, offsets)
+        };
+        let (buf, offsets) = damaged(base);
         let scan = scan_segment(&buf, base);
         assert_eq!(scan.records.len(), 1);
         assert!(
@@ -1972,6 +2064,7 @@ mod tests {
         );
         // The same bytes read as a segment further along the stream: the
         // later records' watermarks no longer reach the bad record.
+        let (buf, _) = damaged(base + 4096);
         let scan = scan_segment(&buf, base + 4096);
         assert_eq!(scan.records.len(), 1);
         assert_eq!(scan.records[0].0, 0, "offsets stay segment-relative");
@@ -1981,6 +2074,7 @@ mod tests {
             scan.end
         );
         // A base near the end of the stream space does not overflow.
+        let (buf, _) = damaged(u64::MAX - 8);
         let scan = scan_segment(&buf, u64::MAX - 8);
         assert!(matches!(scan.end, ScanEnd::TornTail { .. }));
     }
@@ -1999,13 +2093,17 @@ mod tests {
         let mut records = sample();
         // 6 bytes of lengths, then the key: a 2-byte key puts the value on
         // an 8-byte boundary.
-        records[3] = Owned::Insert(b"kk".to_vec(), embedded);
+        records[3] = Owned::Insert(b"kk".to_vec(), embedded.clone());
         let (_, offsets) = segment(&records);
-        let (mut buf, _) = segment_with(&records, |_, off| off.min(offsets[2]) as u64);
+        // Placed at the position where it lies, so that only stepping over
+        // record 3 keeps it out of the log.
+        place_at(&mut embedded, (offsets[3] + HEADER_SIZE + 8) as u64);
+        records[3] = Owned::Insert(b"kk".to_vec(), embedded);
+        let (mut buf, _) = segment_with(&records, 0, |_, off| off.min(offsets[2]) as u64);
         assert!(
-            (offsets[3]..offsets[4])
-                .step_by(8)
-                .any(|at| decode(&buf[at..]).is_ok_and(|r| r.header.watermark == u64::MAX)),
+            (offsets[3]..offsets[4]).step_by(8).any(|at| {
+                decode_at(&buf[at..], at as u64).is_ok_and(|r| r.header.watermark == u64::MAX)
+            }),
             "the embedded record is aligned"
         );
         buf[offsets[2] + 20] ^= 1;
@@ -2086,10 +2184,41 @@ mod tests {
         );
     }
 
-    /// Re-seal a record after editing it, to reach the checks behind the checksum.
+    /// Re-seal a record after editing it, to reach the checks behind the
+    /// checksum (a record not placed in a stream, as `decode` reads it).
     fn reseal(rec: &mut [u8]) {
-        let crc = crc32c::crc32c(&rec[4..]);
+        reseal_at(rec, 0);
+    }
+
+    /// Re-seal a record placed at stream position `position`.
+    fn reseal_at(rec: &mut [u8], position: u64) {
+        let crc = crc32c::crc32c(&rec[4..]) ^ position_salt(position);
         rec[..4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn placing_salts_each_checksum_by_position_and_placing_again_takes_it_out() {
+        let (at0, offsets) = segment(&sample());
+        let ends: Vec<usize> = offsets.iter().skip(1).copied().chain([at0.len()]).collect();
+        // Taken out of the stream: each record as `encode` wrote it.
+        let mut raw = at0.clone();
+        place_at(&mut raw, 0);
+        assert_eq!(raw[..ends[0]], at0[..ends[0]], "position 0 has no salt");
+        let mut buf = raw.clone();
+        place_at(&mut buf, 4096);
+        for (&o, &end) in offsets.iter().zip(&ends) {
+            assert!(decode(&raw[o..]).is_ok());
+            assert_ne!(buf[o..o + 4], raw[o..o + 4], "checksum at {o} salted");
+            assert_eq!(buf[o + 4..end], raw[o + 4..end], "nothing else changes");
+            assert!(decode_at(&buf[o..], 4096 + o as u64).is_ok());
+            assert_eq!(decode(&buf[o..]).err(), Some(DecodeError::BadChecksum));
+            assert_eq!(
+                decode_at(&buf[o..], o as u64).err(),
+                Some(DecodeError::BadChecksum)
+            );
+        }
+        place_at(&mut buf, 4096);
+        assert_eq!(buf, raw);
     }
 
     #[test]
@@ -2098,7 +2227,7 @@ mod tests {
         let (mut buf, offsets) = segment(&records);
         let last = *offsets.last().unwrap();
         buf[last + 8] = 42;
-        reseal(&mut buf[last..]);
+        reseal_at(&mut buf[last..], last as u64);
         let scan = scan_segment(&buf, 0);
         assert_eq!(scan.records.len(), records.len() - 1);
         assert!(matches!(&scan.end, ScanEnd::Corrupt { offset, detail }

@@ -104,7 +104,8 @@ pub(super) struct Logged {
     /// Structure modification this image belongs to (numbered per
     /// partition from 1); 0 for records outside one.
     pub smo: u32,
-    /// The whole encoded record.
+    /// The whole encoded record, taken out of the stream
+    /// ([`record::place_at`]): [`record::decode`] reads it.
     pub bytes: Box<[u8]>,
 }
 
@@ -118,6 +119,15 @@ pub(super) struct PartitionLog {
     torn_tails: usize,
     /// Structure modifications seen so far (numbers `Logged::smo`).
     smos: u32,
+}
+
+impl PartitionLog {
+    /// The log ends at a bad record (`offset` within the records of the
+    /// segment at `path`): a write a crash interrupted.
+    fn note_torn_tail(&mut self, path: &Path, offset: u64) {
+        tracing::info!(path = %path.display(), offset, "log ends with a torn record; truncating");
+        self.torn_tails += 1;
+    }
 }
 
 fn corruption(path: &Path, offset: u64, detail: impl Into<String>) -> Error {
@@ -196,7 +206,18 @@ fn analyze_partition(
     // directory entries. Their records prove it by watermarks at or below
     // the end; anything else is a lost durable segment.
     let mut ended = false;
+    // The previous segment's records stopped at a bad record: a torn tail
+    // ends the log there, unless the next segment starts exactly there.
+    // Then the segment ended there, and what follows its records in the
+    // file is a recycled file's previous life (spare.rs), not a torn write.
+    let mut stopped: Option<(PathBuf, u64)> = None;
     for (start, path) in starts {
+        if let Some((torn, offset)) = stopped.take() {
+            if start != log.recovered.end {
+                log.note_torn_tail(&torn, offset);
+                ended = true;
+            }
+        }
         let file = storage.open(&path, OpenMode::Existing)?;
         let file_len = file.len()?;
         let mut whole = vec![0u8; file_len as usize];
@@ -251,9 +272,7 @@ fn analyze_partition(
         let mut valid = scan.valid_len;
         let mut records = scan.records.as_slice();
         if let ScanEnd::TornTail { offset, .. } = &scan.end {
-            tracing::info!(path = %path.display(), offset, "log ends with a torn record; truncating");
-            log.torn_tails += 1;
-            ended = true;
+            stopped = Some((path.clone(), *offset));
         }
         // A structure modification is appended and synced whole, so one
         // without its last record can only be a tail a crash cut short.
@@ -261,10 +280,9 @@ fn analyze_partition(
             valid = records[cut].0;
             records = &records[..cut];
             tracing::info!(path = %path.display(), offset = valid, "log ends inside a structure modification; truncating");
-            if !ended {
-                log.torn_tails += 1;
-                ended = true;
-            }
+            stopped = None;
+            log.torn_tails += 1;
+            ended = true;
         }
         let mut max_gsn = 0;
         let mut in_smo = false;
@@ -318,6 +336,10 @@ fn analyze_partition(
                 _ => {}
             }
             if rec.body.kind().has_page() {
+                // Taken out of the stream, so redo and undo decode the
+                // copy without knowing where it lay.
+                let mut bytes: Box<[u8]> = buf[*offset as usize..end].into();
+                record::place_at(&mut bytes, start + offset);
                 log.records.push(Logged {
                     gsn: h.gsn,
                     txn: h.txn,
@@ -327,7 +349,7 @@ fn analyze_partition(
                     kind: rec.body.kind(),
                     compensation: h.compensation,
                     smo,
-                    bytes: buf[*offset as usize..end].into(),
+                    bytes,
                 });
             }
         }
@@ -342,6 +364,9 @@ fn analyze_partition(
         log.recovered.clock = log.recovered.clock.max(max_gsn);
         log.recovered.segments.push((start, valid, max_gsn));
         log.recovered.end = start + valid;
+    }
+    if let Some((torn, offset)) = stopped {
+        log.note_torn_tail(&torn, offset);
     }
     Ok(log)
 }

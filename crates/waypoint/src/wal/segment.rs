@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 pub const HEADER_SIZE: u64 = 32;
 /// Version of the log record and segment format this build writes and reads
 /// (3 since splits log their kept page and the parent's new separator as
-/// small records instead of page images; docs/FORMAT.md).
-pub const LOG_FORMAT_VERSION: u32 = 3;
+/// small records instead of page images; 4 since record checksums are
+/// salted with the record's stream position, so segment files can be
+/// recycled; docs/FORMAT.md).
+pub const LOG_FORMAT_VERSION: u32 = 4;
 const MAGIC: &[u8; 8] = b"WPLOGSEG";
 
 /// File name of the segment starting at stream position `start`.
@@ -200,8 +202,8 @@ mod tests {
         assert!(matches!(
             decode_header(path, &other),
             Err(Error::UnsupportedFormatVersion {
-                found: 4,
-                supported: 3,
+                found: 5,
+                supported: 4,
                 ..
             })
         ));

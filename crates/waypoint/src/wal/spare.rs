@@ -1,7 +1,12 @@
 //! Segment preallocation: each partition keeps one zero-filled, synced
 //! *spare* file ready, prepared by a background thread, and a new segment is
 //! that spare renamed (seed 000 §3.1 leaves the segment files' allocation
-//! open; PostgreSQL zero-fills WAL segments for the same reason).
+//! open; PostgreSQL zero-fills WAL segments for the same reason). Pruned
+//! segments are *recycled* in preference: renamed away, their header
+//! zeroed and synced, and later renamed into a new segment, as PostgreSQL
+//! recycles WAL files. Once pruning keeps pace with the log, no zeros are
+//! written at all: they were half of all the log bytes TPC-C wrote, and a
+//! share of the vCPUs the workers need (docs/BENCHMARKS.md, "Session 10").
 //!
 //! Why: an `fdatasync` after a write that grows a file must also commit the
 //! file system's metadata (size, extents); after an overwrite of written
@@ -17,15 +22,23 @@
 //! - [`Spare::take`] hands the file out only after its zeros were synced,
 //!   so the segment's own syncs overwrite written blocks.
 //! - Zeros after a segment's last record scan as a clean end
-//!   ([`super::record::ScanEnd::Clean`]), so a renamed spare needs no
-//!   format change: recovery reads it like a short segment.
+//!   ([`super::record::ScanEnd::Clean`]). A recycled file's old records
+//!   after it fail their position-salted checksums and end the scan like a
+//!   torn write ([`super::record::place_at`]); recovery tells the two apart
+//!   by where the next segment starts.
+//! - A recycled segment stops being a segment durably (its rename is
+//!   synced) before its header is zeroed: a crash in between must not
+//!   leave a headerless segment in the middle of the log. Its header is
+//!   zero and synced before it can become a segment again, so a new
+//!   segment whose own header never landed reads as never synced, not as
+//!   its previous life.
 //!
 //! A failed preallocation (full disk, I/O error) is logged and stops
 //! preallocation for the partition: the writer then creates segments as
 //! plain growing files, which is slower but correct.
 
 use crate::error::Result;
-use crate::io::{OpenMode, Storage};
+use crate::io::{OpenMode, Storage, StorageFile};
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,9 +53,17 @@ const PIECE: u64 = 1 << 20;
 /// File name of a partition's spare segment.
 pub const SPARE_NAME: &str = "spare.prealloc";
 
-/// Is `path` a spare segment file?
+/// Recycled segments kept ready per partition; more are deleted. One per
+/// segment the writer starts is enough once pruning keeps pace; a second
+/// covers a prune that lands just after a roll.
+const RECYCLED_MAX: usize = 2;
+
+/// Is `path` a spare segment file: the zero-filled spare, or a recycled
+/// segment (`SSSS.recycled.prealloc`)?
 pub fn is_spare(path: &Path) -> bool {
-    path.file_name().is_some_and(|n| n == SPARE_NAME)
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".prealloc"))
 }
 
 #[derive(Default)]
@@ -52,6 +73,8 @@ struct State {
     /// A spare should be made (none is ready and none is being made).
     wanted: bool,
     shutdown: bool,
+    /// Recycled segments ready to be taken, oldest first.
+    recycled: std::collections::VecDeque<PathBuf>,
 }
 
 /// The spare segment of one partition and the thread that prepares it.
@@ -65,6 +88,9 @@ pub struct Spare {
     state: Mutex<State>,
     wake: Condvar,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Segments started from a recycled file, and from a zero-filled spare.
+    took_recycled: AtomicU64,
+    took_zeroed: AtomicU64,
 }
 
 impl Spare {
@@ -80,6 +106,8 @@ impl Spare {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             thread: Mutex::new(None),
+            took_recycled: AtomicU64::new(0),
+            took_zeroed: AtomicU64::new(0),
         })
     }
 
@@ -116,27 +144,77 @@ impl Spare {
         }
     }
 
-    /// Rename the ready spare to `to` (a new segment; the caller syncs the
-    /// directory) and start preparing the next one of `next_bytes`. `false`
+    /// Rename a recycled segment, else the ready spare, to `to` (a new
+    /// segment; the caller syncs the directory), and have the next spare
+    /// of `next_bytes` prepared if the zero-filled one was taken. `false`
     /// while none is ready: the caller creates the segment itself.
     pub fn take(self: &Arc<Self>, to: &Path, next_bytes: u64) -> Result<bool> {
         self.ensure_thread();
         self.bytes.store(next_bytes, Ordering::Relaxed);
         let mut s = self.state.lock();
+        if let Some(from) = s.recycled.pop_front() {
+            self.storage.rename(&from, to)?;
+            self.took_recycled.fetch_add(1, Ordering::Relaxed);
+            return Ok(true);
+        }
         // Under the lock: the thread must not start replacing the file
         // before it has been renamed away.
         let ready = std::mem::take(&mut s.ready);
         if ready {
             self.storage.rename(&self.path, to)?;
+            self.took_zeroed.fetch_add(1, Ordering::Relaxed);
         }
         s.wanted = true;
         self.wake.notify_one();
         Ok(ready)
     }
 
-    /// Is a spare ready to be taken?
+    /// Keep the pruned segment `segment` (open as `file`) for reuse rather
+    /// than deleting it: rename it out of the log (synced), zero its
+    /// header (synced) and queue it for [`Spare::take`]. `false`, with the
+    /// file untouched, when enough are queued, when it is shorter than a
+    /// spare, or before the first [`Spare::want`]/[`Spare::take`]: the
+    /// caller deletes it then.
+    pub fn recycle(&self, segment: &Path, file: &dyn StorageFile) -> Result<bool> {
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        {
+            let s = self.state.lock();
+            if s.shutdown || s.recycled.len() >= RECYCLED_MAX || bytes == 0 {
+                return Ok(false);
+            }
+        }
+        // Longer is fine: the extra bytes are never read (the records stop
+        // before them) and never needed again.
+        if file.len()? < bytes {
+            return Ok(false);
+        }
+        let (Some(dir), Some(stem)) = (
+            segment.parent(),
+            segment.file_stem().and_then(|n| n.to_str()),
+        ) else {
+            return Ok(false);
+        };
+        let to = dir.join(format!("{stem}.recycled.prealloc"));
+        self.storage.rename(segment, &to)?;
+        self.storage.sync_dir(dir)?;
+        file.write_at(&[0; super::segment::HEADER_SIZE as usize], 0)?;
+        file.sync_data()?;
+        self.state.lock().recycled.push_back(to);
+        Ok(true)
+    }
+
+    /// Is a spare (recycled or zero-filled) ready to be taken?
     pub fn is_ready(&self) -> bool {
-        self.state.lock().ready
+        let s = self.state.lock();
+        s.ready || !s.recycled.is_empty()
+    }
+
+    /// Segments started from a recycled file and from a zero-filled spare.
+    pub fn taken(&self) -> (u64, u64) {
+        (
+            self.took_recycled.load(Ordering::Relaxed),
+            self.took_zeroed.load(Ordering::Relaxed),
+        )
     }
 
     /// Was the preparing thread ever started?
@@ -157,15 +235,23 @@ impl Spare {
         self.wake.notify_all();
     }
 
-    /// Stop the thread and remove the spare file (a clean close leaves no
-    /// log files behind).
+    /// Stop the thread and remove the spare files, recycled ones and any
+    /// a crash left behind too (a clean close leaves no log files behind).
     pub fn shutdown(&self) -> Result<()> {
         self.stop();
         if let Some(h) = self.thread.lock().take() {
             let _ = h.join();
         }
-        if self.storage.exists(&self.path) {
-            self.storage.remove(&self.path)?;
+        self.state.lock().recycled.clear();
+        let Some(dir) = self.path.parent() else {
+            return Ok(());
+        };
+        if self.storage.exists(dir) {
+            for file in self.storage.list_dir(dir)? {
+                if is_spare(&file) {
+                    self.storage.remove(&file)?;
+                }
+            }
         }
         Ok(())
     }
