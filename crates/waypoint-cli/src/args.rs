@@ -87,8 +87,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub segment_size: Option<String>,
     /// Segment preallocation: keep each partition's next log segment
-    /// zero-filled and synced ahead, so log syncs do not grow files
-    /// [default: true].
+    /// written and synced ahead (a recycled pruned segment, else a
+    /// zero-filled one), so log syncs do not grow files [default: true].
     #[arg(long, value_name = "BOOL")]
     pub wal_preallocate: Option<bool>,
     /// Buffer shards of continuous checkpointing [default: 64].

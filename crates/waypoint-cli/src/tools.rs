@@ -141,6 +141,7 @@ fn end_json(e: &SegmentEnd) -> serde_json::Value {
         SegmentEnd::TornTail { offset, error } => {
             json!({ "state": "torn_tail", "offset": offset, "error": error })
         }
+        SegmentEnd::Ended { offset } => json!({ "state": "ended", "offset": offset }),
         SegmentEnd::Corrupt { offset, detail } => {
             json!({ "state": "corrupt", "offset": offset, "error": detail })
         }
@@ -273,6 +274,9 @@ fn to_text(i: &DatabaseInfo) -> String {
                 (_, SegmentEnd::Clean) => "clean".to_string(),
                 (_, SegmentEnd::TornTail { offset, error }) => {
                     format!("torn tail at {offset} ({error})")
+                }
+                (_, SegmentEnd::Ended { offset }) => {
+                    format!("ends at {offset}, where the next segment starts (a recycled file's old bytes follow)")
                 }
                 (_, SegmentEnd::Corrupt { offset, detail }) => {
                     format!("CORRUPT at {offset}: {detail}")

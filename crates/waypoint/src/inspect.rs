@@ -106,6 +106,11 @@ pub enum SegmentEnd {
     /// At a bad record no later durable record vouches for: the end of the
     /// log; recovery truncates here. `offset` is a file offset.
     TornTail { offset: u64, error: String },
+    /// At bytes that are not a record, exactly where the next segment
+    /// starts: the segment ended there, and the rest of the file is a
+    /// recycled file's previous life (recovery reads on). `offset` is a
+    /// file offset.
+    Ended { offset: u64 },
     /// At a bad record that was durable: recovery refuses the log.
     Corrupt { offset: u64, detail: String },
     /// The records were not scanned (the header is not valid).
@@ -204,6 +209,17 @@ fn inspect_partition(
         }
     }
     segments.sort_by_key(|s| s.start);
+    // The rule recovery applies (wal/recovery.rs): records that stop where
+    // the next segment starts are that segment's end, not a torn write.
+    for i in 1..segments.len() {
+        let next = segments[i].start;
+        let s = &mut segments[i - 1];
+        if let SegmentEnd::TornTail { offset, .. } = s.end {
+            if s.start + s.valid_bytes == next {
+                s.end = SegmentEnd::Ended { offset };
+            }
+        }
+    }
     Ok(PartitionInfo {
         id,
         path,

@@ -236,7 +236,8 @@ pub struct Partition {
     stage2: std::sync::OnceLock<Arc<AtomicU64>>,
     /// Stage 3: where retired segments go (deleted if unset).
     archive: std::sync::OnceLock<PathBuf>,
-    /// The zero-filled file the next segment is renamed from.
+    /// The files the next segment is renamed from: recycled segments, and
+    /// a zero-filled spare.
     spare: Arc<Spare>,
     /// Use the spare (`Options::wal_preallocate`).
     preallocate: AtomicBool,
@@ -286,6 +287,7 @@ impl Partition {
                 preallocated: false,
             });
         }
+        super::spare::remove_recycled_leftovers(storage.as_ref(), &dir)?;
         let spare = Spare::new(Arc::clone(&storage), &dir, id);
         let p = Arc::new(Partition {
             id,
@@ -1464,6 +1466,63 @@ mod tests {
         );
         assert_eq!(p.disk_bytes(), end - after[0].0);
         p.shutdown().unwrap();
+    }
+
+    /// Pruned segments are recycled: renamed out of the log with their
+    /// header zeroed, two kept (the rest deleted), and the next segments
+    /// are made from them, reading back like any segment although the old
+    /// records stay behind the new ones. The queue lives in memory: files a
+    /// crash left queued are removed when the partition opens again.
+    #[test]
+    fn pruned_segments_are_recycled_and_a_reopen_removes_leftovers() {
+        let (sim, log_dir) = sim_log(13);
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 5, 0, 0, Vec::new()).unwrap();
+        let size = 64 << 10;
+        p.set_segment_size(size);
+        let dir = partition_dir(log_dir, 5);
+        let recycled = || -> Vec<PathBuf> {
+            sim.list_dir(&dir)
+                .unwrap()
+                .into_iter()
+                .filter(|f| f.to_string_lossy().ends_with(".recycled.prealloc"))
+                .collect()
+        };
+        let big = vec![3u8; 20_000];
+        let mut gsn = 0;
+        let mut write = |n: u64| {
+            for _ in 0..n {
+                gsn += 1;
+                let end = p.append(&rec(gsn, &big), gsn).unwrap();
+                p.wait_durable(end).unwrap();
+            }
+        };
+        write(40);
+        assert!(segment::list_segments(&sim, &dir).unwrap().len() >= 5);
+        p.prune_below(u64::MAX).unwrap();
+        let queued = recycled();
+        assert_eq!(queued.len(), 2, "two kept, the rest deleted");
+        for f in &queued {
+            let bytes = sim.read_current(f).unwrap();
+            assert_eq!(bytes[..segment::HEADER_SIZE as usize], [0; 32], "{f:?}");
+            assert!(bytes.len() as u64 >= segment::HEADER_SIZE + size);
+        }
+        assert_eq!(p.stats().segments_recycled, 0);
+        write(12);
+        assert_eq!(p.stats().segments_recycled, 2, "{:?}", p.stats());
+        assert!(recycled().is_empty());
+        let gsns = read_log(&sim, &dir);
+        assert_eq!(gsns.last(), Some(&52));
+        assert!(gsns.windows(2).all(|w| w[1] == w[0] + 1), "{gsns:?}");
+        // Queue two more and crash: the files stay, the queue is gone.
+        write(12);
+        p.prune_below(u64::MAX).unwrap();
+        assert_eq!(recycled().len(), 2);
+        drop(p);
+        sim.crash(CrashPolicy::KeepAll);
+        assert_eq!(recycled().len(), 2);
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 5, 0, 0, Vec::new()).unwrap();
+        assert!(recycled().is_empty(), "the reopen removed them");
+        drop(p);
     }
 
     /// Segment preallocation: once the spare is ready, the next segment is

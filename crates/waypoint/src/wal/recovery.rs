@@ -1,9 +1,11 @@
 //! Restart after a crash: analysis, redo, undo (seed 000 §3.7, Fig. 7).
 //!
 //! - **Analysis**, one thread per partition: read every segment, stop at the
-//!   torn tail (truncating it), refuse corruption in the middle and missing
-//!   segments; collect page records, commit records (with their dependency
-//!   vectors) and end-of-rollback records.
+//!   torn tail (truncating it; records that stop exactly where the next
+//!   segment starts are that segment's end, followed by a recycled file's
+//!   old bytes, which are cut too), refuse corruption in the middle and
+//!   missing segments; collect page records, commit records (with their
+//!   dependency vectors) and end-of-rollback records.
 //! - **Winners**: a transaction with a commit record all of whose
 //!   dependencies survived (every named partition reaches the named
 //!   position).

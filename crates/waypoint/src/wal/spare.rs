@@ -32,6 +32,9 @@
 //!   zero and synced before it can become a segment again, so a new
 //!   segment whose own header never landed reads as never synced, not as
 //!   its previous life.
+//! - The queue of recycled files lives in memory only: files a crash left
+//!   queued are removed when the partition opens again
+//!   ([`remove_recycled_leftovers`]), so crashes do not pile them up.
 //!
 //! A failed preallocation (full disk, I/O error) is logged and stops
 //! preallocation for the partition: the writer then creates segments as
@@ -53,6 +56,9 @@ const PIECE: u64 = 1 << 20;
 /// File name of a partition's spare segment.
 pub const SPARE_NAME: &str = "spare.prealloc";
 
+/// How a recycled segment's file name ends (`SSSS.recycled.prealloc`).
+const RECYCLED_SUFFIX: &str = ".recycled.prealloc";
+
 /// Recycled segments kept ready per partition; more are deleted. One per
 /// segment the writer starts is enough once pruning keeps pace; a second
 /// covers a prune that lands just after a roll.
@@ -64,6 +70,23 @@ pub fn is_spare(path: &Path) -> bool {
     path.file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.ends_with(".prealloc"))
+}
+
+/// Remove the recycled segments a crash left in partition directory `dir`
+/// (their queue was in memory). Called before the partition's spare
+/// exists, so none of them is queued.
+pub fn remove_recycled_leftovers(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    for file in storage.list_dir(dir)? {
+        if file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(RECYCLED_SUFFIX))
+        {
+            tracing::info!(path = %file.display(), "removing a recycled log segment a crash left behind");
+            storage.remove(&file)?;
+        }
+    }
+    Ok(())
 }
 
 #[derive(Default)]
@@ -174,7 +197,9 @@ impl Spare {
     /// header (synced) and queue it for [`Spare::take`]. `false`, with the
     /// file untouched, when enough are queued, when it is shorter than a
     /// spare, or before the first [`Spare::want`]/[`Spare::take`]: the
-    /// caller deletes it then.
+    /// caller deletes it then. `true` once the rename is durable: the
+    /// segment has left the log even if preparing it fails after that (it
+    /// is then removed, not queued).
     pub fn recycle(&self, segment: &Path, file: &dyn StorageFile) -> Result<bool> {
         let bytes = self.bytes.load(Ordering::Relaxed);
         {
@@ -194,11 +219,18 @@ impl Spare {
         ) else {
             return Ok(false);
         };
-        let to = dir.join(format!("{stem}.recycled.prealloc"));
+        let to = dir.join(format!("{stem}{RECYCLED_SUFFIX}"));
         self.storage.rename(segment, &to)?;
         self.storage.sync_dir(dir)?;
-        file.write_at(&[0; super::segment::HEADER_SIZE as usize], 0)?;
-        file.sync_data()?;
+        let zeroed = file
+            .write_at(&[0; super::segment::HEADER_SIZE as usize], 0)
+            .and_then(|()| file.sync_data());
+        if let Err(e) = zeroed {
+            tracing::warn!(path = %to.display(), error = %e,
+                "cannot prepare a pruned log segment for reuse; removing it");
+            let _ = self.storage.remove(&to);
+            return Ok(true);
+        }
         self.state.lock().recycled.push_back(to);
         Ok(true)
     }
