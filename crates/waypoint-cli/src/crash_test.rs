@@ -90,6 +90,11 @@ pub struct CrashTestArgs {
     /// so pages with uncommitted changes are stolen).
     #[arg(long, default_value = "64MiB")]
     pub buffer: String,
+    /// WAL limit of the child and of recovery. Small by default, so that
+    /// every cycle checkpoints, prunes and recycles log segments (segments
+    /// are 1/32 of it) before the kill.
+    #[arg(long, default_value = "16MiB")]
+    pub wal_limit: String,
     /// Rows at load: TPC-B accounts, YCSB records, Voter phone numbers
     /// [default: 10000].
     #[arg(long)]
@@ -139,6 +144,8 @@ pub struct CrashChildArgs {
     pub commit: String,
     #[arg(long)]
     pub buffer: usize,
+    #[arg(long)]
+    pub wal_limit: u64,
     /// Exit by itself after this long (a safety net if the parent vanished).
     #[arg(long)]
     pub max_run_ms: u64,
@@ -191,6 +198,7 @@ pub fn child(args: CrashChildArgs) -> Result<()> {
         create_if_missing: false,
         buffer_pool_bytes: args.buffer,
         commit: commit_protocol(&args.commit)?,
+        wal_limit_bytes: args.wal_limit,
         ..Options::default()
     };
     let db = Database::open(&args.dir, options).context("open")?;
@@ -303,10 +311,11 @@ fn stderr_tail(path: &Path) -> String {
     }
 }
 
-fn open_options(buffer: usize) -> Options {
+fn open_options(buffer: usize, wal_limit: u64) -> Options {
     Options {
         create_if_missing: false,
         buffer_pool_bytes: buffer,
+        wal_limit_bytes: wal_limit,
         ..Options::default()
     }
 }
@@ -408,6 +417,7 @@ struct Run<'a> {
     stderr_path: PathBuf,
     run_id: u64,
     buffer: usize,
+    wal_limit: u64,
     /// Every acknowledged id of every cycle.
     acked: HashSet<[u8; 24]>,
     /// Acknowledged ids found missing (reported once).
@@ -438,6 +448,7 @@ impl Run<'_> {
             .args(["--in-flight", &a.in_flight.to_string()])
             .args(["--commit", &a.commit])
             .args(["--buffer", &buffer.to_string()])
+            .args(["--wal-limit", &self.wal_limit.to_string()])
             .args(["--max-run-ms", &(hi.max(lo) + 120_000).to_string()])
             .args(a.unsafe_phantom_ack.then_some("--phantom-ack"))
             .stdin(Stdio::null())
@@ -495,7 +506,7 @@ impl Run<'_> {
 
         // Recover and check.
         let t0 = Instant::now();
-        let db = Database::open(&self.dir, open_options(self.buffer))
+        let db = Database::open(&self.dir, open_options(self.buffer, self.wal_limit))
             .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
         let open = t0.elapsed();
         let recovery = db
@@ -568,6 +579,10 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     }
     commit_protocol(&args.commit)?;
     let buffer = crate::args::parse_size("buffer", &args.buffer)?;
+    let wal_limit = crate::args::parse_size("wal-limit", &args.wal_limit)? as u64;
+    if wal_limit == 0 {
+        bail!("--wal-limit must be positive");
+    }
     if args.records == Some(0) || args.scale == Some(0) {
         bail!("--records and --scale must be positive");
     }
@@ -626,6 +641,7 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0),
         buffer,
+        wal_limit,
         acked: HashSet::new(),
         lost: HashSet::new(),
     };
@@ -687,8 +703,8 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
         println!("database kept in {}", kept.join("db").display());
     }
     let mut repro = format!(
-        "waypoint crash-test {} --cycles {} --seed {seed} --kill-after-ms {lo}..{hi} --workers {} --in-flight {} --commit {} --buffer {}",
-        args.workload, args.cycles, args.workers, args.in_flight, args.commit, args.buffer
+        "waypoint crash-test {} --cycles {} --seed {seed} --kill-after-ms {lo}..{hi} --workers {} --in-flight {} --commit {} --buffer {} --wal-limit {}",
+        args.workload, args.cycles, args.workers, args.in_flight, args.commit, args.buffer, args.wal_limit
     );
     if let Some(r) = args.records {
         repro += &format!(" --records {r}");

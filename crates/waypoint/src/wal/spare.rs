@@ -16,11 +16,13 @@
 //! waits for such a sync.
 //!
 //! Invariants:
-//! - The spare is never a segment. Its name does not parse as one, so
+//! - A spare (zero-filled or recycled) is never a segment. Its name does
+//!   not parse as one, so
 //!   recovery, pruning and inspection leave it alone (a crash may leave one
 //!   behind; the next preallocation replaces it, a clean close removes it).
-//! - [`Spare::take`] hands the file out only after its zeros were synced,
-//!   so the segment's own syncs overwrite written blocks.
+//! - [`Spare::take`] hands a file out only after its zeros (or, recycled,
+//!   its zeroed header: its other blocks were written in its previous life)
+//!   were synced, so the segment's own syncs overwrite written blocks.
 //! - Zeros after a segment's last record scan as a clean end
 //!   ([`super::record::ScanEnd::Clean`]). A recycled file's old records
 //!   after it fail their position-salted checksums and end the scan like a
