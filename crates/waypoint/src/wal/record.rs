@@ -20,65 +20,15 @@
 //!
 //! # Format
 //!
-//! All integers are little-endian. A record is a 56-byte header followed by
-//! a payload, padded with zero bytes to a multiple of 8:
-//!
-//! ```text
-//! offset size field
-//!      0    4 CRC32C (Castagnoli) of bytes 4..len (header rest, payload,
-//!             padding), XOR the salt of the record's stream position
-//!             (`position_salt`: the high 32 bits of position * 0x9E3779B97F4A7C15)
-//!      4    4 len (u32): total record length in bytes, including header and
-//!             padding; a multiple of 8, 56 <= len <= 16 MiB
-//!      8    1 kind: 1 insert, 2 update, 3 remove, 4 page image, 5 commit, 6 end,
-//!             7 page freed
-//!      9    1 flags: bit 0 = compensation (a CLR written while undoing: redo-only,
-//!             never undone); bit 1 = structure modification continues (this
-//!             image or page-freed record and the next record of the partition
-//!             belong to one structure modification, redone all or nothing);
-//!             other bits zero
-//!     10    1 page kind: the page's kind byte (`buffer::page::PageKind as u8`)
-//!             for image records, where it is nonzero; 0 for every other kind
-//!     11    1 reserved, zero
-//!     12    4 tree: root page id (u32) of the B+-tree the page belongs to, so
-//!             logical undo can find a key that splits moved to another page;
-//!             0 for kinds without a page (commit, end)
-//!     16    8 GSN of this record
-//!     24    8 transaction id
-//!     32    8 page id (0 for kinds without a page: commit, end)
-//!     40    8 prev GSN: the page's GSN before this record (0 for kinds without a page)
-//!     48    8 watermark: the partition's durable stream position when this
-//!             record was appended (every byte of the partition's stream below
-//!             it was durable by then)
-//!     56    . payload (by kind, below)
-//!      .    . zero padding up to len (0..=7 bytes)
-//! ```
-//!
-//! Payloads (`kl` = key length and so on; byte strings follow their lengths):
-//!
-//! ```text
-//! 1 insert  [kl u16][vl u32][key][value]            no before-image: undo is a remove
-//! 2 update  [kl u16][offset u32][bl u32][al u32][key][before][after]
-//!           only the changed bytes: value[offset..offset+bl] was `before` and
-//!           became `after`; the bytes before `offset` and after the changed
-//!           range are the common prefix and suffix of old and new value
-//! 3 remove  [kl u16][vl u32][key][value before the remove]
-//! 4 image   [body_len u32][zero_run_start u32][zero_run_len u32][body without the run]
-//!           the page body (page bytes 32..page_size) after a structure
-//!           modification, with its longest run of zero bytes (the free gap
-//!           of a slotted page) left out; body_len <= 65536 - 32
-//! 5 commit  [tid u64][dep_count u32][(partition u32, position u64) * dep_count]
-//!           the dependency vector: this commit counts only once every named
-//!           log partition is durable up to the named byte position
-//! 6 end     (empty) the transaction's rollback is complete
-//! 7 freed   (empty) a structure modification (merge, root collapse) released
-//!           the page; redo makes it a free page
-//! ```
-//!
-//! The payload must fill the record exactly: `len` is the payload's end
-//! rounded up to 8, and the padding is zero. A checksum-valid record that
-//! breaks one of these rules is [`DecodeError::BadKind`] or
-//! [`DecodeError::Malformed`].
+//! `docs/FORMAT.md`, "Log records", gives every field and payload byte by
+//! byte (log format 4). In short: a 56-byte header (CRC32C salted with the
+//! record's stream position, length, kind, flags, page kind, tree, GSN,
+//! transaction id, page id, prev GSN, watermark), then a payload by kind
+//! (insert, update with up to four changed spans, remove, page image,
+//! commit with its dependency vector, end, page freed, split, separator),
+//! zero-padded to a multiple of 8. The payload must fill the record
+//! exactly; a checksum-valid record that breaks a rule is
+//! [`DecodeError::BadKind`] or [`DecodeError::Malformed`].
 //!
 //! # Why 8-byte alignment
 //!
