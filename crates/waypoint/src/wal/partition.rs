@@ -1002,6 +1002,7 @@ impl Partition {
     }
 
     pub fn stats(&self) -> PartitionStats {
+        let (segments_recycled, segments_zero_filled) = self.spare.taken();
         PartitionStats {
             appended_bytes: self.appended(),
             durable_bytes: self.durable(),
@@ -1009,8 +1010,8 @@ impl Partition {
             syncs: self.syncs.load(Ordering::Relaxed),
             committer_syncs: self.committer_syncs.load(Ordering::Relaxed),
             writer_wakeups: self.writer_wakeups.load(Ordering::Relaxed),
-            segments_recycled: self.spare.taken().0,
-            segments_zero_filled: self.spare.taken().1,
+            segments_recycled,
+            segments_zero_filled,
         }
     }
 
@@ -1484,7 +1485,7 @@ mod tests {
             sim.list_dir(&dir)
                 .unwrap()
                 .into_iter()
-                .filter(|f| f.to_string_lossy().ends_with(".recycled.prealloc"))
+                .filter(|f| super::super::spare::is_recycled(f))
                 .collect()
         };
         let big = vec![3u8; 20_000];

@@ -74,16 +74,19 @@ pub fn is_spare(path: &Path) -> bool {
         .is_some_and(|n| n.ends_with(".prealloc"))
 }
 
+/// Is `path` a recycled segment (`SSSS.recycled.prealloc`)?
+pub fn is_recycled(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(RECYCLED_SUFFIX))
+}
+
 /// Remove the recycled segments a crash left in partition directory `dir`
 /// (their queue was in memory). Called before the partition's spare
 /// exists, so none of them is queued.
 pub fn remove_recycled_leftovers(storage: &dyn Storage, dir: &Path) -> Result<()> {
     for file in storage.list_dir(dir)? {
-        if file
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.ends_with(RECYCLED_SUFFIX))
-        {
+        if is_recycled(&file) {
             tracing::info!(path = %file.display(), "removing a recycled log segment a crash left behind");
             storage.remove(&file)?;
         }
