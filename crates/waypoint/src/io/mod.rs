@@ -86,21 +86,36 @@ pub trait StorageFile: Send + Sync + std::fmt::Debug {
     /// extents, and a sync after writing into one still commits metadata
     /// (docs/BENCHMARKS.md, "Segment preallocation").
     fn preallocate(&self, len: u64) -> Result<()> {
-        const PIECE: usize = 1 << 20;
         let mut at = self.len()?;
         debug_assert_eq!(
             at % IO_ALIGN as u64,
             0,
             "preallocation appends whole blocks"
         );
-        let zeros = AlignedBuf::zeroed(PIECE);
+        let zeros = shared_zeros();
         while at < len {
-            let n = ((len - at) as usize).next_multiple_of(IO_ALIGN).min(PIECE);
-            self.write_at(&zeros.as_slice()[..n], at)?;
+            let n = ((len - at) as usize)
+                .next_multiple_of(IO_ALIGN)
+                .min(zeros.len());
+            self.write_at(&zeros[..n], at)?;
             at += n as u64;
         }
         Ok(())
     }
+}
+
+/// One process-wide megabyte of zeros that preallocation writes from,
+/// aligned for `O_DIRECT`.
+///
+/// Why shared, and mapped once: a fresh buffer per write was a fresh map,
+/// so the kernel's copy into the page cache faulted on every 4 KiB of it
+/// and zeroed the page-cache page before retrying the copy. That was 5% of
+/// all CPU in 2-worker TPC-C (docs/BENCHMARKS.md, "Session 11"). Once
+/// read, this buffer's pages stay mapped (to the kernel's zero page), so
+/// later copies fault no more. It is never written.
+fn shared_zeros() -> &'static [u8] {
+    static ZEROS: std::sync::OnceLock<AlignedBuf> = std::sync::OnceLock::new();
+    ZEROS.get_or_init(|| AlignedBuf::zeroed(1 << 20)).as_slice()
 }
 
 /// A buffer aligned to 4 KiB, as `O_DIRECT` requires for buffers,
