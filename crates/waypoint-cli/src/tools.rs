@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use waypoint::inspect::{CheckpointState, DatabaseInfo, SegmentEnd, SegmentHeader};
+use waypoint::wal::record::{self, RecordKind};
 use waypoint_bench::registry;
 use waypoint_bench::summary::RecoverySummary;
 
@@ -196,6 +197,10 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
         "log_floor": i.log_floor,
         "log": {
             "partitions": i.partitions.len(), "segments": i.segments(), "bytes": i.log_bytes(),
+            "record_header_bytes": record::HEADER_SIZE,
+            "records_by_kind": i.records_by_kind().iter().map(|(k, t)| json!({
+                "kind": kind_name(*k), "records": t.records, "bytes": t.bytes,
+            })).collect::<Vec<_>>(),
         },
         "partitions": partitions,
     })
@@ -299,5 +304,44 @@ fn to_text(i: &DatabaseInfo) -> String {
             out += &format!("  p{:05} not a segment: {}\n", p.id, f.display());
         }
     }
+    out += &kinds_text(i);
     out
+}
+
+/// The log's valid records by kind: what its volume is made of.
+fn kinds_text(i: &DatabaseInfo) -> String {
+    let kinds = i.records_by_kind();
+    let (records, bytes) = kinds
+        .iter()
+        .fold((0, 0), |(r, b), (_, t)| (r + t.records, b + t.bytes));
+    if records == 0 {
+        return String::new();
+    }
+    let mut out = format!(
+        "  log records by kind:\n  {:<10} {:>12} {:>12} {:>7} {:>13}\n",
+        "kind", "records", "bytes", "share", "bytes/record"
+    );
+    for (kind, t) in &kinds {
+        out += &format!(
+            "  {:<10} {:>12} {:>12} {:>6.1}% {:>13.1}\n",
+            kind_name(*kind),
+            t.records,
+            size(t.bytes),
+            t.bytes as f64 * 100.0 / bytes as f64,
+            t.bytes as f64 / t.records as f64
+        );
+    }
+    out += &format!(
+        "  {:<10} {:>12} {:>12}  headers ({} bytes each) are {:.1}% of it\n",
+        "all",
+        records,
+        size(bytes),
+        record::HEADER_SIZE,
+        (records * record::HEADER_SIZE as u64) as f64 * 100.0 / bytes as f64
+    );
+    out
+}
+
+fn kind_name(kind: RecordKind) -> String {
+    format!("{kind:?}").to_lowercase()
 }

@@ -413,12 +413,18 @@ fn inspect_reads_a_crashed_database_without_changing_it() {
     }
     assert_eq!(v["log"]["bytes"], bytes);
     assert!(commits >= 200, "{commits} commit records: {v}");
+    // What the log is made of: the commit records counted above among them.
+    let kinds = v["log"]["records_by_kind"].as_array().unwrap();
+    let commit = kinds.iter().find(|k| k["kind"] == "commit").unwrap();
+    assert_eq!(commit["records"], commits, "{v}");
+    assert!(kinds.iter().any(|k| k["kind"] == "update"), "{v}");
 
     // The text form says the same in a table.
     let o = waypoint(&["inspect", dir.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("closed cleanly: no"), "{text}");
     assert!(text.contains("first GSN"), "{text}");
+    assert!(text.contains("log records by kind"), "{text}");
 
     // Recovery then reads the records inspect counted.
     let db = waypoint::Database::open(&dir, waypoint::Options::default()).unwrap();

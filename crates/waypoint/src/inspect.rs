@@ -1,6 +1,7 @@
 //! A read-only look at a database directory, for `waypoint inspect`: the
 //! superblock, the data file's size, the checkpoint metadata and every log
-//! segment with its record count and GSN range.
+//! segment with its record count and GSN range, and the log's records and
+//! bytes by record kind (what the log volume is made of).
 //!
 //! Nothing here recovers, repairs, truncates or writes: files are opened
 //! with [`OpenMode::ReadOnly`], and the log is read with the decoders
@@ -16,7 +17,7 @@ use crate::db::{Superblock, DATA_FILE, DB_FORMAT_VERSION, DOUBLE_WRITE_FILE, WAL
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage};
 use crate::wal::partition::{parse_segment_name, partition_dir};
-use crate::wal::record::{self, RecordBody, ScanEnd};
+use crate::wal::record::{self, RecordBody, RecordKind, ScanEnd};
 use crate::wal::recovery::partition_ids;
 use crate::wal::segment::{self, LOG_FORMAT_VERSION};
 use std::path::{Path, PathBuf};
@@ -59,6 +60,36 @@ impl DatabaseInfo {
     pub fn segments(&self) -> usize {
         self.partitions.iter().map(|p| p.segments.len()).sum()
     }
+
+    /// Valid records of every segment by kind, in kind order; kinds with no
+    /// record are left out.
+    pub fn records_by_kind(&self) -> Vec<(RecordKind, KindTally)> {
+        let mut total = [KindTally::default(); KIND_SLOTS];
+        for s in self.partitions.iter().flat_map(|p| &p.segments) {
+            for (t, k) in total.iter_mut().zip(&s.by_kind) {
+                t.records += k.records;
+                t.bytes += k.bytes;
+            }
+        }
+        total
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.records > 0)
+            .filter_map(|(b, t)| Some((RecordKind::from_byte(b as u8)?, *t)))
+            .collect()
+    }
+}
+
+/// Slots of [`SegmentInfo::by_kind`]: one per kind byte, 0 unused.
+const KIND_SLOTS: usize = 10;
+const _: () = assert!(RecordKind::Separator as usize == KIND_SLOTS - 1);
+
+/// Records of one kind and the bytes they occupy, headers and padding
+/// included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KindTally {
+    pub records: u64,
+    pub bytes: u64,
 }
 
 /// The checkpoint metadata file.
@@ -139,6 +170,8 @@ pub struct SegmentInfo {
     pub max_gsn: Option<u64>,
     /// Bytes of valid records (after the header).
     pub valid_bytes: u64,
+    /// Valid records and their bytes, indexed by kind byte.
+    pub by_kind: [KindTally; KIND_SLOTS],
     pub end: SegmentEnd,
 }
 
@@ -251,6 +284,7 @@ fn inspect_segment(
         min_gsn: None,
         max_gsn: None,
         valid_bytes: 0,
+        by_kind: [KindTally::default(); KIND_SLOTS],
         end: SegmentEnd::NotScanned,
     };
     info.header = match segment::decode_header(path, &whole) {
@@ -272,6 +306,9 @@ fn inspect_segment(
         let gsn = rec.header.gsn;
         info.records += 1;
         info.commits += u64::from(matches!(rec.body, RecordBody::Commit { .. }));
+        let tally = &mut info.by_kind[rec.body.kind() as usize];
+        tally.records += 1;
+        tally.bytes += rec.encoded_len() as u64;
         info.records_above_floor += u64::from(gsn > floor);
         info.first_gsn.get_or_insert(gsn);
         info.last_gsn = Some(gsn);
@@ -375,6 +412,20 @@ mod tests {
             info.log_bytes(),
             segs.iter().map(|s| s.file_bytes).sum::<u64>()
         );
+        // The tally by kind accounts for every valid record and byte.
+        let kinds = info.records_by_kind();
+        let tally = |kind| kinds.iter().find(|(k, _)| *k == kind).map(|(_, t)| *t);
+        assert_eq!(
+            kinds.iter().map(|(_, t)| t.records).sum::<u64>(),
+            segs.iter().map(|s| s.records).sum::<u64>()
+        );
+        assert_eq!(
+            kinds.iter().map(|(_, t)| t.bytes).sum::<u64>(),
+            segs.iter().map(|s| s.valid_bytes).sum::<u64>()
+        );
+        assert_eq!(tally(RecordKind::Commit).unwrap().records, commits);
+        assert!(tally(RecordKind::Insert).unwrap().records >= 50);
+        assert!(kinds.windows(2).all(|w| (w[0].0 as u8) < (w[1].0 as u8)));
 
         // Recovery then finds what inspect reported.
         let db = Database::open(dir, options(&sim)).unwrap();
