@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Interleaved TPC-C A/B: each round runs every LABEL=BINARY once on a fresh
 # copy of one loaded database (2 warehouses, all in memory) and prints
-# "label txn/s p50-µs p99-µs". Machine speed drifts by tens of percent on a
+# "label txn/s p50-µs p99-µs CPU-µs-per-txn". Machine speed drifts by tens of percent on a
 # shared VM, so only rounds that alternate the binaries compare.
 #   scripts/tpcc-ab.sh ROUNDS LABEL=BINARY...
 #   env: WORKERS (2), SECS (12), ARGS (extra `bench tpcc` flags, e.g.
@@ -26,7 +26,8 @@ for _ in $(seq "$rounds"); do
 import json, sys
 s = json.load(open(sys.argv[1]))
 l = s["latency_us"]["overall"]
-print(sys.argv[2], round(s["txn_per_sec"]), l["p50"], l["p99"])
+print(sys.argv[2], round(s["txn_per_sec"]), l["p50"], l["p99"],
+      round(s.get("cpu_us_per_txn", 0), 1))
 PY
   done
 done

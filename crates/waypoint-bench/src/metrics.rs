@@ -50,6 +50,26 @@ pub fn steal_ms() -> u64 {
         .map_or(0, |ticks| ticks * 10)
 }
 
+/// CPU time this process has used so far, user and system, all threads, in
+/// milliseconds (0 if unknown). `/proc/self/stat` counts in USER_HZ ticks,
+/// which Linux fixes at 100 per second.
+pub fn process_cpu_ms() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0;
+    };
+    // The command name (field 2) may hold spaces; fields after it do not.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0;
+    };
+    // rest starts at field 3 (state); utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok());
+    match (ticks(14), ticks(15)) {
+        (Some(user), Some(system)) => (user + system) * 10,
+        _ => 0,
+    }
+}
+
 /// Total size of the regular files below `dir` (0 if it does not exist).
 pub fn dir_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -88,6 +108,8 @@ pub struct Snapshot {
     pub rss_bytes: u64,
     pub backpressure_ms: u64,
     pub steal_ms: u64,
+    /// CPU time of the whole process (workers and engine threads).
+    pub cpu_ms: u64,
 }
 
 impl Snapshot {
@@ -111,6 +133,7 @@ impl Snapshot {
             rss_bytes: rss_bytes(),
             backpressure_ms: stats.backpressure.as_millis() as u64,
             steal_ms: steal_ms(),
+            cpu_ms: process_cpu_ms(),
         }
     }
 

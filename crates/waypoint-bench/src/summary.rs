@@ -71,6 +71,12 @@ pub struct Summary {
     /// CPU time the hypervisor stole from the machine during the measured
     /// window, all CPUs, in milliseconds.
     pub steal_ms: u64,
+    /// CPU time the process used during the measured window (workers and
+    /// the engine's threads), in seconds, and per committed transaction in
+    /// microseconds. On a shared machine whose speed drifts, CPU per
+    /// transaction compares engines more steadily than throughput does.
+    pub cpu_seconds: f64,
+    pub cpu_us_per_txn: f64,
     /// How even the per-second throughput was after the warm-up.
     pub steadiness: Steadiness,
     /// Largest resident set sampled during the run (warm-up included).
@@ -242,6 +248,7 @@ impl Summary {
         let (b, e) = (i.base, i.end);
         let committed = e.total_committed() - b.total_committed();
         let wal_bytes = e.wal_bytes - b.wal_bytes;
+        let cpu_ms = e.cpu_ms.saturating_sub(b.cpu_ms);
         let wal_commits = e.wal_commits - b.wal_commits;
         let mut latency_us = BTreeMap::new();
         for (name, h) in i.types.iter().zip(i.hists) {
@@ -308,6 +315,8 @@ impl Summary {
             evict_bytes: e.evict_bytes - b.evict_bytes,
             backpressure_ms: e.backpressure_ms - b.backpressure_ms,
             steal_ms: e.steal_ms.saturating_sub(b.steal_ms),
+            cpu_seconds: cpu_ms as f64 / 1e3,
+            cpu_us_per_txn: cpu_ms as f64 * 1e3 / committed.max(1) as f64,
             steadiness: Steadiness::of(i.series),
             flush_bytes: e.flush_bytes - b.flush_bytes,
             read_bytes: e.read_bytes - b.read_bytes,
@@ -370,7 +379,7 @@ impl Summary {
         );
         let st = &self.steadiness;
         out += &format!(
-            "per second: median {:.0} txn/s, lowest {:.0} ({:.2}x), {} of {} seconds below 90% of the median; checkpoint writes {}, back-pressure {} ms, CPU steal {} ms\n",
+            "per second: median {:.0} txn/s, lowest {:.0} ({:.2}x), {} of {} seconds below 90% of the median; checkpoint writes {}, back-pressure {} ms, CPU steal {} ms; process CPU {:.1} s, {:.1} µs per transaction\n",
             st.median_txn_per_sec,
             st.lowest_txn_per_sec,
             st.lowest_ratio,
@@ -378,7 +387,9 @@ impl Summary {
             st.seconds,
             mib(self.checkpoint_bytes),
             self.backpressure_ms,
-            self.steal_ms
+            self.steal_ms,
+            self.cpu_seconds,
+            self.cpu_us_per_txn
         );
         if let Some(r) = &self.recovery {
             out += &r.lines();

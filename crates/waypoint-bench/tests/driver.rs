@@ -127,6 +127,8 @@ fn summary_json_and_series_csv_have_the_documented_fields() {
         "peak_rss_bytes",
         "wal_disk_max_bytes",
         "wal_syncs_per_sec",
+        "cpu_seconds",
+        "cpu_us_per_txn",
     ] {
         assert!(v[field].is_number(), "summary.json lacks {field}: {v}");
     }
@@ -147,6 +149,9 @@ fn summary_json_and_series_csv_have_the_documented_fields() {
     // One commit at a time: every commit is a sync of its own.
     assert!(v["wal_syncs_per_sec"].as_f64().unwrap() > 0.0);
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+    // The workers ran for a second after the warm-up: the process used CPU.
+    assert!(v["cpu_seconds"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["cpu_us_per_txn"].as_f64().unwrap() > 0.0, "{v}");
     assert!(v["latency_us"]["overall"]["p50"].as_u64().unwrap() > 0);
 
     let csv = std::fs::read_to_string(out.join("series.csv")).unwrap();
