@@ -73,8 +73,8 @@ pub struct Summary {
     pub steal_ms: u64,
     /// CPU time the process used during the measured window (workers and
     /// the engine's threads), in seconds, and per committed transaction in
-    /// microseconds. On a shared machine whose speed drifts, CPU per
-    /// transaction compares engines more steadily than throughput does.
+    /// microseconds. With every CPU busy it mirrors throughput; when
+    /// something else takes CPU (a build, a neighbour), it still compares.
     pub cpu_seconds: f64,
     pub cpu_us_per_txn: f64,
     /// How even the per-second throughput was after the warm-up.

@@ -163,7 +163,7 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
                     json!({
                         "path": s.path, "start": s.start, "bytes": s.file_bytes,
                         "header": header_json(&s.header), "records": s.records,
-                        "commits": s.commits, "records_above_floor": s.records_above_floor,
+                        "commits": s.commits(), "records_above_floor": s.records_above_floor,
                         "first_gsn": s.first_gsn, "last_gsn": s.last_gsn,
                         "min_gsn": s.min_gsn, "max_gsn": s.max_gsn,
                         "valid_bytes": s.valid_bytes, "end": end_json(&s.end),
@@ -294,7 +294,7 @@ fn to_text(i: &DatabaseInfo) -> String {
                 s.start,
                 s.file_bytes,
                 s.records,
-                s.commits,
+                s.commits(),
                 s.records_above_floor,
                 gsn(s.first_gsn),
                 gsn(s.last_gsn)

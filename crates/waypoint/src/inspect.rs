@@ -17,7 +17,7 @@ use crate::db::{Superblock, DATA_FILE, DB_FORMAT_VERSION, DOUBLE_WRITE_FILE, WAL
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage};
 use crate::wal::partition::{parse_segment_name, partition_dir};
-use crate::wal::record::{self, RecordBody, RecordKind, ScanEnd};
+use crate::wal::record::{self, RecordKind, ScanEnd};
 use crate::wal::recovery::partition_ids;
 use crate::wal::segment::{self, LOG_FORMAT_VERSION};
 use std::path::{Path, PathBuf};
@@ -158,8 +158,6 @@ pub struct SegmentInfo {
     pub header: SegmentHeader,
     /// Valid records before the end of the scan.
     pub records: u64,
-    /// Of which commit records.
-    pub commits: u64,
     /// Of which with a GSN above the log floor (what recovery would use).
     pub records_above_floor: u64,
     /// GSN of the first and the last valid record.
@@ -173,6 +171,13 @@ pub struct SegmentInfo {
     /// Valid records and their bytes, indexed by kind byte.
     pub by_kind: [KindTally; KIND_SLOTS],
     pub end: SegmentEnd,
+}
+
+impl SegmentInfo {
+    /// Valid commit records.
+    pub fn commits(&self) -> u64 {
+        self.by_kind[RecordKind::Commit as usize].records
+    }
 }
 
 /// Inspect the database in `dir` on the real file system, read-only.
@@ -277,7 +282,6 @@ fn inspect_segment(
         file_bytes,
         header: SegmentHeader::Torn,
         records: 0,
-        commits: 0,
         records_above_floor: 0,
         first_gsn: None,
         last_gsn: None,
@@ -305,7 +309,6 @@ fn inspect_segment(
     for (_, rec) in &scan.records {
         let gsn = rec.header.gsn;
         info.records += 1;
-        info.commits += u64::from(matches!(rec.body, RecordBody::Commit { .. }));
         let tally = &mut info.by_kind[rec.body.kind() as usize];
         tally.records += 1;
         tally.bytes += rec.encoded_len() as u64;
@@ -400,7 +403,7 @@ mod tests {
         assert!(segs
             .iter()
             .all(|s| matches!(s.header, SegmentHeader::Valid { .. })));
-        let commits: u64 = segs.iter().map(|s| s.commits).sum();
+        let commits: u64 = segs.iter().map(|s| s.commits()).sum();
         assert!(commits >= 50, "{commits} commit records");
         for s in &segs {
             if s.records > 0 {
