@@ -29,7 +29,7 @@
 //! Keys are big-endian (so they sort), values little-endian:
 //! `voter_contestants` number u32 → name; `voter_area_codes` area code u16
 //! → state (2 ASCII letters); `voter_votes` (run nonce u64, worker u32, seq
-//! u64) → phone u64, contestant u32, state [2]; `voter_phone_votes` phone
+//! u64) → phone u64, contestant u32, state `[2]`; `voter_phone_votes` phone
 //! u64 → count u32; `voter_contestant_votes` (contestant u32, stripe u32)
 //! → count u64.
 

@@ -12,8 +12,8 @@
 //! `data_start..page_size` without overlapping another; `live_heap` is exactly
 //! the sum of their lengths; inner values are 8 bytes.
 //!
-//! Inner node with separators s[0..n] and children c[0..n]: child c[i] covers
-//! (s[i-1], s[i]] and `upper_child` covers (s[n-1], upper fence].
+//! Inner node with separators `s[0..n]` and children `c[0..n]`: child `c[i]`
+//! covers `(s[i-1], s[i]]` and `upper_child` covers `(s[n-1], upper fence]`.
 //!
 //! Layout (all integers little-endian unless noted):
 //!

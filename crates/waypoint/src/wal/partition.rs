@@ -410,7 +410,7 @@ impl Partition {
 
     /// `count` consecutive GSNs for the records of one structure
     /// modification; returns the first. Until `append_group` appends their
-    /// records the clock holds the first of them with [`RESERVED`] set.
+    /// records the clock holds the first of them with `RESERVED` set.
     pub fn reserve_gsns(&self, floor: u64, count: u64) -> u64 {
         assert!(
             count > 0 && floor < MAX_GSN - count,
@@ -435,7 +435,7 @@ impl Partition {
     /// GSN_flushed back.
     ///
     /// Why no lock is needed: the value vouched for is a clock word read
-    /// (or compare-and-swapped) without [`RESERVED`]. A reservation later
+    /// (or compare-and-swapped) without `RESERVED`. A reservation later
     /// in the word's modification order starts from that value or above,
     /// so its GSNs lie above it. One earlier was cleared by its append,
     /// which stored `appended` before releasing the word: having acquired

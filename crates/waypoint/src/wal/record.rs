@@ -4,7 +4,7 @@
 //! This module owns the bytes of one log record and the rule that decides
 //! where a log segment ends. It knows nothing about partitions, files, GSN
 //! clocks or commit protocols: it turns a [`RecordHeader`] plus a
-//! [`RecordBody`] (one [`PageOp`](crate::btree::PageOp), a commit or an end of
+//! [`RecordBody`] (one [`crate::btree::PageOp`], a commit or an end of
 //! rollback) into bytes, and bytes back into records.
 //!
 //! Invariant (DESIGN.md invariant 6): every record carries a CRC32C over all
