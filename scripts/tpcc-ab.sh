@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Interleaved TPC-C A/B: each round runs every LABEL=BINARY once on a fresh
 # copy of one loaded database (2 warehouses, all in memory) and prints
-# "label txn/s p50-µs p99-µs CPU-µs-per-txn". Machine speed drifts by tens of percent on a
-# shared VM, so only rounds that alternate the binaries compare.
+# "label txn/s p50-µs p99-µs CPU-µs-per-txn", then per label the mean and
+# the median of its per-round ratio to the first label. Machine speed drifts
+# by tens of percent on a shared VM, so only rounds that alternate the
+# binaries compare.
 #   scripts/tpcc-ab.sh ROUNDS LABEL=BINARY...
 #   env: WORKERS (2), SECS (12), ARGS (extra `bench tpcc` flags, e.g.
 #        "--logging none" or "--sync-interval 2000")
@@ -22,7 +24,7 @@ for _ in $(seq "$rounds"); do
     "$bin" bench tpcc --warehouses 2 --workers "${WORKERS:-2}" \
       --duration "${SECS:-12}" --buffer 4GiB ${ARGS:-} \
       --dir "$work/run" --out "$work/out" >/dev/null
-    python3 - "$work/out/summary.json" "$label" <<'PY'
+    python3 - "$work/out/summary.json" "$label" <<'PY' | tee -a "$work/rows"
 import json, sys
 s = json.load(open(sys.argv[1]))
 l = s["latency_us"]["overall"]
@@ -31,3 +33,20 @@ print(sys.argv[2], round(s["txn_per_sec"]), l["p50"], l["p99"],
 PY
   done
 done
+python3 - "$work/rows" "${1%%=*}" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+base = sys.argv[2]
+by = {}
+for label, tps, *_ in rows:
+    by.setdefault(label, []).append(int(tps))
+print(f"summary over {len(by[base])} rounds (ratios against {base}, round by round):")
+for label, runs in by.items():
+    line = f"  {label}: mean {statistics.mean(runs):,.0f} txn/s"
+    if label != base:
+        ratios = [r / b for r, b in zip(runs, by[base])]
+        wins = sum(r > 1 for r in ratios)
+        line += (f", median ratio {statistics.median(ratios):.3f}"
+                 f" ({min(ratios):.3f}..{max(ratios):.3f}), ahead in {wins} of {len(ratios)}")
+    print(line)
+PY
