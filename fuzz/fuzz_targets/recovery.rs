@@ -5,7 +5,7 @@
 //! (`io::SimStorage`, 4 KiB pages, a 64-page buffer): a table, a few
 //! hundred inserts (enough for leaf splits, so the log holds structure
 //! modification groups), updates and deletes, then the process "dies"
-//! (`mem::forget`, then `crash(KeepAll)`). Its files are kept as bytes.
+//! (never closed, then `crash(KeepAll)`). Its files are kept as bytes.
 //!
 //! Each input gets a fresh simulated disk holding those files, with one log
 //! segment (under `/db/wal/p*/`) damaged by the input:
@@ -28,7 +28,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use waypoint::io::{CrashPolicy, OpenMode, SimStorage, Storage};
 use waypoint::wal::segment::HEADER_SIZE;
 use waypoint::{CommitProtocol, Database, Options};
@@ -87,7 +87,10 @@ fn build_image() -> Image {
         tx.commit().unwrap();
     }
     drop((s, t));
-    std::mem::forget(db);
+    // "Killed": never closed or dropped. Kept reachable rather than
+    // forgotten, so that a sanitizer build (`cargo +nightly fuzz run`,
+    // AddressSanitizer) does not report it as a leak when the run ends.
+    CRASHED.lock().unwrap().push(db);
     sim.crash(CrashPolicy::KeepAll);
     let mut image = Image {
         dirs: Vec::new(),
@@ -105,6 +108,9 @@ fn build_image() -> Image {
     assert!(!image.segments.is_empty(), "the crashed database has a log");
     image
 }
+
+/// The database the image was taken from, as a killed process left it.
+static CRASHED: Mutex<Vec<Database>> = Mutex::new(Vec::new());
 
 fn image() -> &'static Image {
     static IMAGE: OnceLock<Image> = OnceLock::new();

@@ -186,10 +186,7 @@ impl ArbRecord {
             },
             ArbBody::End => RecordBody::End,
             ArbBody::Freed => RecordBody::Freed,
-            ArbBody::Split { at, separator } => RecordBody::Split {
-                at: *at,
-                separator,
-            },
+            ArbBody::Split { at, separator } => RecordBody::Split { at: *at, separator },
             ArbBody::Separator {
                 separator,
                 left,
