@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Interleaved TPC-C A/B: each round runs every LABEL=BINARY once on a fresh
 # copy of one loaded database (2 warehouses, all in memory) and prints
-# "label txn/s p50-µs p99-µs CPU-µs-per-txn", then per label the mean and
+# "label txn/s p50-µs p99-µs CPU-µs-per-txn" (odd rounds in the order
+# given, even rounds reversed), then per label the mean and
 # the median of its per-round ratio to the first label. Machine speed drifts
 # by tens of percent on a shared VM, so only rounds that alternate the
 # binaries compare.
@@ -16,8 +17,16 @@ trap 'rm -rf "$work"' EXIT
 first=${1#*=}
 "$first" bench tpcc --warehouses 2 --workers 2 --duration 1 --warmup 0 \
   --dir "$work/loaded" --out "$work/load" >/dev/null
-for _ in $(seq "$rounds"); do
-  for spec in "$@"; do
+specs=("$@")
+reversed=()
+for ((i = ${#specs[@]} - 1; i >= 0; i--)); do reversed+=("${specs[i]}"); done
+for round in $(seq "$rounds"); do
+  # Odd rounds run the labels in the order given, even rounds in reverse,
+  # so that a machine slowing down or speeding up over a round does not
+  # always favour the same position.
+  order=("${specs[@]}")
+  ((round % 2 == 0)) && order=("${reversed[@]}")
+  for spec in "${order[@]}"; do
     label=${spec%%=*} bin=${spec#*=}
     rm -rf "$work/run" && cp -r "$work/loaded" "$work/run"
     # shellcheck disable=SC2086 # ARGS is a list of flags
