@@ -207,6 +207,22 @@ struct Unresolved {
     ticket: Option<CommitTicket>,
 }
 
+/// A session trims its own queue of unresolved transactions once it is this
+/// long (see `WalSessionLog::log_pages`).
+const UNRESOLVED_TRIM_AT: usize = 1024;
+
+/// Drop the entries at the front of a session's queue whose commits are
+/// durable: recovery can no longer need their records to undo them. The
+/// queue is in begin order, so the front is the oldest.
+fn drop_resolved(queue: &mut VecDeque<Unresolved>) {
+    while queue
+        .front()
+        .is_some_and(|u| u.ticket.as_ref().is_some_and(|t| t.is_durable()))
+    {
+        queue.pop_front();
+    }
+}
+
 /// The longest a commit waits for the checkpointer to bring the log under
 /// its limit before it goes on regardless (a limit the dirty data cannot
 /// follow must slow commits, not stop them).
@@ -439,12 +455,7 @@ impl Wal {
         let mut oldest = u64::MAX;
         for queue in sessions {
             let mut q = queue.lock();
-            while q
-                .front()
-                .is_some_and(|u| u.ticket.as_ref().is_some_and(|t| t.is_durable()))
-            {
-                q.pop_front();
-            }
+            drop_resolved(&mut q);
             if let Some(u) = q.front() {
                 oldest = oldest.min(u.first_gsn);
             }
@@ -880,7 +891,16 @@ impl WalSessionLog {
         let count = pages.len() as u64;
         let first = self.partition.reserve_gsns(floor, count);
         if !st.wrote {
-            self.unresolved.lock().push_back(Unresolved {
+            let mut queue = self.unresolved.lock();
+            // The checkpointer's scan drops resolved entries; without
+            // checkpoints nothing did, and the queue kept a ticket per
+            // transaction for good (a leak of ~20 MB/s in YCSB-A). A long
+            // queue is trimmed here; the bound keeps the common path free
+            // of the scan.
+            if queue.len() >= UNRESOLVED_TRIM_AT {
+                drop_resolved(&mut queue);
+            }
+            queue.push_back(Unresolved {
                 first_gsn: first,
                 ticket: None,
             });
@@ -1352,6 +1372,26 @@ mod tests {
         assert!(!wal.is_durable_at(77, 0), "a partition that does not exist");
         // The real gate makes the page's record durable before the write.
         pool.flush_all().unwrap();
+    }
+
+    /// Nothing here runs the checkpointer's scan (as under `--checkpoint
+    /// none`): the session's queue of transactions recovery might undo
+    /// must stay bounded. It used to keep one entry, with its ticket, per
+    /// transaction ever logged.
+    #[test]
+    fn a_session_drops_its_resolved_transactions_without_the_checkpointer() {
+        let (pool, wal, a, _) = setup(CommitProtocol::RfaGroup);
+        let mut s1 = wal.session_log(1).unwrap();
+        let txns = 3 * UNRESOLVED_TRIM_AT as u64;
+        for i in 1..=txns {
+            s1.on_begin();
+            a.insert(&pool, &s1, &i.to_be_bytes(), i << 16 | 1, b"v")
+                .unwrap();
+            commit(&mut s1, i << 16 | 1, &[]);
+            let queued = s1.unresolved.lock().len();
+            assert!(queued <= UNRESOLVED_TRIM_AT, "{queued} transactions queued");
+        }
+        assert_eq!(wal.oldest_unresolved_gsn(), u64::MAX, "all resolved");
     }
 
     fn commit(log: &mut WalSessionLog, tid: u64, observed: &[u64]) {
