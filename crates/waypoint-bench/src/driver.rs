@@ -64,6 +64,8 @@ pub struct DriverConfig {
     /// `Options::wal_archive_dir`.
     pub wal_archive: Option<PathBuf>,
     pub direct_io: bool,
+    /// `Options::log_direct_io`.
+    pub log_direct_io: bool,
     pub seed: u64,
     /// Run the workload's invariant check after the workers stop.
     pub verify: bool,
@@ -101,6 +103,7 @@ impl Default for DriverConfig {
             recovery_threads: engine.recovery_threads,
             wal_archive: None,
             direct_io: engine.direct_io,
+            log_direct_io: engine.log_direct_io,
             seed: 42,
             verify: true,
             pin: None,
@@ -204,6 +207,7 @@ fn open(
         recovery_threads: config.recovery_threads,
         wal_archive_dir: config.wal_archive.clone(),
         direct_io: config.direct_io,
+        log_direct_io: config.log_direct_io,
         create_if_missing: !exists,
         ..Options::default()
     };

@@ -108,6 +108,10 @@ pub struct BenchArgs {
     /// Open the data file with O_DIRECT.
     #[arg(long)]
     pub direct_io: bool,
+    /// Write the log's segment files with O_DIRECT, in whole 4 KiB blocks
+    /// (buffered where the file system refuses it) [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub log_direct_io: Option<bool>,
     /// Commits in flight per worker; 1 waits for each commit
     /// [default: 128; updates: 1].
     #[arg(long, alias = "pipeline")]
@@ -175,6 +179,7 @@ struct FileOptions {
     recovery_threads: Option<usize>,
     wal_archive: Option<PathBuf>,
     direct_io: Option<bool>,
+    log_direct_io: Option<bool>,
     #[serde(alias = "pipeline")]
     in_flight: Option<usize>,
     updates_per_txn: Option<usize>,
@@ -236,6 +241,7 @@ impl BenchArgs {
             checkpoint_threads,
             recovery_threads,
             wal_archive,
+            log_direct_io,
             in_flight,
             updates_per_txn,
             preset,
@@ -313,6 +319,12 @@ impl BenchArgs {
     pub fn wal_preallocate(&self) -> bool {
         self.wal_preallocate
             .unwrap_or(waypoint::Options::default().wal_preallocate)
+    }
+
+    /// `--log-direct-io`, or the engine's default.
+    pub fn log_direct_io(&self) -> bool {
+        self.log_direct_io
+            .unwrap_or(waypoint::Options::default().log_direct_io)
     }
 
     /// `--segment-size` in bytes, or the engine's default.

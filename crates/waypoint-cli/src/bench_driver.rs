@@ -37,6 +37,7 @@ fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         recovery_threads: args.recovery_threads.unwrap_or(d.recovery_threads),
         wal_archive: args.wal_archive.clone(),
         direct_io: args.direct_io,
+        log_direct_io: args.log_direct_io(),
         seed: args.seed.unwrap_or(d.seed),
         verify: true,
         pin: args.pin(),

@@ -105,6 +105,7 @@ fn inject(sim: &SimStorage, f: &plan::PlannedFault) {
 /// The run itself; `Err` says which phase or check failed.
 fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     let sim = SimStorage::new(plan.seed);
+    sim.set_direct_log(plan.direct_log);
     // 1. Load and close cleanly: the durable starting point.
     {
         let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("create: {e}"))?;

@@ -105,6 +105,10 @@ pub struct Plan {
     /// A second crash during recovery: freeze after this many operations of
     /// the reopen, then this crash policy.
     pub recovery_crash: Option<(u64, CrashPolicy)>,
+    /// Log files behave as `O_DIRECT` ones (`SimStorage::set_direct_log`):
+    /// the log writes whole aligned blocks and rewrites its partial last
+    /// block. Drawn after the sync interval, for the same reason.
+    pub direct_log: bool,
 }
 
 pub const PAGE_SIZE: usize = 4096;
@@ -206,6 +210,7 @@ impl Plan {
         };
         let workload = options.workload.unwrap_or(drawn);
         let sync_interval_us = [0, 500, 2000][rng.gen_range(0..3)];
+        let direct_log = rng.gen_bool(0.5);
         if workload == Workload::Tpcc {
             freeze.after *= TPCC_FAULT_SCALE;
             if let Some(f) = &mut early_fault {
@@ -230,6 +235,7 @@ impl Plan {
             crash,
             recovery_crash,
             sync_interval_us,
+            direct_log,
         }
     }
 
@@ -270,6 +276,9 @@ impl Plan {
             let _ = write!(s, "; crash again at +{at} of recovery, {}", policy_name(p));
         }
         let _ = write!(s, "; sync interval {} µs", self.sync_interval_us);
+        if self.direct_log {
+            s.push_str("; direct log");
+        }
         s
     }
 }

@@ -44,10 +44,18 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>>;
     /// Open the data file, which is read and written in whole, aligned
     /// pages only: with `Options::direct_io`, [`RealStorage`] opens it with
-    /// `O_DIRECT`. Every other file (log segments, their spares, the
-    /// double-write file) is written at unaligned offsets and lengths, which
-    /// `O_DIRECT` refuses with `EINVAL`, so those go through [`Storage::open`].
+    /// `O_DIRECT`. The double-write file and the checkpoint metadata are
+    /// written at unaligned offsets and lengths, which `O_DIRECT` refuses
+    /// with `EINVAL`, so those go through [`Storage::open`].
     fn open_data_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+        self.open(path, mode)
+    }
+    /// Open a log segment or a segment's spare for writing: with
+    /// `Options::log_direct_io`, [`RealStorage`] opens it with `O_DIRECT`
+    /// where the file system allows it. Such a file says so
+    /// ([`StorageFile::is_direct`]), and the log writes it in whole aligned
+    /// blocks only (`wal::blocks`).
+    fn open_log_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
         self.open(path, mode)
     }
     fn exists(&self, path: &Path) -> bool;
@@ -63,6 +71,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
 /// so one handle serves many threads.
 pub trait StorageFile: Send + Sync + std::fmt::Debug {
     fn path(&self) -> &Path;
+    /// Whether writes must be whole [`IO_ALIGN`] blocks at aligned offsets
+    /// from an aligned buffer (`O_DIRECT`); anything else fails with
+    /// `EINVAL`.
+    fn is_direct(&self) -> bool {
+        false
+    }
     /// Fill `buf` from `offset`. Reading past the end of the file is an
     /// `UnexpectedEof` I/O error.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
@@ -113,7 +127,7 @@ pub trait StorageFile: Send + Sync + std::fmt::Debug {
 /// all CPU in 2-worker TPC-C (docs/BENCHMARKS.md, "Session 11"). Once
 /// read, this buffer's pages stay mapped (to the kernel's zero page), so
 /// later copies fault no more. It is never written.
-fn shared_zeros() -> &'static [u8] {
+pub(crate) fn shared_zeros() -> &'static [u8] {
     static ZEROS: std::sync::OnceLock<AlignedBuf> = std::sync::OnceLock::new();
     ZEROS.get_or_init(|| AlignedBuf::zeroed(1 << 20)).as_slice()
 }

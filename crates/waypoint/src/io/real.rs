@@ -12,6 +12,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Default)]
 pub struct RealStorage {
     direct_io: bool,
+    direct_log: bool,
 }
 
 impl RealStorage {
@@ -24,7 +25,19 @@ impl RealStorage {
     /// must then be aligned to 4 KiB, which the buffer pool guarantees for
     /// pages. Other files are opened as usual.
     pub fn with_direct_io(direct_io: bool) -> Self {
-        Self { direct_io }
+        Self {
+            direct_io,
+            direct_log: false,
+        }
+    }
+
+    /// Open log segments and their spares ([`Storage::open_log_file`]) with
+    /// `O_DIRECT`: the log's writes then skip the page cache's copy and
+    /// writeback (docs/BENCHMARKS.md, "Session 13"). A file system that
+    /// refuses `O_DIRECT` (`EINVAL` at open) gets buffered log files.
+    pub fn with_direct_log(mut self, direct_log: bool) -> Self {
+        self.direct_log = direct_log;
+        self
     }
 }
 
@@ -32,6 +45,7 @@ impl RealStorage {
 struct RealFile {
     path: PathBuf,
     file: File,
+    direct: bool,
 }
 
 impl RealStorage {
@@ -56,6 +70,7 @@ impl RealStorage {
         Ok(Arc::new(RealFile {
             path: path.to_path_buf(),
             file,
+            direct,
         }))
     }
 }
@@ -67,6 +82,21 @@ impl Storage for RealStorage {
 
     fn open_data_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
         self.open_with(path, mode, self.direct_io)
+    }
+
+    fn open_log_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+        if !self.direct_log {
+            return self.open_with(path, mode, false);
+        }
+        match self.open_with(path, mode, true) {
+            // tmpfs before Linux 6.6, among others. A `CreateNew` that
+            // failed here created nothing: the flags are checked first.
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) => {
+                warn_buffered_log_once(path);
+                self.open_with(path, mode, false)
+            }
+            other => other,
+        }
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -109,9 +139,21 @@ impl Storage for RealStorage {
     }
 }
 
+/// One warning per process, not one per segment.
+fn warn_buffered_log_once(path: &Path) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(path = %path.display(), "the file system refuses O_DIRECT; log files are buffered");
+    });
+}
+
 impl StorageFile for RealFile {
     fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn is_direct(&self) -> bool {
+        self.direct
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {

@@ -175,6 +175,8 @@ struct Inner {
     faults: Vec<Fault>,
     space_limit: Option<u64>,
     sector_size: Option<usize>,
+    /// Log files are opened as `O_DIRECT` ones: writes must be aligned.
+    direct_log: bool,
     stats: SimStats,
     next_ino: Ino,
     nodes: BTreeMap<Ino, Node>,
@@ -429,6 +431,7 @@ impl SimStorage {
             faults: Vec::new(),
             space_limit: None,
             sector_size: None,
+            direct_log: false,
             stats: SimStats::default(),
             next_ino: 2,
             nodes,
@@ -532,6 +535,13 @@ impl SimStorage {
 
     /// Tear granularity for `Random { tear: true }`; `None` lets each crash
     /// pick 512 or 4096.
+    /// Open log files ([`Storage::open_log_file`]) as `O_DIRECT` files
+    /// are: a write that is not whole aligned blocks from aligned memory
+    /// fails with `EINVAL`, as the real one would.
+    pub fn set_direct_log(&self, on: bool) {
+        self.inner.lock().direct_log = on;
+    }
+
     pub fn set_sector_size(&self, size: Option<usize>) {
         self.inner.lock().sector_size = size.map(|s| s.max(1));
     }
@@ -621,8 +631,8 @@ impl std::fmt::Debug for SimStorage {
     }
 }
 
-impl Storage for SimStorage {
-    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+impl SimStorage {
+    fn open_file(&self, path: &Path, mode: OpenMode, log: bool) -> Result<Arc<dyn StorageFile>> {
         let mut inner = self.lock_live(IoOp::Open, path)?;
         let fail = |code| errno(IoOp::Open, path, None, code);
         inner.begin_op(IoOp::Open, &[path], None)?;
@@ -648,7 +658,18 @@ impl Storage for SimStorage {
             path: path.to_path_buf(),
             ino,
             generation: inner.generation,
+            direct: log && inner.direct_log,
         }))
+    }
+}
+
+impl Storage for SimStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+        self.open_file(path, mode, false)
+    }
+
+    fn open_log_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
+        self.open_file(path, mode, true)
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -783,6 +804,7 @@ struct SimFile {
     path: PathBuf,
     ino: Ino,
     generation: u64,
+    direct: bool,
 }
 
 impl std::fmt::Debug for SimFile {
@@ -856,7 +878,17 @@ impl StorageFile for SimFile {
         Ok(())
     }
 
+    fn is_direct(&self) -> bool {
+        self.direct
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let aligned = |x: usize| x.is_multiple_of(super::IO_ALIGN);
+        if self.direct
+            && !(aligned(offset as usize) && aligned(buf.len()) && aligned(buf.as_ptr() as usize))
+        {
+            return Err(self.err(IoOp::Write, Some(offset), libc::EINVAL));
+        }
         let (mut inner, short) = self.begin(IoOp::Write, Some(offset))?;
         let (start, _) = self.range(IoOp::Write, offset, buf.len())?;
         let len = if short {

@@ -7,6 +7,7 @@
 //! - [`segment`]: segment file names and the segment header (format version).
 //! - [`spare`]: segment preallocation (a zero-filled spare file per
 //!   partition, renamed into the next segment).
+//! - [`blocks`]: a segment written in whole aligned blocks (`O_DIRECT`).
 //! - [`partition`]: one partition: stage-1 chunk ring, stage-2 segment
 //!   files, its writer thread, pruning.
 //! - [`log`]: the log manager, the GSN protocol, RFA, commit protocols, the
@@ -19,6 +20,7 @@
 //! `Database` logs every page change through a session's
 //! [`WalSessionLog`] and recovers on open (see ARCHITECTURE.md).
 
+pub mod blocks;
 pub mod log;
 pub mod partition;
 pub mod record;

@@ -227,8 +227,9 @@ impl Spare {
         let to = dir.join(format!("{stem}{RECYCLED_SUFFIX}"));
         self.storage.rename(segment, &to)?;
         self.storage.sync_dir(dir)?;
+        // A whole block, so that an `O_DIRECT` segment file takes it too.
         let zeroed = file
-            .write_at(&[0; super::segment::HEADER_SIZE as usize], 0)
+            .write_at(&crate::io::shared_zeros()[..crate::io::IO_ALIGN], 0)
             .and_then(|()| file.sync_data());
         if let Err(e) = zeroed {
             tracing::warn!(path = %to.display(), error = %e,
@@ -326,7 +327,9 @@ impl Spare {
         if self.storage.exists(&self.path) {
             self.storage.remove(&self.path)?;
         }
-        let file = self.storage.open(&self.path, OpenMode::CreateNew)?;
+        let file = self
+            .storage
+            .open_log_file(&self.path, OpenMode::CreateNew)?;
         // A sync per piece: one sync of the whole spare would queue many
         // megabytes on the disk ahead of the log's own syncs (commit p99).
         let mut done = 0;
