@@ -448,11 +448,15 @@ impl Partition {
     /// durable. A compare-and-swap that fails because the owner moved the
     /// word starts over from the new word.
     ///
-    /// This relies on every change of the word after `open` being a
-    /// read-modify-write (a plain store would end the append's release
-    /// sequence), and on the word's value never repeating (its GSN part
-    /// only grows, and each reservation raises it), so a successful
+    /// This relies on the word's value never repeating (its GSN part only
+    /// grows, and each reservation raises it), so a successful
     /// compare-and-swap means nothing touched the word since it was read.
+    /// Every change is a read-modify-write with release semantics, except
+    /// the append that clears a reservation: a plain release store, made
+    /// while no other thread can change the word (this call does not swap
+    /// a word with `RESERVED`, and a swap of an older word fails). A call
+    /// that acquires its value, or the value of a later swap (acquire and
+    /// release), so sees the appended bytes.
     pub fn flushed_gsn(&self, global: u64) -> u64 {
         let mut word = self.clock.load(Ordering::Acquire);
         loop {
@@ -543,12 +547,30 @@ impl Partition {
         self.appended.store(end, Ordering::Release);
         // After `appended` moved: whoever acquires the word without the
         // reservation sees the bytes too (see `flushed_gsn`).
-        let _ = self
-            .clock
-            .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
-                Some((word & !RESERVED).max(max_gsn))
-            });
-        self.records.fetch_add(count, Ordering::Relaxed);
+        let word = self.clock.load(Ordering::Relaxed);
+        if word & RESERVED != 0 {
+            debug_assert!(max_gsn >= word & !RESERVED, "appends the reserved GSNs");
+            // Set by this thread's `reserve_gsns`, and while it is set no
+            // other thread changes the word: a plain store, no locked
+            // compare-and-swap (one per record, each waiting for the
+            // record's stores to drain).
+            self.clock
+                .store((word & !RESERVED).max(max_gsn), Ordering::Release);
+        } else {
+            // An append without a reservation (tests): `flushed_gsn` may
+            // raise the word meanwhile.
+            let _ = self
+                .clock
+                .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
+                    Some((word & !RESERVED).max(max_gsn))
+                });
+        }
+        // Only appends change the count, under the stage-1 lock: no locked
+        // add, which would wait for the record bytes' stores to drain.
+        self.records.store(
+            self.records.load(Ordering::Relaxed) + count,
+            Ordering::Relaxed,
+        );
         if s.current.bytes.len() >= CHUNK_SIZE {
             self.seal_current(&mut s);
             self.work.notify_one();
