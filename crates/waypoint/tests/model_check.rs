@@ -379,7 +379,9 @@ mod commit {
         }
 
         /// `Partition::append_group`: returns the end position. `appended`
-        /// moves before the reservation bit is cleared.
+        /// moves before the reservation bit is cleared: by a plain store
+        /// while the bit is set (no other thread changes the word then),
+        /// else by a compare-and-swap.
         fn append(&self, gsn: u64) -> u64 {
             let mut s = self.stage1.lock().unwrap();
             s.current.push(gsn);
@@ -388,6 +390,10 @@ mod commit {
             loop {
                 let word = self.clock.load(Ordering::SeqCst);
                 let cleared = (word & !RESERVED_BIT).max(gsn);
+                if word & RESERVED_BIT != 0 {
+                    self.clock.store(cleared, Ordering::SeqCst);
+                    return end;
+                }
                 if self
                     .clock
                     .compare_exchange(word, cleared, Ordering::SeqCst, Ordering::SeqCst)
