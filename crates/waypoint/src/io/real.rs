@@ -89,10 +89,16 @@ impl Storage for RealStorage {
             return self.open_with(path, mode, false);
         }
         match self.open_with(path, mode, true) {
-            // tmpfs before Linux 6.6, among others. A `CreateNew` that
-            // failed here created nothing: the flags are checked first.
+            // tmpfs before Linux 6.6, among others.
             Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) => {
                 warn_buffered_log_once(path);
+                // Linux refuses `O_DIRECT` only after `O_CREAT` made the
+                // file: a `CreateNew` has created it, empty, by then (had
+                // the file existed, `O_EXCL` would have failed first).
+                let mode = match mode {
+                    OpenMode::CreateNew => OpenMode::CreateIfMissing,
+                    other => other,
+                };
                 self.open_with(path, mode, false)
             }
             other => other,

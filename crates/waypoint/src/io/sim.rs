@@ -533,8 +533,6 @@ impl SimStorage {
         self.inner.lock().space_limit = limit;
     }
 
-    /// Tear granularity for `Random { tear: true }`; `None` lets each crash
-    /// pick 512 or 4096.
     /// Open log files ([`Storage::open_log_file`]) as `O_DIRECT` files
     /// are: a write that is not whole aligned blocks from aligned memory
     /// fails with `EINVAL`, as the real one would.
@@ -542,6 +540,8 @@ impl SimStorage {
         self.inner.lock().direct_log = on;
     }
 
+    /// Tear granularity for `Random { tear: true }`; `None` lets each crash
+    /// pick 512 or 4096.
     pub fn set_sector_size(&self, size: Option<usize>) {
         self.inner.lock().sector_size = size.map(|s| s.max(1));
     }
