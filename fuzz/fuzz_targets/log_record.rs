@@ -9,7 +9,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use waypoint::wal::record::{decode, encode_update, DecodeError};
+use waypoint::wal::record::{decode, encode_update, DecodeError, MIN_RECORD_LEN};
 use waypoint_fuzz::{assert_reencodes, fix_record_checksums, ArbRecord};
 
 fn check_decode(bytes: &[u8]) {
@@ -19,13 +19,14 @@ fn check_decode(bytes: &[u8]) {
             // Every accessor of the decoded body stays in bounds.
             if let waypoint::wal::record::RecordBody::Commit { deps, .. } = rec.body {
                 assert_eq!(deps.iter().count(), deps.len());
-                assert_eq!(deps.get(deps.len()), None);
             }
             if let waypoint::wal::record::RecordBody::Image(img) = rec.body {
                 let _ = img.image_body(img.body_len() + 32);
             }
         }
-        Err(DecodeError::Zero) => assert!(bytes[..bytes.len().min(56)].iter().all(|&b| b == 0)),
+        Err(DecodeError::Zero) => assert!(bytes[..bytes.len().min(MIN_RECORD_LEN)]
+            .iter()
+            .all(|&b| b == 0)),
         Err(_) => {}
     }
 }

@@ -11,8 +11,8 @@
 
 use arbitrary::Arbitrary;
 use waypoint::wal::record::{
-    self, Deps, PageImage, Record, RecordBody, RecordHeader, Span, UpdateDiff, HEADER_SIZE,
-    MAX_IMAGE_BODY, MAX_RECORD_LEN,
+    self, Deps, PageImage, Record, RecordBody, RecordHeader, Span, UpdateDiff, MAX_IMAGE_BODY,
+    MAX_RECORD_LEN, MIN_RECORD_LEN,
 };
 
 /// The payload of a log record, owned.
@@ -79,9 +79,10 @@ impl ArbRecord {
         fn clamp(v: &mut Vec<u8>, max: usize) {
             v.truncate(max);
         }
-        // Each byte string stays well below MAX_RECORD_LEN / 4 so the sum
+        // Each byte string stays well below MAX_RECORD_LEN / 4 so the sum,
+        // with the header and the payload's integers (under 200 bytes),
         // fits a record; fuzz inputs are far smaller anyway.
-        let quarter = MAX_RECORD_LEN / 4 - HEADER_SIZE;
+        let quarter = MAX_RECORD_LEN / 4 - 200;
         match &mut self.body {
             ArbBody::Insert { key, value } => {
                 clamp(key, u16::MAX as usize);
@@ -214,16 +215,16 @@ impl ArbRecord {
 
 /// Rewrite the checksum of each record framed from the start of `buf`,
 /// which lies at stream position `position`: at each offset whose length
-/// field is plausible (56..=16 MiB, a multiple of 8, inside `buf`), store
+/// field is plausible (16..=16 MiB, a multiple of 8, inside `buf`), store
 /// the CRC32C of the record's bytes 4..len, placed at its position
 /// (`record::place_at`), and step over it; stop at the first implausible
 /// length. Returns how many records were sealed.
 pub fn fix_record_checksums(buf: &mut [u8], position: u64) -> usize {
     let mut pos = 0usize;
     let mut sealed = 0;
-    while pos + HEADER_SIZE <= buf.len() {
+    while pos + MIN_RECORD_LEN <= buf.len() {
         let len = u32::from_le_bytes(buf[pos + 4..pos + 8].try_into().unwrap()) as usize;
-        if !(HEADER_SIZE..=MAX_RECORD_LEN).contains(&len)
+        if !(MIN_RECORD_LEN..=MAX_RECORD_LEN).contains(&len)
             || !len.is_multiple_of(8)
             || len > buf.len() - pos
         {

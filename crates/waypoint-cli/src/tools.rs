@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use waypoint::inspect::{CheckpointState, DatabaseInfo, SegmentEnd, SegmentHeader};
-use waypoint::wal::record::{self, RecordKind};
+use waypoint::wal::record::RecordKind;
 use waypoint_bench::registry;
 use waypoint_bench::summary::RecoverySummary;
 
@@ -197,9 +197,9 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
         "log_floor": i.log_floor,
         "log": {
             "partitions": i.partitions.len(), "segments": i.segments(), "bytes": i.log_bytes(),
-            "record_header_bytes": record::HEADER_SIZE,
             "records_by_kind": i.records_by_kind().iter().map(|(k, t)| json!({
                 "kind": kind_name(*k), "records": t.records, "bytes": t.bytes,
+                "header_bytes": t.header_bytes,
             })).collect::<Vec<_>>(),
         },
         "partitions": partitions,
@@ -311,9 +311,9 @@ fn to_text(i: &DatabaseInfo) -> String {
 /// The log's valid records by kind: what its volume is made of.
 fn kinds_text(i: &DatabaseInfo) -> String {
     let kinds = i.records_by_kind();
-    let (records, bytes) = kinds
-        .iter()
-        .fold((0, 0), |(r, b), (_, t)| (r + t.records, b + t.bytes));
+    let (records, bytes, headers) = kinds.iter().fold((0, 0, 0), |(r, b, h), (_, t)| {
+        (r + t.records, b + t.bytes, h + t.header_bytes)
+    });
     if records == 0 {
         return String::new();
     }
@@ -332,12 +332,12 @@ fn kinds_text(i: &DatabaseInfo) -> String {
         );
     }
     out += &format!(
-        "  {:<10} {:>12} {:>12}  headers ({} bytes each) are {:.1}% of it\n",
+        "  {:<10} {:>12} {:>12}  headers ({:.1} bytes each) are {:.1}% of it\n",
         "all",
         records,
         size(bytes),
-        record::HEADER_SIZE,
-        (records * record::HEADER_SIZE as u64) as f64 * 100.0 / bytes as f64
+        headers as f64 / records as f64,
+        headers as f64 * 100.0 / bytes as f64
     );
     out
 }

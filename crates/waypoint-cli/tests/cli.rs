@@ -387,7 +387,7 @@ fn inspect_reads_a_crashed_database_without_changing_it() {
     assert_eq!(files(&dir), before, "inspect changed a file");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["page_size"], 4096);
-    assert_eq!(v["format"]["log"], 4);
+    assert_eq!(v["format"]["log"], 5);
     assert_eq!(v["format"]["database"], 1);
     assert_eq!(v["superblock"]["clean"], false);
     let data_len = std::fs::metadata(dir.join("data.waypoint")).unwrap().len();
@@ -418,6 +418,10 @@ fn inspect_reads_a_crashed_database_without_changing_it() {
     let commit = kinds.iter().find(|k| k["kind"] == "commit").unwrap();
     assert_eq!(commit["records"], commits, "{v}");
     assert!(kinds.iter().any(|k| k["kind"] == "update"), "{v}");
+    // Compressed headers: a commit record's is the 12-byte fixed part and
+    // four integers of 1 to 9 bytes.
+    let per_commit = commit["header_bytes"].as_u64().unwrap() / commits;
+    assert!((16..=48).contains(&per_commit), "{commit}");
 
     // The text form says the same in a table.
     let o = waypoint(&["inspect", dir.to_str().unwrap()]);
@@ -425,6 +429,7 @@ fn inspect_reads_a_crashed_database_without_changing_it() {
     assert!(text.contains("closed cleanly: no"), "{text}");
     assert!(text.contains("first GSN"), "{text}");
     assert!(text.contains("log records by kind"), "{text}");
+    assert!(text.contains("headers ("), "{text}");
 
     // Recovery then reads the records inspect counted.
     let db = waypoint::Database::open(&dir, waypoint::Options::default()).unwrap();

@@ -69,6 +69,7 @@ impl DatabaseInfo {
             for (t, k) in total.iter_mut().zip(&s.by_kind) {
                 t.records += k.records;
                 t.bytes += k.bytes;
+                t.header_bytes += k.header_bytes;
             }
         }
         total
@@ -90,6 +91,8 @@ const _: () = assert!(RecordKind::Separator as usize == KIND_SLOTS - 1);
 pub struct KindTally {
     pub records: u64,
     pub bytes: u64,
+    /// Of `bytes`, the record headers' (log format 5 headers vary in size).
+    pub header_bytes: u64,
 }
 
 /// The checkpoint metadata file.
@@ -312,6 +315,7 @@ fn inspect_segment(
         let tally = &mut info.by_kind[rec.body.kind() as usize];
         tally.records += 1;
         tally.bytes += rec.encoded_len() as u64;
+        tally.header_bytes += record::header_len(&rec.header, rec.body.kind()) as u64;
         info.records_above_floor += u64::from(gsn > floor);
         info.first_gsn.get_or_insert(gsn);
         info.last_gsn = Some(gsn);

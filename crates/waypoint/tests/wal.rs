@@ -133,7 +133,8 @@ fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
     let mut segments = Vec::new();
     for part in waypoint::io::Storage::list_dir(sim, dir).unwrap() {
         for (_, seg) in waypoint::wal::segment::list_segments(sim, &part).unwrap() {
-            if sim.read_current(&seg).is_some_and(|b| b.len() > 4096) {
+            // More than the catalog's few records (its own partition).
+            if sim.read_current(&seg).is_some_and(|b| b.len() > 1024) {
                 segments.push(seg);
             }
         }
@@ -179,6 +180,17 @@ fn a_damaged_record_in_the_middle_of_the_log_is_corruption() {
     let segment = committed_log(&sim, 100);
     let bytes = sim.read_current(&segment).unwrap();
     let middle = bytes.len() as u64 / 2;
+    // The error names the start of the record holding the damaged byte.
+    let header = waypoint::wal::segment::HEADER_SIZE;
+    let base = waypoint::wal::segment::parse_segment_name(&segment).unwrap();
+    let scan = waypoint::wal::record::scan_segment(&bytes[header as usize..], base);
+    let damaged = scan
+        .records
+        .iter()
+        .map(|(at, _)| header + at)
+        .filter(|&at| at <= middle)
+        .max()
+        .unwrap();
     sim.corrupt(&segment, middle, 0x01).unwrap();
     match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
         Err(waypoint::Error::Corruption {
@@ -187,8 +199,8 @@ fn a_damaged_record_in_the_middle_of_the_log_is_corruption() {
             detail,
         }) => {
             assert_eq!(path, segment, "{detail}");
-            assert!(
-                offset <= middle && middle - offset < 1024,
+            assert_eq!(
+                offset, damaged,
                 "offset {offset}, damage at {middle}: {detail}"
             );
         }
@@ -301,7 +313,7 @@ fn a_log_segment_of_another_format_version_is_refused_untouched() {
     let segment = committed_log(&sim, 20);
     let before = sim.read_current(&segment).unwrap();
     assert_eq!(&before[0..8], b"WPLOGSEG", "segments start with the magic");
-    assert_eq!(u32::from_le_bytes(before[8..12].try_into().unwrap()), 4);
+    assert_eq!(u32::from_le_bytes(before[8..12].try_into().unwrap()), 5);
     // Version 2: the log of a build before splits logged small records
     // (and before checksums were salted with positions, version 4).
     let mut header = before[..32].to_vec();
@@ -321,7 +333,7 @@ fn a_log_segment_of_another_format_version_is_refused_untouched() {
             supported,
         }) => {
             assert_eq!(path, segment);
-            assert_eq!((found, supported), (2, 4));
+            assert_eq!((found, supported), (2, 5));
         }
         other => panic!("expected UnsupportedFormatVersion, got {:?}", other.err()),
     }
@@ -332,28 +344,38 @@ fn a_log_segment_of_another_format_version_is_refused_untouched() {
     );
 }
 
-/// Rewrite the record at `offset` of `segment` (a file offset) with `edit`
-/// and re-seal its checksum: a record that is valid on disk but wrong,
-/// as a writer bug or a hand-edited log would leave it.
+/// Replace the record at `offset` of `segment` (a file offset) with what
+/// `forge` encodes from it (with `record::encode`), sealed at its position:
+/// a record that is valid on disk but wrong, as a writer bug or a
+/// hand-edited log would leave it. A record's length depends on its values,
+/// so the records after it are encoded again at their moved positions.
 fn forge_record(
     sim: &SimStorage,
     segment: &std::path::Path,
     offset: usize,
-    edit: impl Fn(&mut [u8]),
+    forge: impl Fn(waypoint::wal::record::Record<'_>, &mut Vec<u8>),
 ) {
-    let mut bytes = sim.read_current(segment).unwrap();
-    let len = u32::from_le_bytes(bytes[offset + 4..offset + 8].try_into().unwrap()) as usize;
-    let rec = &mut bytes[offset..offset + len];
-    // The checksum is salted with the record's stream position.
+    use waypoint::wal::record;
+    let bytes = sim.read_current(segment).unwrap();
+    let header = waypoint::wal::segment::HEADER_SIZE as usize;
     let base = waypoint::wal::segment::parse_segment_name(segment).unwrap();
-    let position = base + (offset as u64 - waypoint::wal::segment::HEADER_SIZE);
-    edit(rec);
-    let crc = crc32c::crc32c(&rec[4..]);
-    rec[0..4].copy_from_slice(&crc.to_le_bytes());
-    waypoint::wal::record::place_at(rec, position);
+    let scan = record::scan_segment(&bytes[header..], base);
+    let mut tail = Vec::new();
+    for (at, rec) in &scan.records {
+        let at = header + *at as usize;
+        if at == offset {
+            forge(*rec, &mut tail);
+        } else if at > offset {
+            record::encode(&rec.header, &rec.body, &mut tail);
+        }
+    }
+    assert!(!tail.is_empty(), "no record at {offset}");
+    record::place_at(&mut tail, base + (offset - header) as u64);
+    // Zeros where the old records ran past the new ones.
+    let old_end = header + scan.valid_len as usize;
+    tail.resize(tail.len().max(old_end - offset), 0);
     let file = waypoint::io::Storage::open(sim, segment, waypoint::io::OpenMode::Existing).unwrap();
-    file.write_at(&bytes[offset..offset + len], offset as u64)
-        .unwrap();
+    file.write_at(&tail, offset as u64).unwrap();
     file.sync_data().unwrap();
 }
 
@@ -380,8 +402,12 @@ fn a_log_record_naming_a_page_outside_the_file_is_corruption() {
     let sim = SimStorage::new(31);
     let segment = committed_log(&sim, 40);
     let at = insert_offsets(&sim, &segment)[3];
-    forge_record(&sim, &segment, at, |r| {
-        r[32..40].copy_from_slice(&(1u64 << 56).to_le_bytes())
+    forge_record(&sim, &segment, at, |rec, out| {
+        let header = waypoint::wal::record::RecordHeader {
+            page: 1 << 56,
+            ..rec.header
+        };
+        waypoint::wal::record::encode(&header, &rec.body, out);
     });
     let detail = open_refuses_as_corruption_at(&sim, &segment, at);
     assert!(detail.contains("outside"), "{detail}");
@@ -412,8 +438,12 @@ fn a_log_record_with_a_gsn_beyond_the_range_is_corruption() {
     let sim = SimStorage::new(33);
     let segment = committed_log(&sim, 40);
     let at = *insert_offsets(&sim, &segment).last().unwrap();
-    forge_record(&sim, &segment, at, |r| {
-        r[16..24].copy_from_slice(&waypoint::wal::partition::MAX_GSN.to_le_bytes())
+    forge_record(&sim, &segment, at, |rec, out| {
+        let header = waypoint::wal::record::RecordHeader {
+            gsn: waypoint::wal::partition::MAX_GSN,
+            ..rec.header
+        };
+        waypoint::wal::record::encode(&header, &rec.body, out);
     });
     let detail = open_refuses_as_corruption_at(&sim, &segment, at);
     assert!(detail.contains("GSN range"), "{detail}");
@@ -430,9 +460,14 @@ fn a_redo_record_with_a_key_outside_its_page_is_corruption() {
     // The last insert went to the rightmost leaf, whose lower fence is a
     // real key after the splits: a key of zeros lies below it.
     let at = *insert_offsets(&sim, &segment).last().unwrap();
-    forge_record(&sim, &segment, at, |r| {
-        let kl = u16::from_le_bytes(r[56..58].try_into().unwrap()) as usize;
-        r[62..62 + kl].fill(0);
+    forge_record(&sim, &segment, at, |rec, out| {
+        use waypoint::wal::record::RecordBody;
+        let RecordBody::Insert { key, value } = rec.body else {
+            panic!("not an insert: {rec:?}")
+        };
+        let zeros = vec![0; key.len()];
+        let body = RecordBody::Insert { key: &zeros, value };
+        waypoint::wal::record::encode(&rec.header, &body, out);
     });
     match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
         Err(waypoint::Error::Corruption { detail, .. }) => {
