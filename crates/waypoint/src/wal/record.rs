@@ -1111,6 +1111,13 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
 /// order: `Zero`, `Truncated`/`BadLength`, `BadChecksum`, then — on
 /// checksum-valid bytes — `BadKind`, `Malformed`.
 pub fn decode_at(buf: &[u8], position: u64) -> Result<Record<'_>, DecodeError> {
+    decode_framed(buf, position).map(|(record, _)| record)
+}
+
+/// [`decode_at`], with the record's length (its frame, which the payload
+/// fills exactly: the same as [`Record::encoded_len`], without counting
+/// the fields again).
+fn decode_framed(buf: &[u8], position: u64) -> Result<(Record<'_>, usize), DecodeError> {
     let rec = frame(buf, position)?;
     let kind = RecordKind::from_byte(rec[8]).ok_or(DecodeError::BadKind(rec[8]))?;
     let flags = rec[9];
@@ -1253,7 +1260,7 @@ pub fn decode_at(buf: &[u8], position: u64) -> Result<Record<'_>, DecodeError> {
     if rec[r.pos..].iter().any(|&b| b != 0) {
         return Err(DecodeError::Malformed("padding is not zero"));
     }
-    Ok(Record { header, body })
+    Ok((Record { header, body }, rec.len()))
 }
 
 /// The header's variable fields ([`header_fields`] wrote them).
@@ -1354,11 +1361,12 @@ pub fn scan_segment(buf: &[u8], base: u64) -> SegmentScan<'_> {
         if pos == buf.len() {
             break ScanEnd::Clean;
         }
-        match decode_at(&buf[pos..], base.wrapping_add(pos as u64)) {
-            Ok(record) => {
+        match decode_framed(&buf[pos..], base.wrapping_add(pos as u64)) {
+            Ok((record, len)) => {
+                debug_assert_eq!(len, record.encoded_len());
                 records.push((pos as u64, record));
                 // In bounds: decode checked the length against the buffer.
-                pos += record.encoded_len();
+                pos += len;
             }
             Err(error) => break classify(buf, base, pos, error),
         }
