@@ -1007,10 +1007,9 @@ impl Transaction<'_> {
     /// On a full log disk the undo still completes in memory (its
     /// compensation records may not be logged, see `WalSessionLog`), so
     /// readers see the transaction undone and the database is not
-    /// poisoned; no end record is written, so the transaction stays a
+    /// poisoned; the end record is not durable, so the transaction stays a
     /// loser that recovery undoes after the reopen. Returns `Err(LogFull)`
-    /// in that case. A rollback does not wait for durability (see
-    /// `WalSessionLog::end_rollback`).
+    /// in that case.
     fn rollback(&mut self, db: &DbShared, undo: &mut Vec<Undo>) -> Result<()> {
         self.session.log.begin_rollback();
         // Only a complete rollback may be closed with an end record: a

@@ -465,15 +465,8 @@ impl Recovery {
         let mut losers = FxHashSet::default();
         for l in &logs {
             for r in &l.records {
-                // An end record closes a rollback only if every record of
-                // it was applied: a compensation beyond a gap left its
-                // change in place, so the transaction is undone again from
-                // what was applied (a rollback appends its end record
-                // without waiting for its compensations' predecessors in
-                // other partitions).
-                let settled = (winners.contains(&r.txn) || ended.contains(&r.txn))
-                    && !beyond_gap.contains(&r.txn);
-                if !settled {
+                let winner = winners.contains(&r.txn) && !beyond_gap.contains(&r.txn);
+                if !winner && !ended.contains(&r.txn) {
                     losers.insert(r.txn);
                 }
             }
