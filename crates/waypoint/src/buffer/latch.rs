@@ -28,19 +28,27 @@ pub struct HybridLatch {
 }
 
 /// Spin briefly, then yield: on a 2-core machine a waiter that spins
-/// steals the CPU from the latch holder.
+/// steals the CPU from the latch holder. Sleep only after a long run of
+/// yields: on a VM a sleeping waiter's vCPU goes idle, and a 50-µs sleep
+/// cost a TPC-C worker 1.6 ms on average before it ran again (session 15,
+/// docs/BENCHMARKS.md), while the holder it waits for is usually back
+/// within a few yields.
 pub(crate) struct Backoff(u32);
+
+/// Busy-wait rounds (1, 2, 4, ... spins), then yields, then sleeps.
+const SPIN_ROUNDS: u32 = 6;
+const YIELDS: u32 = 200;
 
 impl Backoff {
     pub(crate) fn new() -> Self {
         Backoff(0)
     }
     pub(crate) fn wait(&mut self) {
-        if self.0 < 6 {
+        if self.0 < SPIN_ROUNDS {
             for _ in 0..(1 << self.0) {
                 crate::sync::spin_loop();
             }
-        } else if self.0 < 20 {
+        } else if self.0 < SPIN_ROUNDS + YIELDS {
             crate::sync::yield_now();
         } else {
             crate::sync::sleep(std::time::Duration::from_micros(50));
