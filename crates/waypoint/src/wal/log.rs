@@ -1667,6 +1667,65 @@ mod rollback_tests {
         assert_eq!(tree.check(&pool).unwrap(), 60);
     }
 
+    /// Recovery pairs a compensating remove with the placeholder's insert
+    /// it undoes, not with the install's update that followed it. A
+    /// rollback after a partial install (the placeholder's insert, its
+    /// install's update, then a failure on another key) has one undo entry
+    /// for the key, so one compensation; paired with the update, the insert
+    /// stayed open and recovery's undo deleted the key, over whatever a
+    /// later transaction had put there. The engine does not let a later
+    /// transaction take the key before the end record is durable (the
+    /// rollback waits under its locks and poisons the database if it
+    /// cannot), so the tree is driven directly here: a rollback that does
+    /// not wait relies on this pairing (docs/experiments/README.md).
+    #[test]
+    fn a_compensating_remove_closes_the_placeholder_insert_and_its_install() {
+        let sim = SimStorage::new(23);
+        let (pool_before, wal, tree) = small_tree(&sim);
+        let mut b = wal.session_log(1).unwrap();
+        let mut a = wal.session_log(2).unwrap();
+        b.on_begin();
+        tree.insert(&pool_before, &b, &key(1), 2, &VALUE).unwrap();
+        assert!(tree.update(&pool_before, &b, &key(1), 3, &VALUE).unwrap());
+        b.begin_rollback();
+        assert!(tree.remove(&pool_before, &b, &key(1)).unwrap().is_some());
+        durable(&wal, 1);
+        // B's end record never becomes durable.
+        sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path("p00001/0"));
+        assert!(b.end_rollback().is_err());
+        a.on_begin();
+        tree.insert(&pool_before, &a, &key(1), 5 << 16 | 2, &VALUE)
+            .unwrap();
+        a.on_commit(5 << 16 | 2, &mut std::iter::empty()).unwrap();
+        a.wait_durable()
+            .expect("A depends only on B's durable compensation");
+        pool_before.stop();
+        drop((a, b));
+        sim.crash(CrashPolicy::DropAll);
+
+        let pool = pool(&sim);
+        let mut recovery =
+            Recovery::analyze_and_redo(&sim, Path::new("/db/wal"), &pool, 1, 0).unwrap();
+        assert_eq!(recovery.report.losers, 1, "{:?}", recovery.report);
+        let wal = Wal::new(
+            Arc::new(sim.clone()),
+            Path::new("/db/wal"),
+            CommitProtocol::Rfa,
+            recovery.partitions(),
+            0,
+        )
+        .unwrap();
+        let mut undo_logs = [wal.session_log(u16::MAX).unwrap()];
+        recovery.undo(&pool, &mut undo_logs).unwrap();
+        assert_eq!(recovery.report.records_undone, 0, "{:?}", recovery.report);
+        assert_eq!(
+            tree.get(&pool, &key(1)).unwrap().map(|(tid, _)| tid),
+            Some(5 << 16 | 2),
+            "recovery undid B's insert over A's: {:?}",
+            recovery.report
+        );
+    }
+
     /// On a full log disk a rollback completes in memory although its
     /// compensation records cannot be logged: readers see it undone, the
     /// pool is not poisoned, and the pages it changed carry GSNs the WAL

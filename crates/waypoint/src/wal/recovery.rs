@@ -587,9 +587,11 @@ impl Recovery {
     }
 
     /// Of one loser's records (in GSN order), those not yet compensated,
-    /// with their keys; and how many were. A compensation record undoes the
-    /// newest not yet compensated change of the same key (undo runs
-    /// newest-first per key). Runtime rollbacks undo in undo-list order,
+    /// with their keys; and how many compensations there were. A
+    /// compensation record undoes the newest not yet compensated change of
+    /// the same key (undo runs newest-first per key), except that a
+    /// compensating remove undoes the newest open insert of the key and
+    /// everything after it. Runtime rollbacks undo in undo-list order,
     /// which is not log order (a placeholder's value update has no undo
     /// entry of its own), so matching by key, not by counting, finds what is
     /// left to undo.
@@ -610,11 +612,26 @@ impl Recovery {
                 _ => continue,
             };
             if r.compensation {
-                if let Some(i) = open
-                    .iter()
-                    .rposition(|(_, _, t, k)| *t == r.tree && *k == key)
-                {
-                    open.remove(i);
+                let same_key =
+                    |(_, _, t, k): &(usize, usize, u32, Vec<u8>)| *t == r.tree && *k == key;
+                // A compensating remove restores the key's absence: it
+                // undoes the newest open insert of the key and every change
+                // made after it (a placeholder's insert and its install's
+                // update have one undo entry, hence one compensation).
+                let from = if r.kind == RecordKind::Remove {
+                    open.iter().rposition(|e| {
+                        same_key(e) && self.logs[e.0].records[e.1].kind == RecordKind::Insert
+                    })
+                } else {
+                    None
+                }
+                .or_else(|| open.iter().rposition(same_key));
+                if let Some(from) = from {
+                    let mut at = 0;
+                    open.retain(|e| {
+                        at += 1;
+                        at - 1 < from || !same_key(e)
+                    });
                     compensated += 1;
                 }
             } else {
