@@ -27,7 +27,7 @@ use crate::catalog::{self, Index, Table, TableInfo};
 use crate::db::DbShared;
 use crate::error::{Error, Result};
 use epoch::{next_tid, ABSENT_BIT};
-use locks::{LockTable, StripeGuard};
+use locks::{LockOwner, LockTable, StripeGuard};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
@@ -261,7 +261,12 @@ impl Session {
         }
     }
 
-    /// A lock-owner id unique to this commit attempt.
+    /// The session's identity in the commit lock table.
+    fn lock_owner(&self) -> LockOwner {
+        LockOwner::of_slot(self.slot)
+    }
+
+    /// An id unique to this commit attempt: its placeholders' TID.
     fn next_owner(&mut self) -> u64 {
         self.attempts = self.attempts.wrapping_add(1);
         ((self.id as u64 + 1) << 32) | self.attempts as u64
@@ -769,7 +774,7 @@ impl Transaction<'_> {
             .keys()
             .map(|(t, k)| LockTable::stripe(*t, k))
             .collect();
-        let locks = StripeGuard::lock(&db.locks, stripes, me);
+        let locks = StripeGuard::lock(&db.locks, stripes, self.session.lock_owner());
         // A rollback that failed left its placeholders behind and poisoned
         // the database before releasing these locks: seen from here, so no
         // commit builds on what it left.
@@ -936,6 +941,7 @@ impl Transaction<'_> {
     /// is checked against that TID, since no one else can have changed it.
     fn validate(&self, db: &DbShared, me: u64, locked: &[LockedRecord<'_>]) -> Result<u64> {
         let own = ABSENT_BIT | me;
+        let lock_owner = self.session.lock_owner();
         let mut max_seen = 0;
         for r in &self.reads {
             r.table.check_live()?;
@@ -954,7 +960,7 @@ impl Transaction<'_> {
                     now != r.observed
                         || db
                             .locks
-                            .locked_by_other(LockTable::stripe(r.table.id, &r.key), me)
+                            .locked_by_other(LockTable::stripe(r.table.id, &r.key), lock_owner)
                 }
             };
             if changed {
@@ -989,7 +995,7 @@ impl Transaction<'_> {
                 };
                 if db
                     .locks
-                    .locked_by_other(LockTable::stripe(s.lock_table, primary), me)
+                    .locked_by_other(LockTable::stripe(s.lock_table, primary), lock_owner)
                 {
                     return Err(Error::Conflict);
                 }
