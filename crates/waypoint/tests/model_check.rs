@@ -883,8 +883,10 @@ fn commit_model_catches_rfa_switched_off() {
 /// `Partition::writer_loop`, the flush requests, `wait_durable`, `sync_to`),
 /// reduced to one partition whose records are positions. The writer says
 /// why it sleeps, and each waker wakes it only when the news matters for
-/// that reason: a lazy (group) request only an idle writer, a flush request
-/// any writer but a pacing one, the end of a committer's own write only a
+/// that reason: a lazy (group) request only an idle writer (and without the
+/// stage-1 lock unless the writer is idle: it raises an atomic position and
+/// reads an atomic "idle" flag, which the writer sets before it re-reads the
+/// position and sleeps), a flush request any writer but a pacing one, the end of a committer's own write only a
 /// writer waiting for that write. The timed waits (pacing, the group
 /// window) end by themselves, so here they are yields that advance a
 /// virtual clock (shuttle's timed waits never time out); the untimed ones
@@ -900,7 +902,7 @@ fn commit_model_catches_rfa_switched_off() {
 /// `sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch`, with
 /// an interval of an hour, covers those.
 mod wake {
-    use shuttle::sync::atomic::{AtomicU64, Ordering};
+    use shuttle::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use shuttle::sync::{Condvar, Mutex, MutexGuard};
     use shuttle::thread;
     use std::sync::Arc;
@@ -914,6 +916,9 @@ mod wake {
         FinishNeverWakes,
         /// `writer_waits` does not say why the writer sleeps.
         NoWaitReason,
+        /// The writer goes idle without re-reading `lazy_requested` after
+        /// saying it is idle: a request made in between is lost.
+        NoIdleRecheck,
     }
 
     #[derive(Clone, Copy, PartialEq, Debug)]
@@ -935,7 +940,6 @@ mod wake {
         /// End of the sealed chunks not yet taken by a write.
         full: Option<u64>,
         flush_requested: u64,
-        lazy_requested: u64,
         blocked: u32,
         writing: bool,
         writer: WriterWait,
@@ -947,6 +951,8 @@ mod wake {
     struct Partition {
         bug: Bug,
         stage1: Mutex<Stage1>,
+        lazy_requested: AtomicU64,
+        writer_idle: AtomicBool,
         work: Condvar,
         durable_cv: Condvar,
         durable: AtomicU64,
@@ -969,13 +975,17 @@ mod wake {
             s.current_start = s.appended;
         }
 
+        fn lazy_requested(&self) -> u64 {
+            self.lazy_requested.load(Ordering::SeqCst)
+        }
+
         fn request_flush_lazily(&self, position: u64) {
-            let mut s = self.stage1.lock().unwrap();
-            if position > s.lazy_requested {
-                s.lazy_requested = position;
-                if s.writer == WriterWait::Idle && self.bug != Bug::LazyNeverWakes {
-                    self.work.notify_one();
-                }
+            if self.lazy_requested.fetch_max(position, Ordering::SeqCst) >= position {
+                return;
+            }
+            if self.writer_idle.load(Ordering::SeqCst) && self.bug != Bug::LazyNeverWakes {
+                let _s = self.stage1.lock().unwrap();
+                self.work.notify_one();
             }
         }
 
@@ -1076,9 +1086,9 @@ mod wake {
                             s = self.writer_waits(s, WriterWait::Write, false);
                             continue;
                         }
-                        if s.lazy_requested > s.flush_requested && s.full.is_none() {
+                        if self.lazy_requested() > s.flush_requested && s.full.is_none() {
                             s = self.writer_waits(s, WriterWait::Window, true);
-                            s.flush_requested = s.flush_requested.max(s.lazy_requested);
+                            s.flush_requested = s.flush_requested.max(self.lazy_requested());
                             continue;
                         }
                         let batch_ready = s.full.is_some();
@@ -1099,7 +1109,15 @@ mod wake {
                             self.durable_cv.notify_all();
                             return;
                         }
-                        s = self.writer_waits(s, WriterWait::Idle, false);
+                        if self.bug != Bug::NoWaitReason {
+                            self.writer_idle.store(true, Ordering::SeqCst);
+                        }
+                        if self.bug == Bug::NoIdleRecheck
+                            || self.lazy_requested() <= s.flush_requested
+                        {
+                            s = self.writer_waits(s, WriterWait::Idle, false);
+                        }
+                        self.writer_idle.store(false, Ordering::SeqCst);
                     }
                     last_sync = Some(s.now);
                     self.begin_write(&mut s)
@@ -1124,13 +1142,14 @@ mod wake {
                 current_start: 0,
                 full: None,
                 flush_requested: 0,
-                lazy_requested: 0,
                 blocked: 0,
                 writing: false,
                 writer: WriterWait::Busy,
                 shutdown: false,
                 now: 0,
             }),
+            lazy_requested: AtomicU64::new(0),
+            writer_idle: AtomicBool::new(false),
             work: Condvar::new(),
             durable_cv: Condvar::new(),
             durable: AtomicU64::new(0),
@@ -1174,7 +1193,7 @@ mod wake {
         }
         // Passively: no request, no wake-up of the writer.
         let mut s = p.stage1.lock().unwrap();
-        let wanted = s.flush_requested.max(s.lazy_requested);
+        let wanted = s.flush_requested.max(p.lazy_requested());
         while p.durable() < wanted {
             s = p.durable_cv.wait(s).unwrap();
         }
@@ -1212,6 +1231,15 @@ fn wake_model_catches_a_finished_write_that_does_not_wake_the_writer() {
 #[should_panic(expected = "deadlock")]
 fn wake_model_catches_a_writer_that_hides_why_it_sleeps() {
     find_bug(|| wake::model(wake::Bug::NoWaitReason));
+}
+
+/// The check can fail: a lazy request raised after the writer last looked
+/// at it, but read as "not idle" by the requester, is lost unless the
+/// writer looks again after announcing that it is idle.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn wake_model_catches_a_writer_that_goes_idle_without_looking_again() {
+    find_bug(|| wake::model(wake::Bug::NoIdleRecheck));
 }
 
 /// A frame's writeback state (`buffer/pool.rs`), reduced to one frame with
@@ -1595,6 +1623,10 @@ fn explore_budgets() {
         (
             "waitreason",
             Arc::new(|| wake::model(wake::Bug::NoWaitReason)),
+        ),
+        (
+            "idlerecheck",
+            Arc::new(|| wake::model(wake::Bug::NoIdleRecheck)),
         ),
     ];
     let prev = std::panic::take_hook();
