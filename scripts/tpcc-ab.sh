@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Interleaved TPC-C A/B: each round runs every LABEL=BINARY once on a fresh
 # copy of one loaded database (2 warehouses, all in memory) and prints
-# "label txn/s p50-µs p99-µs CPU-µs-per-txn" (odd rounds in the order
+# "label txn/s p50-µs p99-µs CPU-µs-per-txn abort-%" (odd rounds in the order
 # given, even rounds reversed), then per label the mean and
 # the median of its per-round ratio to the first label. Machine speed drifts
 # by tens of percent on a shared VM, so only rounds that alternate the
@@ -37,8 +37,9 @@ for round in $(seq "$rounds"); do
 import json, sys
 s = json.load(open(sys.argv[1]))
 l = s["latency_us"]["overall"]
+aborts = s["aborts"] / max(1, s["aborts"] + s["committed"])
 print(sys.argv[2], round(s["txn_per_sec"]), l["p50"], l["p99"],
-      round(s.get("cpu_us_per_txn", 0), 1))
+      round(s.get("cpu_us_per_txn", 0), 1), f"{100 * aborts:.2f}%")
 PY
   done
 done
