@@ -984,8 +984,10 @@ mod wake {
                 return;
             }
             if self.writer_idle.load(Ordering::SeqCst) && self.bug != Bug::LazyNeverWakes {
-                let _s = self.stage1.lock().unwrap();
-                self.work.notify_one();
+                let s = self.stage1.lock().unwrap();
+                if s.writer == WriterWait::Idle {
+                    self.work.notify_one();
+                }
             }
         }
 

@@ -140,8 +140,8 @@ impl SlotPool {
         }
     }
 
-    /// A slot no live session holds. With all 65536 in use this waits for
-    /// a session to be dropped.
+    /// A slot no live session holds. With all `MAX_SESSIONS` (65,535) in
+    /// use this waits for a session to be dropped.
     pub(crate) fn acquire(&self) -> u16 {
         let mut state = self.free.lock();
         loop {

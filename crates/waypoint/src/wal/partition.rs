@@ -645,8 +645,13 @@ impl Partition {
         if self.writer_idle.load(Ordering::SeqCst) {
             // The idle writer holds the lock until its wait releases it, so
             // this notification cannot fall between its check and its wait.
-            let _s = self.stage1.lock();
-            self.work.notify_one();
+            // Checked again under the lock: another request may have woken
+            // the writer since, into a group window this one must not cut
+            // short (found by review).
+            let s = self.stage1.lock();
+            if s.writer == WriterWait::Idle {
+                self.work.notify_one();
+            }
         }
     }
 
@@ -850,7 +855,7 @@ impl Partition {
                     if self.lazy_requested() <= s.flush_requested {
                         self.writer_waits(&mut s, WriterWait::Idle, None);
                     }
-                    self.writer_idle.store(false, Ordering::Relaxed);
+                    self.writer_idle.store(false, Ordering::SeqCst);
                 }
                 self.begin_write(&mut s)
             };
