@@ -1597,8 +1597,7 @@ mod rollback_tests {
     use super::*;
     use crate::buffer::BufferPool;
     use crate::io::{CrashPolicy, Fault, FaultKind, SimStorage};
-    use crate::wal::recovery::Recovery;
-    use crate::wal::test_support::{durable, key, pool, small_tree, VALUE};
+    use crate::wal::test_support::{durable, key, recover, small_tree, VALUE};
 
     fn leaf_gsn(pool: &BufferPool, tree: crate::btree::BTree, k: &[u8]) -> u64 {
         // The two-level setup tree: the root's child for `k`.
@@ -1645,19 +1644,7 @@ mod rollback_tests {
         drop((a, b));
         sim.crash(CrashPolicy::DropAll);
 
-        let pool = pool(&sim);
-        let mut recovery =
-            Recovery::analyze_and_redo(&sim, Path::new("/db/wal"), &pool, 1, 0).unwrap();
-        let wal = Wal::new(
-            Arc::new(sim.clone()),
-            Path::new("/db/wal"),
-            CommitProtocol::Rfa,
-            recovery.partitions(),
-            0,
-        )
-        .unwrap();
-        let mut undo_logs = [wal.session_log(u16::MAX).unwrap()];
-        recovery.undo(&pool, &mut undo_logs).unwrap();
+        let (pool, recovery) = recover(&sim, 1, 1);
         assert!(
             tree.get(&pool, &key(1)).unwrap().is_none(),
             "the rolled-back placeholder survived recovery: {:?}",
@@ -1703,20 +1690,8 @@ mod rollback_tests {
         drop((a, b));
         sim.crash(CrashPolicy::DropAll);
 
-        let pool = pool(&sim);
-        let mut recovery =
-            Recovery::analyze_and_redo(&sim, Path::new("/db/wal"), &pool, 1, 0).unwrap();
+        let (pool, recovery) = recover(&sim, 1, 1);
         assert_eq!(recovery.report.losers, 1, "{:?}", recovery.report);
-        let wal = Wal::new(
-            Arc::new(sim.clone()),
-            Path::new("/db/wal"),
-            CommitProtocol::Rfa,
-            recovery.partitions(),
-            0,
-        )
-        .unwrap();
-        let mut undo_logs = [wal.session_log(u16::MAX).unwrap()];
-        recovery.undo(&pool, &mut undo_logs).unwrap();
         assert_eq!(recovery.report.records_undone, 0, "{:?}", recovery.report);
         assert_eq!(
             tree.get(&pool, &key(1)).unwrap().map(|(tid, _)| tid),

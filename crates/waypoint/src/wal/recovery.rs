@@ -763,12 +763,9 @@ pub trait UndoLog {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::io::{CrashPolicy, SimStorage};
     use crate::txn::SessionLog;
-    use crate::wal::test_support::{durable, key, pool, small_tree, VALUE};
-    use crate::wal::{CommitProtocol, Wal};
-    use std::sync::Arc;
+    use crate::wal::test_support::{durable, key, recover, small_tree, VALUE};
 
     /// Losers with no key in common are undone as independent groups (on
     /// two threads here); two losers that changed the same key are one
@@ -802,23 +799,8 @@ mod tests {
         drop(logs);
         sim.crash(CrashPolicy::DropAll);
 
-        let pool = pool(&sim);
-        let mut recovery =
-            Recovery::analyze_and_redo(&sim, Path::new("/db/wal"), &pool, 2, 0).unwrap();
+        let (pool, recovery) = recover(&sim, 2, 2);
         assert_eq!(recovery.report.losers, 10, "{:?}", recovery.report);
-        let wal = Wal::new(
-            Arc::new(sim.clone()),
-            Path::new("/db/wal"),
-            CommitProtocol::Rfa,
-            recovery.partitions(),
-            0,
-        )
-        .unwrap();
-        let mut undo_logs = [
-            wal.session_log(u16::MAX).unwrap(),
-            wal.session_log(u16::MAX - 1).unwrap(),
-        ];
-        recovery.undo(&pool, &mut undo_logs).unwrap();
         assert_eq!(recovery.report.undo_groups, 9, "{:?}", recovery.report);
         assert_eq!(recovery.report.records_undone, 8 * 5 + 2);
         assert_eq!(tree.check(&pool).unwrap(), 60, "only the setup keys remain");

@@ -5,6 +5,7 @@ use crate::btree::BTree;
 use crate::buffer::{BufferPool, FlushGate, PoolConfig};
 use crate::io::{OpenMode, SimStorage, Storage};
 use crate::txn::SessionLog;
+use crate::wal::recovery::Recovery;
 use crate::wal::{CommitProtocol, Wal};
 use std::path::Path;
 use std::sync::Arc;
@@ -70,4 +71,26 @@ pub fn leaves(pool: &BufferPool, tree: BTree) -> usize {
 pub fn durable(wal: &Wal, slot: u16) {
     let p = wal.partition(slot).unwrap();
     p.wait_durable(p.appended()).unwrap();
+}
+
+/// After `sim` crashed: analysis and redo on `threads` threads into a fresh
+/// pool, then undo through `undo_threads` session logs of the system's
+/// slots on the recovered partitions (as `Database::open` does).
+pub fn recover(sim: &SimStorage, threads: usize, undo_threads: u16) -> (Arc<BufferPool>, Recovery) {
+    let pool = pool(sim);
+    let mut recovery =
+        Recovery::analyze_and_redo(sim, Path::new("/db/wal"), &pool, threads, 0).unwrap();
+    let wal = Wal::new(
+        Arc::new(sim.clone()),
+        Path::new("/db/wal"),
+        CommitProtocol::Rfa,
+        recovery.partitions(),
+        0,
+    )
+    .unwrap();
+    let mut undo_logs: Vec<_> = (0..undo_threads)
+        .map(|i| wal.session_log(u16::MAX - i).unwrap())
+        .collect();
+    recovery.undo(&pool, &mut undo_logs).unwrap();
+    (pool, recovery)
 }
