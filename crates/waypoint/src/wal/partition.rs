@@ -1197,6 +1197,14 @@ mod tests {
         sim_log_direct(seed, false)
     }
 
+    /// Partition 0, empty, in `/db/wal` on a fresh `sim_log(seed)`.
+    fn empty_partition(seed: u64) -> (SimStorage, Arc<Partition>) {
+        let (sim, log_dir) = sim_log(seed);
+        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+        let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+        (sim, p)
+    }
+
     /// Like `sim_log`, with log files that behave as `O_DIRECT` ones when
     /// `direct` (every write whole aligned blocks, or `EINVAL`).
     fn sim_log_direct(seed: u64, direct: bool) -> (SimStorage, &'static Path) {
@@ -1253,9 +1261,7 @@ mod tests {
     /// it by luck.
     #[test]
     fn sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch() {
-        let (sim, log_dir) = sim_log(8);
-        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+        let (_sim, p) = empty_partition(8);
         p.set_sync_interval(std::time::Duration::from_secs(3600));
         let mut gsn = 1;
         let mut append = |bytes: usize| {
@@ -1318,9 +1324,7 @@ mod tests {
 
     #[test]
     fn lazy_requests_wake_an_idle_writer_but_not_a_pacing_one() {
-        let (sim, log_dir) = sim_log(9);
-        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+        let (_sim, p) = empty_partition(9);
         let mut gsn = 1;
         let mut append = || {
             let end = p.append(&rec(gsn, &[7; 100]), gsn).unwrap();
@@ -1381,9 +1385,7 @@ mod tests {
     /// (nothing else wakes an idle writer).
     #[test]
     fn every_lazy_request_reaches_a_writer_going_idle() {
-        let (sim, log_dir) = sim_log(11);
-        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+        let (_sim, p) = empty_partition(11);
         p.set_sync_interval(std::time::Duration::ZERO);
         let mut rng = StdRng::seed_from_u64(11);
         for gsn in 1..=400u64 {
@@ -1410,9 +1412,7 @@ mod tests {
     /// record once and in order. Small segments make writes roll over too.
     #[test]
     fn committers_and_the_writer_take_turns_and_keep_the_stream_in_order() {
-        let (sim, log_dir) = sim_log(10);
-        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+        let (sim, p) = empty_partition(10);
         p.set_sync_interval(std::time::Duration::ZERO);
         p.set_segment_size(16 << 10);
         const RECORDS: u64 = 3000;
@@ -1452,7 +1452,7 @@ mod tests {
             "the writer synced too: {stats:?}"
         );
         assert_eq!(
-            read_log(&sim, &partition_dir(log_dir, 0)),
+            read_log(&sim, &partition_dir(Path::new("/db/wal"), 0)),
             (1..=RECORDS).collect::<Vec<_>>()
         );
     }
@@ -1485,9 +1485,7 @@ mod tests {
     /// appended.
     #[test]
     fn flushed_gsn_never_vouches_for_a_reserved_gsn() {
-        let (sim, log_dir) = sim_log(10);
-        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+        let (_sim, p) = empty_partition(10);
         p.set_sync_interval(std::time::Duration::ZERO);
         let vouched = AtomicU64::new(0);
         let done = AtomicBool::new(false);
