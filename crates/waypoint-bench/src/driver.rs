@@ -58,6 +58,8 @@ pub struct DriverConfig {
     pub segment_bytes: u64,
     /// `Options::wal_preallocate`.
     pub wal_preallocate: bool,
+    /// `Options::wal_zero_fill`.
+    pub wal_zero_fill: bool,
     pub checkpoint_shards: usize,
     pub checkpoint_threads: usize,
     pub recovery_threads: usize,
@@ -98,6 +100,7 @@ impl Default for DriverConfig {
             sync_interval_us: waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64,
             segment_bytes: engine.wal_segment_bytes,
             wal_preallocate: engine.wal_preallocate,
+            wal_zero_fill: engine.wal_zero_fill,
             checkpoint_shards: engine.checkpoint_shards,
             checkpoint_threads: engine.checkpoint_threads,
             recovery_threads: engine.recovery_threads,
@@ -202,6 +205,7 @@ fn open(
         log_sync_interval: Duration::from_micros(config.sync_interval_us),
         wal_segment_bytes: config.segment_bytes,
         wal_preallocate: config.wal_preallocate,
+        wal_zero_fill: config.wal_zero_fill,
         checkpoint_shards: config.checkpoint_shards,
         checkpoint_threads: config.checkpoint_threads,
         recovery_threads: config.recovery_threads,

@@ -46,6 +46,8 @@ pub struct UpdatesConfig {
     pub sync_interval_us: u64,
     /// `Options::wal_preallocate`.
     pub wal_preallocate: bool,
+    /// `Options::wal_zero_fill`.
+    pub wal_zero_fill: bool,
     pub seed: u64,
 }
 
@@ -119,6 +121,7 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
         buffer_pool_bytes: 256 << 20,
         log_sync_interval: Duration::from_micros(config.sync_interval_us),
         wal_preallocate: config.wal_preallocate,
+        wal_zero_fill: config.wal_zero_fill,
         ..Options::default()
     };
     let db = Database::open(&dir, options)?;

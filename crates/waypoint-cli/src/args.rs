@@ -91,6 +91,12 @@ pub struct BenchArgs {
     /// zero-filled one), so log syncs do not grow files [default: true].
     #[arg(long, value_name = "BOOL")]
     pub wal_preallocate: Option<bool>,
+    /// With preallocation: zero-fill the next segment while no pruned one
+    /// is queued for reuse (until pruning starts), or let it grow as it
+    /// fills; off suits file systems without a metadata journal
+    /// [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub wal_zero_fill: Option<bool>,
     /// Buffer shards of continuous checkpointing [default: 64].
     #[arg(long)]
     pub checkpoint_shards: Option<usize>,
@@ -174,6 +180,7 @@ struct FileOptions {
     sync_interval: Option<u64>,
     segment_size: Option<String>,
     wal_preallocate: Option<bool>,
+    wal_zero_fill: Option<bool>,
     checkpoint_shards: Option<usize>,
     checkpoint_threads: Option<usize>,
     recovery_threads: Option<usize>,
@@ -237,6 +244,7 @@ impl BenchArgs {
             sync_interval,
             segment_size,
             wal_preallocate,
+            wal_zero_fill,
             checkpoint_shards,
             checkpoint_threads,
             recovery_threads,
@@ -319,6 +327,12 @@ impl BenchArgs {
     pub fn wal_preallocate(&self) -> bool {
         self.wal_preallocate
             .unwrap_or(waypoint::Options::default().wal_preallocate)
+    }
+
+    /// `--wal-zero-fill`, or the engine's default.
+    pub fn wal_zero_fill(&self) -> bool {
+        self.wal_zero_fill
+            .unwrap_or(waypoint::Options::default().wal_zero_fill)
     }
 
     /// `--log-direct-io`, or the engine's default.

@@ -32,6 +32,7 @@ fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         sync_interval_us: args.sync_interval_us(),
         segment_bytes: args.segment_bytes()?,
         wal_preallocate: args.wal_preallocate(),
+        wal_zero_fill: args.wal_zero_fill(),
         checkpoint_shards: args.checkpoint_shards.unwrap_or(d.checkpoint_shards),
         checkpoint_threads: args.checkpoint_threads.unwrap_or(d.checkpoint_threads),
         recovery_threads: args.recovery_threads.unwrap_or(d.recovery_threads),

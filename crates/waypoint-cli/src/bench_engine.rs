@@ -84,6 +84,7 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         commit_name: args.commit_name().to_string(),
         sync_interval_us: args.sync_interval_us(),
         wal_preallocate: args.wal_preallocate(),
+        wal_zero_fill: args.wal_zero_fill(),
         seed: args.seed.unwrap_or(42),
     };
     println!(

@@ -36,6 +36,7 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     fails_with_one_line(&["bench", "ycsb", "--segment-size", "big"], "is not a size");
     fails_with_one_line(&["bench", "ycsb", "--disjoint"], "`updates` workload only");
     fails_with_one_line(&["bench", "ycsb", "--wal-preallocate", "maybe"], "maybe");
+    fails_with_one_line(&["bench", "ycsb", "--wal-zero-fill", "2"], "2");
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("mine.txt"), "keep").unwrap();
@@ -87,7 +88,8 @@ fn tiny_runs_end_to_end_with_a_config_file() {
         &toml,
         "preset = \"f\"\nworkers = 3\nin-flight = 4\nsync-interval = 250\n\
          segment-size = \"1MiB\"\ncheckpoint-shards = 8\ncheckpoint-threads = 2\n\
-         recovery-threads = 3\nwal-archive = \"old-log\"\nwal-preallocate = false\n",
+         recovery-threads = 3\nwal-archive = \"old-log\"\nwal-preallocate = false\n\
+         wal-zero-fill = false\n",
     )
     .unwrap();
     let out = dir.path().join("ycsb");
@@ -109,6 +111,7 @@ fn tiny_runs_end_to_end_with_a_config_file() {
     assert_eq!(v["config"]["recovery_threads"], 3);
     assert_eq!(v["config"]["wal_archive"], "old-log");
     assert_eq!(v["config"]["wal_preallocate"], false);
+    assert_eq!(v["config"]["wal_zero_fill"], false);
     assert!(v["committed"].as_u64().unwrap() > 0);
     assert!(out.join("series.csv").exists());
 

@@ -168,6 +168,8 @@ pub struct Wal {
     segment_size: AtomicU64,
     /// `Options::wal_preallocate`, for every partition.
     preallocate: AtomicBool,
+    /// `Options::wal_zero_fill`, for every partition.
+    zero_fill: AtomicBool,
     /// `Options::log_sync_interval` in microseconds, for every partition.
     sync_interval_us: AtomicU64,
     /// Where recovery found each partition's end and GSN clock.
@@ -259,6 +261,7 @@ impl Wal {
             min_clock,
             segment_size: AtomicU64::new(super::partition::SEGMENT_SIZE),
             preallocate: AtomicBool::new(true),
+            zero_fill: AtomicBool::new(true),
             sync_interval_us: AtomicU64::new(super::partition::SYNC_INTERVAL.as_micros() as u64),
             recovered: RwLock::new(recovered),
             commits: AtomicU64::new(0),
@@ -303,6 +306,14 @@ impl Wal {
         self.preallocate.store(on, Ordering::Relaxed);
         for p in self.all().iter() {
             p.set_preallocate(on);
+        }
+    }
+
+    /// Zero-filled spares for every partition (`Options::wal_zero_fill`).
+    pub fn set_zero_fill(&self, on: bool) {
+        self.zero_fill.store(on, Ordering::Relaxed);
+        for p in self.all().iter() {
+            p.set_zero_fill(on);
         }
     }
 
@@ -368,6 +379,7 @@ impl Wal {
             segments,
         )?;
         p.set_preallocate(self.preallocate.load(Ordering::Relaxed));
+        p.set_zero_fill(self.zero_fill.load(Ordering::Relaxed));
         p.set_segment_size(self.segment_size.load(Ordering::Relaxed));
         p.set_sync_interval(std::time::Duration::from_micros(
             self.sync_interval_us.load(Ordering::Relaxed),

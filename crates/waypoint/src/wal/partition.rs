@@ -405,6 +405,13 @@ impl Partition {
         self.preallocate.store(on, Ordering::Relaxed);
     }
 
+    /// With preallocation on: zero-fill a spare whenever no pruned segment
+    /// is queued for reuse (the default), or let new segments grow until
+    /// one is (`Options::wal_zero_fill`). Set before `set_segment_size`.
+    pub fn set_zero_fill(&self, on: bool) {
+        self.spare.set_zero_fill(on);
+    }
+
     /// Start syncs at most every `interval` while nobody is blocked waiting
     /// for durability (zero: sync whenever there is something to sync).
     pub fn set_sync_interval(&self, interval: std::time::Duration) {
@@ -1606,17 +1613,22 @@ mod tests {
     /// are made from them, reading back like any segment although the old
     /// records stay behind the new ones. The queue lives in memory: files a
     /// crash left queued are removed when the partition opens again.
+    /// Without zero-filling, recycling works the same, and no spare is ever
+    /// zero-filled: the segments before the first prune grow.
     #[test]
     fn pruned_segments_are_recycled_and_a_reopen_removes_leftovers() {
         for direct in [false, true] {
-            pruned_segments_are_recycled(direct);
+            for zero_fill in [true, false] {
+                pruned_segments_are_recycled(direct, zero_fill);
+            }
         }
     }
 
-    fn pruned_segments_are_recycled(direct: bool) {
+    fn pruned_segments_are_recycled(direct: bool, zero_fill: bool) {
         let (sim, log_dir) = sim_log_direct(13, direct);
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 5, 0, 0, Vec::new()).unwrap();
         let size = 64 << 10;
+        p.set_zero_fill(zero_fill);
         p.set_segment_size(size);
         let dir = partition_dir(log_dir, 5);
         let recycled = || -> Vec<PathBuf> {
@@ -1637,6 +1649,11 @@ mod tests {
         };
         write(40);
         assert!(segment::list_segments(&sim, &dir).unwrap().len() >= 5);
+        let spare = dir.join(super::super::spare::SPARE_NAME);
+        if !zero_fill {
+            assert_eq!(p.stats().segments_zero_filled, 0);
+            assert!(!p.spare.was_started() && !sim.exists(&spare));
+        }
         p.prune_below(u64::MAX).unwrap();
         let queued = recycled();
         assert_eq!(queued.len(), 2, "two kept, the rest deleted");
@@ -1652,6 +1669,7 @@ mod tests {
         let gsns = read_log(&sim, &dir);
         assert_eq!(gsns.last(), Some(&52));
         assert!(gsns.windows(2).all(|w| w[1] == w[0] + 1), "{gsns:?}");
+        assert_eq!(!zero_fill, !p.spare.was_started() && !sim.exists(&spare));
         // Queue two more and crash: the files stay, the queue is gone.
         write(12);
         p.prune_below(u64::MAX).unwrap();

@@ -13,7 +13,15 @@
 //! blocks it flushes only the data. On this project's VM (ext4) a 40 KiB
 //! append-and-sync took 307 µs p50, the same write into a zero-filled file
 //! 140 µs (docs/BENCHMARKS.md, "Segment preallocation"). Every commit
-//! waits for such a sync.
+//! waits for such a sync. That depends on the file system: ext4 with a
+//! journal commits it for every growing sync (on a loop-mounted one, 1.2–1.5
+//! ms against 0.5–0.7 ms into zero-filled blocks), ext4 without one (this
+//! project's VM since) writes the inode either way, and there the zeros
+//! only cost: they double the log's bytes until pruning starts, and their
+//! syncs queue ahead of the log's (commit p99 24 ms against 14 ms growing;
+//! docs/BENCHMARKS.md, "Session 17"). So zero-filling can be switched off
+//! (`Options::wal_zero_fill`) and recycling kept: new segments then grow
+//! until pruned ones are queued.
 //!
 //! Invariants:
 //! - A spare (zero-filled or recycled) is never a segment. Its name does
@@ -46,7 +54,7 @@ use crate::error::Result;
 use crate::io::{OpenMode, Storage, StorageFile};
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bytes preallocated between two syncs. Each sync costs the vCPUs that
@@ -119,6 +127,10 @@ pub struct Spare {
     /// Segments started from a recycled file, and from a zero-filled spare.
     took_recycled: AtomicU64,
     took_zeroed: AtomicU64,
+    /// Zero-fill a spare while no recycled segment is queued
+    /// (`Options::wal_zero_fill`); off, only recycled segments are handed
+    /// out and the thread never starts.
+    zero_fill: AtomicBool,
 }
 
 impl Spare {
@@ -136,6 +148,7 @@ impl Spare {
             thread: Mutex::new(None),
             took_recycled: AtomicU64::new(0),
             took_zeroed: AtomicU64::new(0),
+            zero_fill: AtomicBool::new(true),
         })
     }
 
@@ -161,10 +174,19 @@ impl Spare {
         }
     }
 
+    /// Zero-fill spares (the default) or hand out only recycled segments.
+    /// Set before the first [`Spare::want`].
+    pub fn set_zero_fill(&self, on: bool) {
+        self.zero_fill.store(on, Ordering::Relaxed);
+    }
+
     /// Prepare a spare of `bytes` bytes (if none is ready or being made).
     pub fn want(self: &Arc<Self>, bytes: u64) {
-        self.ensure_thread();
         self.bytes.store(bytes, Ordering::Relaxed);
+        if !self.zero_fill.load(Ordering::Relaxed) {
+            return;
+        }
+        self.ensure_thread();
         let mut s = self.state.lock();
         if !s.ready {
             s.wanted = true;
@@ -177,8 +199,11 @@ impl Spare {
     /// of `next_bytes` prepared if the zero-filled one was taken. `false`
     /// while none is ready: the caller creates the segment itself.
     pub fn take(self: &Arc<Self>, to: &Path, next_bytes: u64) -> Result<bool> {
-        self.ensure_thread();
         self.bytes.store(next_bytes, Ordering::Relaxed);
+        let zero_fill = self.zero_fill.load(Ordering::Relaxed);
+        if zero_fill {
+            self.ensure_thread();
+        }
         let mut s = self.state.lock();
         if let Some(from) = s.recycled.pop_front() {
             self.storage.rename(&from, to)?;
@@ -192,8 +217,10 @@ impl Spare {
             self.storage.rename(&self.path, to)?;
             self.took_zeroed.fetch_add(1, Ordering::Relaxed);
         }
-        s.wanted = true;
-        self.wake.notify_one();
+        if zero_fill {
+            s.wanted = true;
+            self.wake.notify_one();
+        }
         Ok(ready)
     }
 
