@@ -136,7 +136,7 @@ pub struct Options {
     /// (until pruning starts: the first `wal_limit_bytes` of log after an
     /// open), zero-fill the next segment ahead of the log (on) or let new
     /// segments grow as they fill (off). Leave it on where growing a file
-    /// costs a journal commit per sync (ext4 with a journal, XFS): there a
+    /// costs a journal commit per sync (ext4 with a journal): there a
     /// sync into zero-filled blocks took half the time. Turn it off where
     /// it does not (ext4 without a journal, as on this project's VM): the
     /// zeros then only double the log's bytes and queue their syncs ahead

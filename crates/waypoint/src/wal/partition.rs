@@ -1682,6 +1682,26 @@ mod tests {
         drop(p);
     }
 
+    /// With zero-filling off no thread would ever replace a spare a crash
+    /// left behind, so the first `want` (here from `set_segment_size`)
+    /// removes it.
+    #[test]
+    fn without_zero_fill_a_spare_a_crash_left_is_removed() {
+        let (sim, log_dir) = sim_log_direct(17, false);
+        let spare = partition_dir(log_dir, 4).join(super::super::spare::SPARE_NAME);
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 4, 0, 0, Vec::new()).unwrap();
+        p.set_segment_size(64 << 10);
+        wait_for_spare(&p);
+        drop(p);
+        sim.crash(CrashPolicy::KeepAll);
+        assert!(sim.exists(&spare), "the crash left the spare");
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 4, 0, 0, Vec::new()).unwrap();
+        p.set_zero_fill(false);
+        p.set_segment_size(64 << 10);
+        assert!(!sim.exists(&spare));
+        assert!(!p.spare.was_started());
+    }
+
     /// Segment preallocation: once the spare is ready, the next segment is
     /// that zero-filled file renamed (its file is longer than its records),
     /// its records read back like any segment's (zeros after them are a

@@ -15,10 +15,11 @@
 //! 140 µs (docs/BENCHMARKS.md, "Segment preallocation"). Every commit
 //! waits for such a sync. That depends on the file system: ext4 with a
 //! journal commits it for every growing sync (on a loop-mounted one, 1.2–1.5
-//! ms against 0.5–0.7 ms into zero-filled blocks), ext4 without one (this
-//! project's VM since) writes the inode either way, and there the zeros
-//! only cost: they double the log's bytes until pruning starts, and their
-//! syncs queue ahead of the log's (commit p99 24 ms against 14 ms growing;
+//! ms against 0.5–0.7 ms into zero-filled blocks); ext4 without one (the
+//! project's VM as measured in session 17) writes the inode on either
+//! sync (331 against 336 µs p50), and there the zeros only cost: they
+//! double the log's bytes until pruning starts, and their syncs queue
+//! ahead of the log's (commit p99 24 ms against 14 ms growing;
 //! docs/BENCHMARKS.md, "Session 17"). So zero-filling can be switched off
 //! (`Options::wal_zero_fill`) and recycling kept: new segments then grow
 //! until pruned ones are queued.
@@ -27,7 +28,8 @@
 //! - A spare (zero-filled or recycled) is never a segment. Its name does
 //!   not parse as one, so
 //!   recovery, pruning and inspection leave it alone (a crash may leave one
-//!   behind; the next preallocation replaces it, a clean close removes it).
+//!   behind; the next preallocation replaces it, or with zero-filling
+//!   off the first [`Spare::want`] removes it; a clean close removes it).
 //! - [`Spare::take`] hands a file out only after its zeros (or, recycled,
 //!   its zeroed header: its other blocks were written in its previous life)
 //!   were synced, so the segment's own syncs overwrite written blocks.
@@ -136,7 +138,7 @@ pub struct Spare {
 impl Spare {
     /// The spare of the partition in `dir`, prepared by thread
     /// `waypoint-spare-{id}`, which starts at the first [`Spare::want`] or
-    /// [`Spare::take`] (never, when preallocation is off).
+    /// [`Spare::take`] (never, when preallocation or zero-filling is off).
     pub fn new(storage: Arc<dyn Storage>, dir: &Path, id: u32) -> Arc<Self> {
         Arc::new(Spare {
             storage,
@@ -175,7 +177,9 @@ impl Spare {
     }
 
     /// Zero-fill spares (the default) or hand out only recycled segments.
-    /// Set before the first [`Spare::want`].
+    /// Meant to be set before the first [`Spare::want`]; switched off
+    /// later, a running thread finishes the spare it is making, which is
+    /// still handed out, and then sleeps until shutdown.
     pub fn set_zero_fill(&self, on: bool) {
         self.zero_fill.store(on, Ordering::Relaxed);
     }
@@ -184,6 +188,14 @@ impl Spare {
     pub fn want(self: &Arc<Self>, bytes: u64) {
         self.bytes.store(bytes, Ordering::Relaxed);
         if !self.zero_fill.load(Ordering::Relaxed) {
+            // No thread will replace a spare a crash left behind: remove
+            // it (only while no thread ever ran, which could be making one).
+            if self.thread.lock().is_none() && self.storage.exists(&self.path) {
+                if let Err(e) = self.storage.remove(&self.path) {
+                    tracing::warn!(path = %self.path.display(), error = %e,
+                        "cannot remove a spare log segment a crash left behind");
+                }
+            }
             return;
         }
         self.ensure_thread();
