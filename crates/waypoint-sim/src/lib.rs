@@ -68,6 +68,7 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         // spares, and a 16 MiB spare per partition would make the
         // simulated disk (plain vectors) slow and large.
         wal_segment_bytes: SEGMENT_BYTES,
+        wal_zero_fill: plan.zero_fill,
         ..Options::default()
     }
 }

@@ -109,6 +109,9 @@ pub struct Plan {
     /// the log writes whole aligned blocks and rewrites its partial last
     /// block. Drawn after the sync interval, for the same reason.
     pub direct_log: bool,
+    /// `Options::wal_zero_fill`: off in one seed in four (new segments grow
+    /// until pruned ones are recycled). Drawn last, for the same reason.
+    pub zero_fill: bool,
 }
 
 pub const PAGE_SIZE: usize = 4096;
@@ -211,6 +214,7 @@ impl Plan {
         let workload = options.workload.unwrap_or(drawn);
         let sync_interval_us = [0, 500, 2000][rng.gen_range(0..3)];
         let direct_log = rng.gen_bool(0.5);
+        let zero_fill = !rng.gen_ratio(1, 4);
         if workload == Workload::Tpcc {
             freeze.after *= TPCC_FAULT_SCALE;
             if let Some(f) = &mut early_fault {
@@ -236,6 +240,7 @@ impl Plan {
             recovery_crash,
             sync_interval_us,
             direct_log,
+            zero_fill,
         }
     }
 
@@ -278,6 +283,9 @@ impl Plan {
         let _ = write!(s, "; sync interval {} µs", self.sync_interval_us);
         if self.direct_log {
             s.push_str("; direct log");
+        }
+        if !self.zero_fill {
+            s.push_str("; no zero-fill");
         }
         s
     }
