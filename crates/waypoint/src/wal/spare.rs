@@ -13,13 +13,13 @@
 //! blocks it flushes only the data. On this project's VM (ext4) a 40 KiB
 //! append-and-sync took 307 µs p50, the same write into a zero-filled file
 //! 140 µs (docs/BENCHMARKS.md, "Segment preallocation"). Every commit
-//! waits for such a sync. That depends on the file system: ext4 with a
-//! journal commits it for every growing sync (on a loop-mounted one, 1.2–1.5
-//! ms against 0.5–0.7 ms into zero-filled blocks); ext4 without one (the
-//! project's VM as measured in session 17) writes the inode on either
-//! sync (331 against 336 µs p50), and there the zeros only cost: they
-//! double the log's bytes until pruning starts, and their syncs queue
-//! ahead of the log's (commit p99 24 ms against 14 ms growing;
+//! waits for such a sync. That depends on the file system
+//! (`scripts/prealloc-probe.py`): ext4 with a journal commits it for every
+//! growing sync (on a loop-mounted one, 0.9–1.5 ms against 0.3–0.7 ms into
+//! zero-filled blocks); ext4 without one (the project's VM as measured in
+//! session 17) writes the inode on either sync (p50 within 15%), and there
+//! the zeros cost more than they save: they double the log's bytes until
+//! pruning starts, and their syncs queue ahead of the log's (commit p99 24 ms against 14 ms growing;
 //! docs/BENCHMARKS.md, "Session 17"). So zero-filling can be switched off
 //! (`Options::wal_zero_fill`) and recycling kept: new segments then grow
 //! until pruned ones are queued.
