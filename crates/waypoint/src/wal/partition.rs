@@ -1458,10 +1458,7 @@ mod tests {
             stats.syncs > stats.committer_syncs,
             "the writer synced too: {stats:?}"
         );
-        assert_eq!(
-            read_log(&sim, &partition_dir(Path::new("/db/wal"), 0)),
-            (1..=RECORDS).collect::<Vec<_>>()
-        );
+        assert_eq!(read_log(&sim, &p.dir), (1..=RECORDS).collect::<Vec<_>>());
     }
 
     /// `Wal::checkpoint_gsn` takes the smallest clock minus one as the GSN
