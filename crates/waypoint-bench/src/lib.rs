@@ -5,7 +5,7 @@
 //! - [`driver`]: N workers with pipelined commits, warm-up, per-second
 //!   [`metrics`], the [`summary`] and its files, and the PNG [`plots`];
 //!   runs any [`workload`].
-//! - Workloads: [`tpcc`] (TPC-C, with consistency conditions 1–4),
+//! - Workloads: [`tpcc`] (TPC-C, with consistency conditions 1–10 and 12),
 //!   [`tpcb`] (with its balance invariant), [`ycsb`] (A–F) and [`voter`]
 //!   (seed 001's phone-in election with a vote limit per phone).
 //!   [`registry`] rebuilds a workload from what a database was loaded with

@@ -29,12 +29,12 @@ pub struct BenchArgs {
     /// [default: 10].
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Whole seconds of warm-up, excluded from the summary (tpcc, tpcb, ycsb)
+    /// Whole seconds of warm-up, excluded from the summary (tpcc, tpcb, ycsb, voter)
     /// [default: 2].
     #[arg(long)]
     pub warmup: Option<u64>,
     /// Stop after this many transactions committed after the warm-up
-    /// (tpcc, tpcb, ycsb; --duration still bounds the run).
+    /// (tpcc, tpcb, ycsb, voter; --duration still bounds the run).
     #[arg(long)]
     pub txns: Option<u64>,
     /// Records: YCSB rows, TPC-B accounts, Voter phone numbers,
@@ -62,7 +62,8 @@ pub struct BenchArgs {
     pub page_size: Option<String>,
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Directory for summary.json (and series.csv for tpcb/ycsb).
+    /// Directory for summary.json (and series.csv and the plots for tpcc,
+    /// tpcb, ycsb and voter).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// per-worker (a log partition per session, seed 000) or none.
@@ -83,7 +84,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub sync_interval: Option<u64>,
     /// Log segment size: a segment file is closed beyond it [default: 16MiB;
-    /// with checkpoints at most 1/32 of the WAL limit].
+    /// with checkpoints at most 1/32 of the WAL limit, 64 KiB at least].
     #[arg(long)]
     pub segment_size: Option<String>,
     /// Segment preallocation: keep each partition's next log segment

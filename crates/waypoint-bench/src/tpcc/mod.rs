@@ -1,6 +1,6 @@
 //! TPC-C (spec revision 5.11): the nine tables, the initial population
 //! scaled by the number of warehouses ([`load`]), the five transactions in
-//! the standard mix ([`txns`]), and consistency conditions 1–4
+//! the standard mix ([`txns`]), and consistency conditions 1–10 and 12
 //! ([`verify`](mod@verify)).
 //!
 //! - [`schema`]: keys (big-endian, so a district's orders are contiguous

@@ -1,5 +1,6 @@
 //! The real storage: positional `pread`/`pwrite`, `fdatasync`, directory
-//! `fsync`, and optional `O_DIRECT` for data files.
+//! `fsync`, and optional `O_DIRECT` for the data file and for log segments
+//! and their spares (buffered where the file system refuses it).
 
 use super::{OpenMode, Storage, StorageFile};
 use crate::error::{Error, IoOp, Result};

@@ -5,8 +5,8 @@
 //! - [`record`]: the record format and the segment scan (torn tail vs.
 //!   corruption).
 //! - [`segment`]: segment file names and the segment header (format version).
-//! - [`spare`]: segment preallocation (a zero-filled spare file per
-//!   partition, renamed into the next segment).
+//! - [`spare`]: segment preallocation (recycled pruned segments, else a
+//!   zero-filled spare file per partition, renamed into the next segment).
 //! - [`blocks`]: a segment written in whole aligned blocks (`O_DIRECT`).
 //! - [`partition`]: one partition: stage-1 chunk ring, stage-2 segment
 //!   files, its writer thread, pruning.
