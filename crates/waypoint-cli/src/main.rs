@@ -13,6 +13,13 @@ mod simulate;
 mod tools;
 
 use anyhow::{bail, Context, Result};
+
+/// The engine allocates per transaction (write-set keys and values, rows
+/// returned by reads and scans); glibc's malloc took 13% of a TPC-C
+/// worker's CPU (BENCHMARKS.md, "Session 18"). The library leaves the
+/// choice to its embedder; this binary picks mimalloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use args::BenchArgs;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
