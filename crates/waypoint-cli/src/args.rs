@@ -84,7 +84,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub sync_interval: Option<u64>,
     /// Log segment size: a segment file is closed beyond it [default: 16MiB;
-    /// with checkpoints at most 1/32 of the WAL limit, 64 KiB at least].
+    /// with checkpoints at most the larger of 1/32 of the WAL limit and 64 KiB].
     #[arg(long)]
     pub segment_size: Option<String>,
     /// Segment preallocation: keep each partition's next log segment
@@ -104,8 +104,8 @@ pub struct BenchArgs {
     /// Checkpoint increments that may run at once [default: 1].
     #[arg(long)]
     pub checkpoint_threads: Option<usize>,
-    /// Threads per recovery phase when the database needs recovery
-    /// [default: 2].
+    /// Threads for redo and undo when the database needs recovery
+    /// (analysis runs a thread per log partition) [default: 2].
     #[arg(long)]
     pub recovery_threads: Option<usize>,
     /// Move pruned log segments to this directory (relative paths are below

@@ -13,16 +13,17 @@ mod simulate;
 mod tools;
 
 use anyhow::{bail, Context, Result};
-
-/// The engine allocates per transaction (write-set keys and values, rows
-/// returned by reads and scans); glibc's malloc took 13% of a TPC-C
-/// worker's CPU (BENCHMARKS.md, "Session 18"). The library leaves the
-/// choice to its embedder; this binary picks mimalloc.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use args::BenchArgs;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+
+/// The engine allocates per transaction (write-set keys and values, rows
+/// returned by reads and scans); glibc's allocator took 13% of the CPU
+/// samples of 2-worker TPC-C with `--logging none` (BENCHMARKS.md,
+/// "Session 18"). The library leaves the choice to its embedder; this
+/// binary picks mimalloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -51,7 +52,8 @@ enum Command {
         /// than that it must write pages out while redoing.
         #[arg(long, default_value = "1GiB")]
         buffer: String,
-        /// Threads per recovery phase.
+        /// Threads for redo and undo (analysis runs a thread per log
+        /// partition).
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },

@@ -98,8 +98,8 @@ pub struct Options {
     /// Threads for redo and undo (analysis runs a thread per log partition).
     pub recovery_threads: usize,
     /// A log segment file is closed and a new one started beyond this size
-    /// (with checkpoints on, at most 1/32 of `wal_limit_bytes` but no less
-    /// than 64 KiB, so pruning whole segments can follow the limit).
+    /// (with checkpoints on, at most the larger of 1/32 of `wal_limit_bytes`
+    /// and 64 KiB, so pruning whole segments can follow the limit).
     pub wal_segment_bytes: u64,
     /// How dirty pages are written and the log pruned while running.
     pub checkpoint: CheckpointMode,
@@ -508,8 +508,8 @@ impl Database {
 
     /// Segment size: pruning removes whole segments and each partition
     /// keeps its newest, so with checkpoints on a segment is at most 1/32 of
-    /// the WAL limit, with a 64 KiB floor (the log on disk then stays within a
-    /// few percent of larger limits).
+    /// the WAL limit, a cap that never drops below 64 KiB (the log on disk
+    /// then stays within a few percent of larger limits).
     fn segment_bytes(options: &Options) -> u64 {
         match options.checkpoint {
             CheckpointMode::None => options.wal_segment_bytes,

@@ -387,7 +387,7 @@ impl Recovery {
         self.logs.iter().map(|l| l.recovered.clone()).collect()
     }
 
-    /// Analysis and redo. `threads` bounds the parallelism of each phase.
+    /// Analysis (a thread per partition) and redo (on `threads` threads).
     /// Records with a GSN at or below `floor` (the superblock's log floor)
     /// are ignored.
     pub fn analyze_and_redo(
