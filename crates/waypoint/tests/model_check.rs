@@ -13,6 +13,8 @@
 //!   no flush request is lost, waited for or not.
 //! - [`writeback`]: a reduced model of a frame's writeback state
 //!   (`buffer/pool.rs`: stage, write_batch, eviction, checkpoint_shard).
+//! - [`scan`]: commit-time validation of scans and point reads against a
+//!   writer that installs and releases meanwhile (`txn::validate`).
 //!
 //! Shuttle explores interleavings at its own scheduling points (every
 //! atomic access, lock, condvar wait, yield) and treats every atomic as
@@ -1563,6 +1565,28 @@ fn writeback_model_catches_a_checkpoint_reading_writeback_before_dirty() {
 /// Not a check: how many schedules PCT ("p") and the random scheduler
 /// ("r") need to find each broken variant, per seed ("-": not within
 /// 20,000). Run with `-- --ignored --nocapture` after changing a model.
+/// Scan validation against an installing writer (`model_check/scan.rs`).
+#[path = "model_check/scan.rs"]
+mod scan;
+
+#[test]
+fn scan_validation_catches_every_half_installed_writer() {
+    check(|| scan::model(scan::Order::StripesThenRescan));
+    check(|| scan::model(scan::Order::PerKeyStripeThenTid));
+}
+
+#[test]
+#[should_panic(expected = "half a transfer")]
+fn scan_model_catches_the_rescan_before_the_stripes() {
+    find_bug(|| scan::model(scan::Order::RescanThenStripes));
+}
+
+#[test]
+#[should_panic(expected = "half a transfer")]
+fn scan_model_catches_a_point_read_checking_its_tid_before_its_stripe() {
+    find_bug(|| scan::model(scan::Order::PerKeyTidThenStripe));
+}
+
 #[test]
 #[ignore]
 fn explore_budgets() {

@@ -20,6 +20,7 @@
 
 pub mod epoch;
 pub(crate) mod locks;
+mod validate;
 
 use crate::btree::{BTree, PageLog};
 use crate::buffer::FrameHint;
@@ -931,80 +932,6 @@ impl Transaction<'_> {
         tids.sort_unstable();
         tids.dedup();
         tids.into_iter()
-    }
-
-    /// Step 4: every read still observes what it observed. Returns the
-    /// largest TID read.
-    ///
-    /// `locked` holds the records of the write set, sorted by (table, key),
-    /// with the TID each had when its lock was taken: a read of one of them
-    /// is checked against that TID, since no one else can have changed it.
-    fn validate(&self, db: &DbShared, me: u64, locked: &[LockedRecord<'_>]) -> Result<u64> {
-        let own = ABSENT_BIT | me;
-        let lock_owner = self.session.lock_owner();
-        let mut max_seen = 0;
-        for r in &self.reads {
-            r.table.check_live()?;
-            let held = locked
-                .binary_search_by(|(k, _)| k.cmp(&(r.table.id, r.key.as_slice())))
-                .ok();
-            let changed = match held {
-                Some(i) => locked[i].1 != r.observed,
-                None => {
-                    let now = r
-                        .table
-                        .tree
-                        .get(&db.pool, &r.key)?
-                        .map(|(t, _)| t)
-                        .filter(|t| *t != own);
-                    now != r.observed
-                        || db
-                            .locks
-                            .locked_by_other(LockTable::stripe(r.table.id, &r.key), lock_owner)
-                }
-            };
-            if changed {
-                return Err(Error::Conflict);
-            }
-            if let Some(t) = r.observed.filter(|t| t & ABSENT_BIT == 0) {
-                max_seen = max_seen.max(t);
-            }
-        }
-        for s in &self.scans {
-            let now = scan_tree(
-                db,
-                &s.tree,
-                as_ref_bound(&s.lower),
-                as_ref_bound(&s.upper),
-                s.reverse,
-                s.fetch,
-                Some(own),
-                |_, _| {},
-            )?;
-            if now != s.observed {
-                return Err(Error::Conflict);
-            }
-            for (k, tid) in &s.observed {
-                let primary: &[u8] = if s.is_index {
-                    match catalog::split_index_key(k) {
-                        Some((_, p)) => p,
-                        None => return Err(Error::Conflict),
-                    }
-                } else {
-                    k
-                };
-                if db
-                    .locks
-                    .locked_by_other(LockTable::stripe(s.lock_table, primary), lock_owner)
-                {
-                    return Err(Error::Conflict);
-                }
-                if tid & ABSENT_BIT == 0 {
-                    max_seen = max_seen.max(*tid);
-                }
-            }
-        }
-        Ok(max_seen)
     }
 
     /// Undo placeholders and partial installs, newest first. If undo itself
