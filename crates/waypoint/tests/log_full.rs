@@ -589,3 +589,62 @@ fn eio_and_failed_syncs_on_the_log_still_poison() {
         reopen_and_check(&sim, 64, &acked);
     }
 }
+
+/// A small disk works with the default options: the WAL limit (1 GiB by
+/// default) is lowered to a quarter of the free space at open and spares
+/// are zero-filled only where eight of them fit. With the defaults as they
+/// were, a 48 MiB disk filled with zero-filled 16 MiB spares and a log that
+/// no checkpoint pruned before it reached 1 GiB.
+#[test]
+fn a_small_disk_works_with_the_default_options() {
+    const DISK: u64 = 48 << 20;
+    let sim = SimStorage::new(48);
+    sim.set_space_limit(Some(DISK));
+    let db = Database::open(
+        "/db",
+        Options {
+            storage: Some(Arc::new(sim.clone())),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut s = db.session();
+    // 4 MiB of rows, then rewritten ten times: about 45 MiB of log, on a
+    // disk that holds the data and a quarter of that log at once.
+    const ROWS: u32 = 4_000;
+    let mut acked = BTreeMap::new();
+    for round in 0..11u8 {
+        for chunk in 0..ROWS / 50 {
+            let mut tx = s.begin().unwrap();
+            for i in chunk * 50..chunk * 50 + 50 {
+                let v = vec![round ^ i as u8; 1000];
+                tx.upsert(&t, &key(i), &v).unwrap();
+                acked.insert(key(i), v);
+            }
+            tx.commit()
+                .unwrap_or_else(|e| panic!("round {round}: commit on the small disk: {e}"));
+        }
+    }
+    let limit = db.stats().checkpoint.wal_limit_bytes;
+    assert!(
+        (4 << 20..=DISK / 4).contains(&limit),
+        "WAL limit {limit} on a {DISK}-byte disk"
+    );
+    drop(s);
+    db.close().unwrap();
+    let db = Database::open(
+        "/db",
+        Options {
+            storage: Some(Arc::new(sim.clone())),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let t = db.table("t").unwrap();
+    let mut s = db.session();
+    let mut tx = s.begin().unwrap();
+    for (k, v) in &acked {
+        assert_eq!(tx.get(&t, k).unwrap().as_ref(), Some(v));
+    }
+}

@@ -85,6 +85,24 @@ pub struct CheckpointConfig {
     pub threads: usize,
 }
 
+/// The smallest WAL limit a small disk lowers the configured one to.
+pub const MIN_DISK_WAL_LIMIT: u64 = 4 << 20;
+
+/// The WAL limit a database runs with: the configured one, lowered where
+/// the disk is small to a quarter of the space free when the database
+/// opens (never below [`MIN_DISK_WAL_LIMIT`], never above the configured
+/// limit). The log on disk stays near the limit plus two increments with
+/// continuous checkpoints and reaches up to twice it with full ones; the
+/// rest of the disk is for the data file's growth, the double-write file
+/// and segment preallocation. With the 1 GiB default a 48 MiB disk filled
+/// with log before the first checkpoint could free any.
+pub fn limit_for_disk(configured: u64, available: Option<u64>) -> u64 {
+    match available {
+        Some(free) => configured.min((free / 4).max(MIN_DISK_WAL_LIMIT)),
+        None => configured,
+    }
+}
+
 /// Checkpointer counters, readable at any time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CheckpointStats {
@@ -98,6 +116,9 @@ pub struct CheckpointStats {
     pub pruned_bytes: u64,
     /// Log bytes in segment files at the last look.
     pub wal_disk_bytes: u64,
+    /// The WAL limit in force: `Options::wal_limit_bytes`, or less on a
+    /// small disk ([`limit_for_disk`]).
+    pub wal_limit_bytes: u64,
 }
 
 struct State {
@@ -152,6 +173,7 @@ impl Checkpointer {
             table: Mutex::new(vec![floor; config.shards]),
             stats: Mutex::new(CheckpointStats {
                 log_floor: floor,
+                wal_limit_bytes: config.wal_limit,
                 ..Default::default()
             }),
             stop: AtomicBool::new(false),

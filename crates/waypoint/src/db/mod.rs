@@ -31,7 +31,9 @@ use crate::buffer::double_write;
 use crate::buffer::page::{self, DEFAULT_PAGE_SIZE};
 use crate::buffer::{BufferPool, PoolConfig, PoolStats};
 use crate::catalog::{self, Catalog, Index, KeyExtractor, Table, CATALOG_ROOT};
-use crate::checkpoint::{meta, CheckpointConfig, CheckpointMode, CheckpointStats, Checkpointer};
+use crate::checkpoint::{
+    self, meta, CheckpointConfig, CheckpointMode, CheckpointStats, Checkpointer,
+};
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage, StorageFile};
 use crate::txn::epoch::EpochClock;
@@ -430,6 +432,12 @@ impl Database {
         let floor = superblock
             .log_floor
             .max(meta::read(storage.as_ref(), &dir)?);
+        let wal_limit =
+            checkpoint::limit_for_disk(options.wal_limit_bytes, storage.available_space(&dir));
+        if options.logging == Logging::PerWorker && wal_limit < options.wal_limit_bytes {
+            tracing::warn!(dir = %dir.display(), configured = options.wal_limit_bytes, lowered_to = wal_limit,
+                "the disk is small for the WAL limit: the log is kept near a quarter of the free space (Options::wal_limit_bytes)");
+        }
         let opened = Self::recover_and_load(
             &storage,
             &dir,
@@ -439,6 +447,7 @@ impl Database {
             floor,
             fresh,
             &options,
+            wal_limit,
             repaired,
         );
         let (catalog, wal, recovery) = match opened {
@@ -457,7 +466,7 @@ impl Database {
                     dir.clone(),
                     CheckpointConfig {
                         mode: options.checkpoint,
-                        wal_limit: options.wal_limit_bytes,
+                        wal_limit,
                         shards: options.checkpoint_shards,
                         threads: options.checkpoint_threads,
                     },
@@ -510,12 +519,12 @@ impl Database {
     /// keeps its newest, so with checkpoints on a segment is at most 1/32 of
     /// the WAL limit, a cap that never drops below 64 KiB (the log on disk
     /// then stays within a few percent of larger limits).
-    fn segment_bytes(options: &Options) -> u64 {
+    fn segment_bytes(options: &Options, wal_limit: u64) -> u64 {
         match options.checkpoint {
             CheckpointMode::None => options.wal_segment_bytes,
             _ => options
                 .wal_segment_bytes
-                .min((options.wal_limit_bytes / 32).max(64 << 10)),
+                .min((wal_limit / 32).max(64 << 10)),
         }
     }
 
@@ -531,6 +540,7 @@ impl Database {
         floor: u64,
         fresh: bool,
         options: &Options,
+        wal_limit: u64,
         repaired: usize,
     ) -> Result<(Catalog, Option<Arc<Wal>>, Option<RecoveryReport>)> {
         if fresh {
@@ -574,7 +584,7 @@ impl Database {
             )?;
             w.set_preallocate(options.wal_preallocate);
             w.set_zero_fill(options.wal_zero_fill);
-            w.set_segment_size(Self::segment_bytes(options));
+            w.set_segment_size(Self::segment_bytes(options, wal_limit));
             w.set_sync_interval(options.log_sync_interval);
             if let Some(archive) = &options.wal_archive_dir {
                 w.set_archive_dir(dir.join(archive));

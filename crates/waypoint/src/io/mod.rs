@@ -65,6 +65,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
     fn sync_dir(&self, path: &Path) -> Result<()>;
     /// The entries directly below `path` (files and directories), sorted.
     fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>>;
+    /// Bytes still free for this process on the file system that holds
+    /// `path`, or `None` where that cannot be told. The log sizes its
+    /// limit and its preallocation to it, so that a small disk works with
+    /// the default options.
+    fn available_space(&self, _path: &Path) -> Option<u64> {
+        None
+    }
 }
 
 /// One open file. All methods take `&self`: positional I/O needs no cursor,

@@ -785,6 +785,15 @@ impl Storage for SimStorage {
         Ok(())
     }
 
+    /// Only a disk with a space limit has a size. Not an operation: it
+    /// neither counts toward injected faults nor fails after a crash.
+    fn available_space(&self, _path: &Path) -> Option<u64> {
+        let inner = self.inner.lock();
+        inner
+            .space_limit
+            .map(|limit| limit.saturating_sub(inner.used_space()))
+    }
+
     fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>> {
         let mut inner = self.lock_live(IoOp::ListDir, path)?;
         inner.begin_op(IoOp::ListDir, &[path], None)?;

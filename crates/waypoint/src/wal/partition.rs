@@ -1995,13 +1995,19 @@ mod tests {
         p.wait_durable(second).unwrap();
     }
 
-    /// A preallocation that fails (here: the disk is full) only stops
+    /// A preallocation that fails (here: ENOSPC on the spare) only stops
     /// preallocating: segments are created empty and grow, the log goes
     /// on until it needs space itself, and no spare is left behind.
     #[test]
     fn a_failed_preallocation_falls_back_to_growing_segments() {
         let (sim, log_dir) = sim_log(7);
-        sim.set_space_limit(Some(16 << 10));
+        // Room for eight spares of 64 KiB (so one is attempted) and a few
+        // thousand records.
+        sim.set_space_limit(Some(540 << 10));
+        sim.inject(
+            crate::io::Fault::at(sim.op_count(), crate::io::FaultKind::Enospc)
+                .on_path(super::super::spare::SPARE_NAME),
+        );
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
         p.set_segment_size(64 << 10);
         let dir = partition_dir(log_dir, 1);
@@ -2021,14 +2027,36 @@ mod tests {
             if let Err(e) = p.wait_durable(end) {
                 break e;
             }
-            assert!(gsn < 1000, "the disk never filled up");
+            assert!(gsn < 20_000, "the disk never filled up");
         };
         assert!(e.is_log_full(), "{e:?}");
-        assert!(gsn > 50, "the log used the space the spare could not");
+        assert!(gsn > 1000, "the log used the space the spare could not");
         assert_eq!(
             read_log(&sim, &dir)[..gsn as usize - 1],
             (1..gsn).collect::<Vec<_>>()[..]
         );
+    }
+
+    /// On a disk with room for fewer than eight spares none is
+    /// zero-filled: every byte of it stays for the log, which grows its
+    /// segments as they fill.
+    #[test]
+    fn a_small_disk_gets_no_zero_filled_spare() {
+        let (sim, log_dir) = sim_log(8);
+        sim.set_space_limit(Some(256 << 10));
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
+        p.set_segment_size(64 << 10);
+        let dir = partition_dir(log_dir, 1);
+        let spare = dir.join(super::super::spare::SPARE_NAME);
+        let mut gsn = 0;
+        while gsn < 1500 {
+            gsn += 1;
+            let end = p.append(&rec(gsn, &[5; 100]), gsn).unwrap();
+            p.wait_durable(end).unwrap();
+            assert!(!sim.exists(&spare), "a spare on a disk too small for eight");
+        }
+        assert!(p.spare.was_started() && !p.spare.has_stopped());
+        assert_eq!(p.spare.taken(), (0, 0));
     }
 
     #[test]
