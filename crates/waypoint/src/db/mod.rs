@@ -628,7 +628,7 @@ impl Database {
         system.on_begin();
         match change(&self.inner.shared.pool, system.page_log(), &mut catalog) {
             Ok(v) => {
-                system.on_commit(0, &mut std::iter::empty())?;
+                system.on_commit(&crate::persist::CommitView::without_writes(0, &[]))?;
                 system.wait_durable()?;
                 Ok(v)
             }

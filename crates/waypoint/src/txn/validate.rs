@@ -28,7 +28,7 @@
 
 use super::epoch::ABSENT_BIT;
 use super::locks::LockTable;
-use super::{as_ref_bound, scan_tree, LockedRecord, Transaction};
+use super::transaction::{as_ref_bound, scan_tree, LockedRecord, Transaction};
 use crate::catalog;
 use crate::db::DbShared;
 use crate::error::{Error, Result};

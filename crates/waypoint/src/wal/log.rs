@@ -34,8 +34,8 @@ use crate::buffer::page;
 use crate::buffer::{ExclusiveGuard, FlushGate};
 use crate::error::Result;
 use crate::io::Storage;
+use crate::persist::{CommitView, SessionLog};
 use crate::txn::epoch::{epoch_of, SLOT_BITS};
-use crate::txn::SessionLog;
 use parking_lot::RwLock;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -730,7 +730,7 @@ pub struct CommitTicket {
     sync_own: bool,
 }
 
-impl crate::txn::DurableWait for CommitTicket {
+impl crate::persist::DurableWait for CommitTicket {
     fn is_durable(&self) -> bool {
         CommitTicket::is_durable(self)
     }
@@ -793,9 +793,9 @@ impl WalSessionLog {
 
     /// Did this transaction read or overwrite a record whose commit (by
     /// another session) may not be durable yet?
-    fn any_remote_unflushed(&self, observed: &mut dyn Iterator<Item = u64>) -> bool {
+    fn any_remote_unflushed(&self, observed: &[u64]) -> bool {
         let parts = self.wal.partitions.read();
-        for tid in observed {
+        for &tid in observed {
             let writer = (tid & ((1 << SLOT_BITS) - 1)) as u16;
             // A TID of an epoch before this process started was made
             // durable (and recovered) before it; its slot may belong to
@@ -990,27 +990,23 @@ impl SessionLog for WalSessionLog {
         st.wrote = false;
     }
 
-    fn on_commit(&mut self, tid: u64, observed: &mut dyn Iterator<Item = u64>) -> Result<()> {
+    fn on_commit(&mut self, commit: &CommitView<'_>) -> Result<()> {
+        let tid = commit.tid();
+        let observed = commit.depends_on();
         let mut st = self.state.borrow_mut();
-        let mut copy;
-        let observed: &mut dyn Iterator<Item = u64> = match self.partition.check_healthy() {
-            Err(e) if !st.wrote => {
-                // Read-only on a stopped partition: this session's own
-                // commits that are not durable now never will be, and a
-                // read of one must not be acknowledged.
-                let all: Vec<u64> = observed.collect();
-                let own = self.partition.durable_commit_tid();
-                if all
+        if let Err(e) = self.partition.check_healthy() {
+            // Read-only on a stopped partition: this session's own
+            // commits that are not durable now never will be, and a
+            // read of one must not be acknowledged.
+            let own = self.partition.durable_commit_tid();
+            if !st.wrote
+                && observed
                     .iter()
                     .any(|&t| t != 0 && (t & ((1 << SLOT_BITS) - 1)) as u16 == self.slot && t > own)
-                {
-                    return Err(e);
-                }
-                copy = all.into_iter();
-                &mut copy
+            {
+                return Err(e);
             }
-            _ => observed,
-        };
+        }
         // A pipelined predecessor that waits for other partitions makes this
         // commit wait for them too (found in review: otherwise an own-only
         // flush acknowledged a successor whose predecessor was then undone).
@@ -1214,14 +1210,14 @@ impl SessionLog for WalSessionLog {
         self.commit_waits = waits;
     }
 
-    fn take_pending(&mut self) -> Option<Box<dyn crate::txn::DurableWait>> {
+    fn take_pending(&mut self) -> Option<Box<dyn crate::persist::DurableWait>> {
         if self.wal.protocol == CommitProtocol::Async {
             self.pending = None;
             return None;
         }
         self.pending
             .take()
-            .map(|t| Box::new(t) as Box<dyn crate::txn::DurableWait>)
+            .map(|t| Box::new(t) as Box<dyn crate::persist::DurableWait>)
     }
 
     fn wait_durable(&mut self) -> Result<()> {
@@ -1297,7 +1293,7 @@ mod tests {
         sys.on_begin();
         let a = BTree::create(&pool, &sys).unwrap();
         let b = BTree::create(&pool, &sys).unwrap();
-        sys.on_commit(1, &mut std::iter::empty()).unwrap();
+        sys.on_commit(&CommitView::without_writes(1, &[])).unwrap();
         sys.wait_durable().unwrap();
         (pool, wal, a, b)
     }
@@ -1407,7 +1403,8 @@ mod tests {
     }
 
     fn commit(log: &mut WalSessionLog, tid: u64, observed: &[u64]) {
-        log.on_commit(tid, &mut observed.iter().copied()).unwrap();
+        log.on_commit(&CommitView::without_writes(tid, observed))
+            .unwrap();
         log.wait_durable().unwrap();
     }
 
@@ -1438,7 +1435,7 @@ mod tests {
             s1.on_begin();
             a.insert(&pool, &s1, b"shared-1", 999 << 16 | 1, b"x")
                 .unwrap();
-            s1.on_commit(999 << 16 | 1, &mut std::iter::empty())
+            s1.on_commit(&CommitView::without_writes(999 << 16 | 1, &[]))
                 .unwrap();
             s2.on_begin();
             a.insert(&pool, &s2, b"shared-2", 1000 << 16 | 2, b"y")
@@ -1459,7 +1456,7 @@ mod tests {
             s2.on_begin();
             a.insert(&pool, &s2, b"shared-4", 1002 << 16 | 2, b"y")
                 .unwrap();
-            s2.on_commit(1002 << 16 | 2, &mut [unflushed].into_iter())
+            s2.on_commit(&CommitView::without_writes(1002 << 16 | 2, &[unflushed]))
                 .unwrap();
             assert_eq!(
                 wal.stats().remote_flush_commits,
@@ -1525,7 +1522,7 @@ mod tests {
             s2.on_begin();
             a.insert(&pool, &s2, &[2, r as u8], (r << 16) | 2, b"y")
                 .unwrap();
-            s2.on_commit((r << 16) | 2, &mut std::iter::empty())
+            s2.on_commit(&CommitView::without_writes((r << 16) | 2, &[]))
                 .unwrap();
             let t1 = s2.take_pending_ticket().unwrap();
             a.insert(&pool, &s1, &[3, r as u8], (r << 16) | 1, b"x")
@@ -1535,7 +1532,7 @@ mod tests {
             s2.on_begin();
             b.insert(&pool, &s2, &[4, r as u8], (r << 17) | 2, b"z")
                 .unwrap();
-            s2.on_commit((r << 17) | 2, &mut std::iter::empty())
+            s2.on_commit(&CommitView::without_writes((r << 17) | 2, &[]))
                 .unwrap();
             let t2 = s2.take_pending_ticket().unwrap();
             if wal.stats().chained_commits > chained_before {
@@ -1549,7 +1546,7 @@ mod tests {
                 let on_s1 = positions(&t2).into_iter().find(|(id, _)| *id == 1).unwrap();
                 assert!(on_s1.1 < wal.partition(1).unwrap().appended());
             }
-            s1.on_commit((r << 16) | 1, &mut std::iter::empty())
+            s1.on_commit(&CommitView::without_writes((r << 16) | 1, &[]))
                 .unwrap();
             s1.wait_durable().unwrap();
             t1.wait().unwrap();
@@ -1695,7 +1692,8 @@ mod rollback_tests {
         a.on_begin();
         tree.insert(&pool_before, &a, &key(1), 5 << 16 | 2, &VALUE)
             .unwrap();
-        a.on_commit(5 << 16 | 2, &mut std::iter::empty()).unwrap();
+        a.on_commit(&CommitView::without_writes(5 << 16 | 2, &[]))
+            .unwrap();
         a.wait_durable()
             .expect("A depends only on B's durable compensation");
         pool_before.stop();

@@ -764,7 +764,7 @@ pub trait UndoLog {
 #[cfg(test)]
 mod tests {
     use crate::io::{CrashPolicy, SimStorage};
-    use crate::txn::SessionLog;
+    use crate::persist::SessionLog;
     use crate::wal::test_support::{durable, key, recover, small_tree, VALUE};
 
     /// Losers with no key in common are undone as independent groups (on

@@ -395,7 +395,7 @@ mod tests {
     use crate::btree::BTree;
     use crate::buffer::BufferPool;
     use crate::io::{CrashPolicy, OpenMode, SimStorage, Storage};
-    use crate::txn::SessionLog;
+    use crate::persist::SessionLog;
     use crate::wal::partition::{parse_segment_name, partition_dir};
     use crate::wal::record::{self, RecordKind};
     use crate::wal::recovery::{Recovery, RecoveryReport};

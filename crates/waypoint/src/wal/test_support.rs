@@ -4,7 +4,7 @@
 use crate::btree::BTree;
 use crate::buffer::{BufferPool, FlushGate, PoolConfig};
 use crate::io::{OpenMode, SimStorage, Storage};
-use crate::txn::SessionLog;
+use crate::persist::SessionLog;
 use crate::wal::recovery::Recovery;
 use crate::wal::{CommitProtocol, Wal};
 use std::path::Path;
@@ -55,7 +55,8 @@ pub fn small_tree(sim: &SimStorage) -> (Arc<BufferPool>, Arc<Wal>, BTree) {
     for i in 0..60 {
         tree.insert(&pool, &sys, &key(i * 1000), 1, &VALUE).unwrap();
     }
-    sys.on_commit(1, &mut std::iter::empty()).unwrap();
+    sys.on_commit(&crate::persist::CommitView::without_writes(1, &[]))
+        .unwrap();
     sys.wait_durable().unwrap();
     assert!(leaves(&pool, tree) >= 2, "the setup tree has an inner root");
     (pool, wal, tree)

@@ -1,0 +1,223 @@
+//! The persistence seam: what a scheme (a log, its checkpoints and its
+//! recovery) plugs into the engine core, and what the core shows it.
+//!
+//! A session talks to its scheme through a [`SessionLog`]: every page
+//! change passes its [`PageLog`] with the page still latched (the paged
+//! schemes log it there), and every commit hands it a [`CommitView`]
+//! (TID, write set, the TIDs read, the stored procedure if any), which
+//! is all a value log, a command log or a per-worker WAL needs. No scheme
+//! reaches into the transaction's internals.
+//!
+//! Invariant (DESIGN.md, invariant 2): a commit is acknowledged only after
+//! `on_commit` returned and the [`DurableWait`] it left (if any) reports
+//! durable.
+
+use crate::btree::PageLog;
+use crate::error::{Error, Result};
+
+/// What a log scheme plugs into a session: its page logger for the
+/// session's modifications and the commit hooks. The default logs nothing.
+pub trait SessionLog: Send {
+    fn page_log(&self) -> &dyn PageLog;
+    /// A transaction starts.
+    fn on_begin(&mut self) {}
+    /// After the writes are installed, before locks are released (or, for a
+    /// read-only transaction, after validation): make the commit durable,
+    /// or start to (its record appended, the wait left for
+    /// [`SessionLog::wait_durable`] or [`SessionLog::take_pending`]).
+    fn on_commit(&mut self, _commit: &CommitView<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// A failed commit starts undoing what it changed: records from now on
+    /// are compensation records.
+    fn begin_rollback(&mut self) {}
+    /// The rollback is complete (log an end record).
+    fn end_rollback(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Whether the next `on_commit` is followed at once by a wait for its
+    /// durability (a blocking commit, `Transaction::commit`): the log then
+    /// need not wake its writer thread for the session's own partition,
+    /// since the committing thread syncs it itself.
+    fn set_commit_waits(&mut self, _waits: bool) {}
+    /// Instead of `wait_durable`: hand out what the last commit still waits
+    /// for, so the caller can wait later (pipelined commits).
+    fn take_pending(&mut self) -> Option<Box<dyn DurableWait>> {
+        None
+    }
+    /// After locks are released: return once the commit is durable as the
+    /// configured durability promises.
+    fn wait_durable(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What a pipelined commit still waits for.
+pub trait DurableWait: Send {
+    fn is_durable(&self) -> bool;
+    fn wait(&self) -> Result<()>;
+}
+
+/// One record of a commit's write set: the new value, or `None` for a
+/// delete. Secondary-index entries are not in it: they follow from the
+/// table rows through the indexes' extractors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteView<'a> {
+    /// The table's id in the catalog.
+    pub table: u32,
+    pub key: &'a [u8],
+    pub value: Option<&'a [u8]>,
+}
+
+/// A transaction's write set as a commit shows it, in (table, key) order.
+pub trait WriteSet {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn for_each(&self, f: &mut dyn FnMut(WriteView<'_>));
+}
+
+/// The write set of a commit that wrote no table record.
+struct NoWrites;
+
+impl WriteSet for NoWrites {
+    fn len(&self) -> usize {
+        0
+    }
+    fn for_each(&self, _f: &mut dyn FnMut(WriteView<'_>)) {}
+}
+
+/// A stored procedure's invocation: its name and encoded parameters, which
+/// a command log records instead of the writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcedureCall<'a> {
+    pub name: &'a str,
+    pub params: &'a [u8],
+}
+
+/// Everything a scheme may know of a commit.
+pub struct CommitView<'a> {
+    tid: u64,
+    writes: &'a dyn WriteSet,
+    depends_on: &'a [u64],
+    procedure: Option<ProcedureCall<'a>>,
+}
+
+impl<'a> CommitView<'a> {
+    pub(crate) fn new(
+        tid: u64,
+        writes: &'a dyn WriteSet,
+        depends_on: &'a [u64],
+        procedure: Option<ProcedureCall<'a>>,
+    ) -> Self {
+        debug_assert!(
+            depends_on.windows(2).all(|w| w[0] < w[1]),
+            "dependencies sorted and unique"
+        );
+        CommitView {
+            tid,
+            writes,
+            depends_on,
+            procedure,
+        }
+    }
+
+    /// A commit with no table writes (a read-only transaction, a catalog
+    /// change, a test's commit record).
+    pub fn without_writes(tid: u64, depends_on: &'a [u64]) -> Self {
+        CommitView::new(tid, &NoWrites, depends_on, None)
+    }
+
+    /// The transaction's TID; 0 for a read-only transaction or a catalog
+    /// change.
+    pub fn tid(&self) -> u64 {
+        self.tid
+    }
+
+    /// The table records written, in (table, key) order.
+    pub fn writes(&self) -> &dyn WriteSet {
+        self.writes
+    }
+
+    /// TIDs of the committed records the transaction read or overwrote
+    /// (the commits it depends on), sorted and unique.
+    pub fn depends_on(&self) -> &[u64] {
+        self.depends_on
+    }
+
+    /// The stored procedure the transaction ran, if any.
+    pub fn procedure(&self) -> Option<ProcedureCall<'a>> {
+        self.procedure
+    }
+}
+
+/// Logs nothing (the `none` scheme).
+#[derive(Debug, Default)]
+pub struct NoSessionLog(crate::btree::NoLog);
+
+impl SessionLog for NoSessionLog {
+    fn page_log(&self) -> &dyn PageLog {
+        &self.0
+    }
+}
+
+/// The session's log could not be opened: every commit that would log
+/// fails with that error rather than losing durability.
+pub struct FailedSessionLog {
+    error: Error,
+    page_log: FailedPageLog,
+}
+
+struct FailedPageLog(String);
+
+impl PageLog for FailedPageLog {
+    fn logged(
+        &self,
+        _tree: crate::btree::RootId,
+        _page: &mut crate::buffer::ExclusiveGuard<'_>,
+        _op: crate::btree::PageOp<'_>,
+    ) -> Result<()> {
+        Err(Error::Poisoned {
+            cause: self.0.clone(),
+        })
+    }
+
+    fn logged_smo(
+        &self,
+        _tree: crate::btree::RootId,
+        _pages: &mut [&mut crate::buffer::ExclusiveGuard<'_>],
+        _ops: &[crate::btree::PageOp<'_>],
+    ) -> Result<()> {
+        Err(Error::Poisoned {
+            cause: self.0.clone(),
+        })
+    }
+}
+
+impl FailedSessionLog {
+    pub fn new(error: Error) -> Self {
+        let text = format!("the session's log partition could not be opened: {error}");
+        FailedSessionLog {
+            error,
+            page_log: FailedPageLog(text),
+        }
+    }
+}
+
+impl SessionLog for FailedSessionLog {
+    fn page_log(&self) -> &dyn PageLog {
+        &self.page_log
+    }
+    fn on_commit(&mut self, _commit: &CommitView<'_>) -> Result<()> {
+        Err(Error::Poisoned {
+            cause: self.page_log.0.clone(),
+        })
+    }
+}
+
+impl std::fmt::Debug for FailedSessionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FailedSessionLog({})", self.error)
+    }
+}

@@ -1,0 +1,379 @@
+//! The commit path (seed 002 §2): lock the write set's stripes, insert
+//! placeholders for new keys, validate (`validate.rs`), install under a
+//! TID, hand the commit to the session's log, release; on any error after
+//! the first change, undo everything from the undo list.
+//!
+//! Invariant: an aborted commit leaves no trace: every change is preceded
+//! by its undo entry, and undo is idempotent, so a change that fails half
+//! way is undone too.
+
+use super::epoch::{next_tid, ABSENT_BIT};
+use super::locks::{LockTable, StripeGuard};
+use super::transaction::{LockedRecord, Transaction};
+use crate::btree::BTree;
+use crate::catalog;
+use crate::db::DbShared;
+use crate::error::{Error, Result};
+use crate::persist::{CommitView, DurableWait, WriteSet, WriteView};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The write set as the session's log sees it.
+struct Writes<'a>(&'a std::collections::BTreeMap<(u32, Vec<u8>), super::transaction::PendingWrite>);
+
+impl WriteSet for Writes<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn for_each(&self, f: &mut dyn FnMut(WriteView<'_>)) {
+        for ((table, key), w) in self.0 {
+            f(WriteView {
+                table: *table,
+                key,
+                value: w.value.as_deref(),
+            });
+        }
+    }
+}
+
+/// Result of a successful commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The transaction's TID; 0 for a read-only transaction.
+    pub tid: u64,
+}
+
+/// A commit that is installed and visible but may not be durable yet: it
+/// is acknowledged (durable, per the commit protocol) when `wait` returns.
+pub struct PendingCommit {
+    info: CommitInfo,
+    wait: Option<Box<dyn DurableWait>>,
+}
+
+impl PendingCommit {
+    /// A commit that is durable already (the result of
+    /// [`Transaction::commit`]), for callers that keep blocking and
+    /// pipelined commits in one queue.
+    pub fn durable(info: CommitInfo) -> Self {
+        PendingCommit { info, wait: None }
+    }
+
+    pub fn tid(&self) -> u64 {
+        self.info.tid
+    }
+
+    /// True once the commit is durable (never blocks).
+    pub fn is_durable(&self) -> bool {
+        self.wait.as_ref().is_none_or(|w| w.is_durable())
+    }
+
+    /// Block until the commit is durable.
+    pub fn wait(self) -> Result<CommitInfo> {
+        if let Some(w) = &self.wait {
+            w.wait()?;
+        }
+        Ok(self.info)
+    }
+}
+
+impl std::fmt::Debug for PendingCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PendingCommit(tid {}, durable: {})",
+            self.info.tid,
+            self.is_durable()
+        )
+    }
+}
+
+impl Transaction<'_> {
+    /// Validate, install, and return once the commit is durable. On
+    /// `Conflict` nothing was changed and the transaction may be retried.
+    pub fn commit(self) -> Result<CommitInfo> {
+        self.commit_then(true)?.wait()
+    }
+
+    /// Validate and install, and return without waiting for durability:
+    /// the commit is visible to other transactions at once and acknowledged
+    /// when the returned handle's `wait` returns. One session can keep many
+    /// commits in flight this way while the log writer syncs.
+    pub fn commit_pipelined(self) -> Result<PendingCommit> {
+        self.commit_then(false)
+    }
+
+    /// Commit; `wait_now`: the caller waits for durability right away.
+    fn commit_then(mut self, wait_now: bool) -> Result<PendingCommit> {
+        self.check_active()?;
+        self.session.log.set_commit_waits(wait_now);
+        let result = self.commit_inner().map(|info| PendingCommit {
+            info,
+            wait: self.session.log.take_pending(),
+        });
+        match &result {
+            Ok(_) => {
+                self.finished = true;
+                self.session
+                    .db
+                    .counters
+                    .commits
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => self.finish_abort(),
+        }
+        result
+    }
+
+    fn commit_inner(&mut self) -> Result<CommitInfo> {
+        let db = Arc::clone(&self.session.db);
+        let _quiesce = db.quiesce.read();
+        db.check_open()?;
+        if self.writes.is_empty() {
+            let me = self.session.next_owner();
+            self.validate(&db, me, &[])?;
+            let observed = self.observed_tids(&[]);
+            self.session
+                .log
+                .on_commit(&CommitView::without_writes(0, &observed))?;
+            return Ok(CommitInfo { tid: 0 });
+        }
+        // A full log disk refuses writes before anything is locked.
+        db.check_writable()?;
+        let me = self.session.next_owner();
+        let stripes = self
+            .writes
+            .keys()
+            .map(|(t, k)| LockTable::stripe(*t, k))
+            .collect();
+        let locks = StripeGuard::lock(&db.locks, stripes, self.session.lock_owner());
+        // A rollback that failed left its placeholders behind and poisoned
+        // the database before releasing these locks: seen from here, so no
+        // commit builds on what it left.
+        db.check_open()?;
+        let mut undo = Vec::new();
+        let mut result = self.install(&db, me, &mut undo);
+        if result.is_err() {
+            if let Err(full) = self.rollback(&db, &mut undo) {
+                // The rollback is complete in memory, but the log filled up
+                // meanwhile: say so rather than "conflict, retry".
+                result = Err(full);
+            }
+        }
+        drop(locks);
+        Ok(CommitInfo { tid: result? })
+    }
+
+    /// Steps 2-5 of the protocol, under the write-set locks.
+    fn install(&mut self, db: &DbShared, me: u64, undo: &mut Vec<Undo>) -> Result<u64> {
+        let placeholder = ABSENT_BIT | me;
+        let log = self.session.log.page_log();
+        let pool = &db.pool;
+        let mut max_seen = 0u64;
+        // Current images of written records (stable: we hold their locks),
+        // and the index changes they imply. Each read starts at the leaf
+        // where the transaction read the key, if it is unchanged, and
+        // leaves a hint for the write below.
+        let mut plans = Vec::with_capacity(self.writes.len());
+        for ((_, key), w) in &self.writes {
+            w.table.check_live()?;
+            let (current, hint) = w.table.tree.get_hinted(pool, key, w.hint)?;
+            if let Some((tid, _)) = &current {
+                debug_assert_eq!(tid & ABSENT_BIT, 0, "placeholder under a held lock");
+                max_seen = max_seen.max(*tid);
+            }
+            let indexes = w.table.indexes.read().clone();
+            let mut index_changes = Vec::new();
+            for index in &indexes {
+                let extractor =
+                    index
+                        .extractor
+                        .read()
+                        .clone()
+                        .ok_or_else(|| Error::IndexNotBound {
+                            table: w.table.name.clone(),
+                            index: index.name.clone(),
+                        })?;
+                let old = current.as_ref().and_then(|(_, v)| extractor(key, v));
+                let new = w.value.as_ref().and_then(|v| extractor(key, v));
+                if old != new {
+                    let old_key = old.map(|s| catalog::index_key(&s, key));
+                    let new_key = new.map(|s| catalog::index_key(&s, key));
+                    if let Some(k) = &new_key {
+                        let max = BTree::max_key_len(pool);
+                        if k.len() > max {
+                            return Err(Error::KeyTooLarge { len: k.len(), max });
+                        }
+                    }
+                    index_changes.push((Arc::clone(index), old_key, new_key));
+                }
+            }
+            plans.push((key, w, current, index_changes, hint));
+        }
+        // Placeholders for records and index entries this commit creates.
+        for (key, w, current, index_changes, hint) in &plans {
+            // Each undo entry is pushed before its change, and undo is
+            // idempotent, so a change that fails half-way is undone too.
+            if let (Some(v), None) = (&w.value, current) {
+                undo.push(Undo::remove(w.table.tree, key));
+                // The placeholder carries the value already (readers skip it
+                // by its TID), so installing only changes the TID and the
+                // record's room, and any split for it, is taken here, in key
+                // order. An empty placeholder grew at install instead, where
+                // a split cannot tell in-order inserts from random growth
+                // and leaves half-empty pages (ARCHITECTURE.md, "Page
+                // splits").
+                w.table
+                    .tree
+                    .insert_hinted(pool, log, key, placeholder, v, *hint)?;
+            }
+            for (index, _, new_key) in index_changes {
+                if let Some(k) = new_key {
+                    undo.push(Undo::remove(index.tree, k));
+                    index.tree.insert(pool, log, k, placeholder, &[])?;
+                }
+            }
+        }
+        // Serialization point. Records we hold locked cannot change under
+        // us, so validation takes their TIDs from the images read above
+        // instead of descending the tree again (keys sorted like `writes`).
+        let locked: Vec<LockedRecord<'_>> = self
+            .writes
+            .keys()
+            .zip(&plans)
+            .map(|((t, k), (_, _, c, _, _))| ((*t, k.as_slice()), c.as_ref().map(|(tid, _)| *tid)))
+            .collect();
+        let epoch = db.epoch.current();
+        max_seen = max_seen.max(self.validate(db, me, &locked)?);
+        let tid = next_tid(epoch, max_seen, self.session.last_tid, self.session.slot);
+        // Install.
+        for (key, w, current, index_changes, hint) in &plans {
+            let tree = w.table.tree;
+            match (&w.value, current) {
+                (Some(v), None) => {
+                    // No hint: the placeholder's insert changed the leaf.
+                    tree.update(pool, log, key, tid, v)?;
+                }
+                (Some(v), Some((old_tid, old))) => {
+                    undo.push(Undo::restore(tree, key, *old_tid, old));
+                    tree.update_hinted(pool, log, key, tid, v, *hint)?;
+                }
+                (None, Some((old_tid, old))) => {
+                    undo.push(Undo::restore(tree, key, *old_tid, old));
+                    tree.remove_hinted(pool, log, key, *hint)?;
+                }
+                (None, None) => {}
+            }
+            for (index, old_key, new_key) in index_changes {
+                if let Some(k) = old_key {
+                    if let (Some((old_tid, _)), hint) = index.tree.get_hinted(pool, k, None)? {
+                        undo.push(Undo::restore(index.tree, k, old_tid, &[]));
+                        index.tree.remove_hinted(pool, log, k, hint)?;
+                    }
+                }
+                if let Some(k) = new_key {
+                    index.tree.update(pool, log, k, tid, &[])?;
+                }
+            }
+        }
+        let overwritten: Vec<u64> = plans
+            .iter()
+            .filter_map(|(_, _, c, _, _)| c.as_ref().map(|(t, _)| *t))
+            .collect();
+        let observed = self.observed_tids(&overwritten);
+        let writes = Writes(&self.writes);
+        self.session
+            .log
+            .on_commit(&CommitView::new(tid, &writes, &observed, None))?;
+        self.session.last_tid = tid;
+        Ok(tid)
+    }
+
+    /// TIDs of committed records this transaction read or overwrote.
+    fn observed_tids(&self, overwritten: &[u64]) -> Vec<u64> {
+        let mut tids: Vec<u64> = self
+            .reads
+            .iter()
+            .filter_map(|r| r.observed)
+            .chain(
+                self.scans
+                    .iter()
+                    .flat_map(|s| s.observed.iter().map(|(_, t)| *t)),
+            )
+            .chain(overwritten.iter().copied())
+            .filter(|t| t & ABSENT_BIT == 0 && *t != 0)
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        tids
+    }
+
+    /// Undo placeholders and partial installs, newest first. If undo itself
+    /// fails the in-memory state can no longer be trusted: poison.
+    ///
+    /// On a full log disk the undo still completes in memory (its
+    /// compensation records may not be logged, see `WalSessionLog`), so
+    /// readers see the transaction undone and the database is not
+    /// poisoned; the end record is not durable, so the transaction stays a
+    /// loser that recovery undoes after the reopen. Returns `Err(LogFull)`
+    /// in that case.
+    fn rollback(&mut self, db: &DbShared, undo: &mut Vec<Undo>) -> Result<()> {
+        self.session.log.begin_rollback();
+        // Only a complete rollback may be closed with an end record: a
+        // partial one must stay a loser so recovery finishes the undo
+        // (found by errors.rs: an end record after a failed undo kept half
+        // a transaction).
+        if self.rollback_changes(db, undo) {
+            match self.session.log.end_rollback() {
+                Ok(()) => {}
+                Err(e) if e.is_log_full() => return Err(e),
+                Err(e) => db.poison(format!("logging the end of a rollback failed: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns whether every change was undone.
+    fn rollback_changes(&mut self, db: &DbShared, undo: &mut Vec<Undo>) -> bool {
+        let log = self.session.log.page_log();
+        while let Some(u) = undo.pop() {
+            let result = match &u.before {
+                None => u.tree.remove(&db.pool, log, &u.key).map(|_| ()),
+                Some((tid, v)) => match u.tree.update(&db.pool, log, &u.key, *tid, v) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => u.tree.insert(&db.pool, log, &u.key, *tid, v),
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = result {
+                db.poison(format!("undo of an aborted commit failed: {e}"));
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// How to reverse one tree change of a failed commit.
+struct Undo {
+    tree: BTree,
+    key: Vec<u8>,
+    /// None: the key did not exist; remove it.
+    before: Option<(u64, Vec<u8>)>,
+}
+
+impl Undo {
+    fn remove(tree: BTree, key: &[u8]) -> Self {
+        Undo {
+            tree,
+            key: key.to_vec(),
+            before: None,
+        }
+    }
+    fn restore(tree: BTree, key: &[u8], tid: u64, value: &[u8]) -> Self {
+        Undo {
+            tree,
+            key: key.to_vec(),
+            before: Some((tid, value.to_vec())),
+        }
+    }
+}
