@@ -14,18 +14,20 @@ pub enum BenchError {
     /// A workload invariant does not hold.
     #[error("verification failed: {0}")]
     Verify(String),
-    #[error("{path}: {source}")]
+    /// A report file could not be written. The message ends with the OS
+    /// error, which `source()` does not repeat.
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 impl BenchError {
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         BenchError::Io {
             path: path.into(),
-            source,
+            cause,
         }
     }
 }

@@ -52,6 +52,26 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     );
 }
 
+/// An OS error reaches stderr once, though the engine's error, its
+/// context and anyhow's chain each could repeat it.
+#[test]
+fn an_io_error_is_printed_with_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data.waypoint")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    for args in [vec!["check", d], vec!["recover", d]] {
+        let out = waypoint(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("os error 21").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 fn tiny_run(workload: &str, extra: &[&str], out: &Path) -> String {
     let mut args = vec![
         "bench",

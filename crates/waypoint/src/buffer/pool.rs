@@ -343,7 +343,7 @@ impl BufferPool {
             Err(Error::Corruption { detail, .. }) if detail.contains("never written") => {
                 self.claim(pid, PageKind::Free, 0)
             }
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err(Error::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::UnexpectedEof => {
                 self.claim(pid, PageKind::Free, 0)
             }
             Err(e) => Err(e),
