@@ -127,8 +127,15 @@ pub enum Error {
     },
     #[error("{path} is not a waypoint database")]
     NotADatabase { path: PathBuf },
+    /// An option outside its documented range (see [`crate::Options`]),
+    /// or two options that do not go together. The message names the
+    /// option, its value and the range.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+    /// The system refused memory the options asked for: the buffer pool's
+    /// frames (`Options::buffer_pool_bytes`). Nothing was opened.
+    #[error("cannot reserve {bytes} bytes of memory for {what}")]
+    OutOfMemory { what: &'static str, bytes: usize },
     #[error(
         "buffer pool exhausted: all {frames} frames are pinned or dirty and could not be written"
     )]
