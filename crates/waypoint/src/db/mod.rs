@@ -247,14 +247,20 @@ impl Options {
             return Err(out_of_range(
                 "buffer_pool_bytes",
                 buffer,
-                format!("at least {min_buffer} ({min_frames} pages of {page_size} bytes)"),
+                format!(
+                    "at least {} ({min_frames} pages of {page_size} bytes)",
+                    format_bytes(min_buffer as u64)
+                ),
             ));
         }
         if buffer > memory {
             return Err(out_of_range(
                 "buffer_pool_bytes",
                 buffer,
-                format!("at most {memory} (this machine's memory and swap)"),
+                format!(
+                    "at most {} (this machine's memory and swap)",
+                    format_bytes(memory as u64)
+                ),
             ));
         }
         if buffer / page_size > max_frames {
@@ -276,7 +282,11 @@ impl Options {
             return Err(out_of_range(
                 "wal_segment_bytes",
                 self.wal_segment_bytes,
-                format!("{} to {}", segment.start(), segment.end()),
+                format!(
+                    "{} to {}",
+                    format_bytes(*segment.start()),
+                    format_bytes(*segment.end())
+                ),
             ));
         }
         if !(1..=Self::MAX_CHECKPOINT_SHARDS).contains(&self.checkpoint_shards) {
@@ -299,10 +309,11 @@ impl Options {
                 "wal_limit_bytes",
                 self.wal_limit_bytes,
                 format!(
-                    "{min_limit} (checkpoint_shards {} x {} bytes of log per checkpoint increment) to {}",
+                    "{} (checkpoint_shards {} x {} of log per checkpoint increment) to {}",
+                    format_bytes(min_limit),
                     self.checkpoint_shards,
-                    Self::MIN_LOG_PER_INCREMENT,
-                    Self::MAX_WAL_LIMIT_BYTES
+                    format_bytes(Self::MIN_LOG_PER_INCREMENT),
+                    format_bytes(Self::MAX_WAL_LIMIT_BYTES)
                 ),
             ));
         }
@@ -314,6 +325,26 @@ impl Options {
             ));
         }
         Ok(())
+    }
+}
+
+/// `n` bytes in the largest binary unit not above it: exactly ("64 KiB")
+/// where the unit divides it, else as bytes with a rounded figure.
+fn format_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let unit = (1..UNITS.len())
+        .rev()
+        .find(|&u| n >= 1 << (10 * u))
+        .unwrap_or(0);
+    let scale = 1u64 << (10 * unit);
+    if n % scale == 0 {
+        format!("{} {}", n / scale, UNITS[unit])
+    } else {
+        format!(
+            "{n} bytes (about {:.1} {})",
+            n as f64 / scale as f64,
+            UNITS[unit]
+        )
     }
 }
 
@@ -807,6 +838,12 @@ impl Database {
 
     pub fn max_value_len(&self) -> usize {
         BTree::max_value_len(&self.inner.shared.pool)
+    }
+
+    /// Largest value a table accepts at `page_size` (a valid page size),
+    /// for checking a value size before a database is opened.
+    pub fn max_value_len_for(page_size: usize) -> usize {
+        crate::btree::node::max_value_len(page_size) - crate::btree::tree::TID_SIZE
     }
 
     fn ddl_guard(&self) -> Result<parking_lot::RwLockWriteGuard<'_, ()>> {
