@@ -24,6 +24,17 @@ pub enum BenchError {
 }
 
 impl BenchError {
+    /// As the engine's error type, for the benchmarks that report theirs
+    /// (`engine`, `updates`): an engine error as it is, a configuration
+    /// error as `InvalidOptions`.
+    pub fn into_engine(self) -> waypoint::Error {
+        match self {
+            BenchError::Engine(e) => e,
+            BenchError::Config(m) => waypoint::Error::InvalidOptions(m),
+            other => waypoint::Error::InvalidOptions(other.to_string()),
+        }
+    }
+
     pub fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         BenchError::Io {
             path: path.into(),
