@@ -141,7 +141,7 @@ pub fn check_seconds(option: &str, seconds: f64) -> BenchResult<()> {
     }
     Err(out_of_range(
         option,
-        seconds,
+        format!("{seconds:?}"),
         &format!("a number of seconds above 0 and at most {MAX_SECONDS} (a year)"),
     ))
 }

@@ -117,7 +117,7 @@ fn options_out_of_range_together_name_both() {
         o.wal_limit_bytes = 256 << 10;
     });
     assert!(
-        m.contains("wal_limit_bytes = 262144") && m.contains("checkpoint_shards 128"),
+        m.contains("wal_limit_bytes = 256 KiB") && m.contains("checkpoint_shards 128"),
         "{m}"
     );
     // Each alone is in range.

@@ -243,10 +243,11 @@ impl Options {
         let memory = crate::io::machine_memory_bytes()
             .map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
         let buffer = self.buffer_pool_bytes;
+        let buffer_text = format_bytes(buffer as u64);
         if buffer < min_buffer {
             return Err(out_of_range(
                 "buffer_pool_bytes",
-                buffer,
+                &buffer_text,
                 format!(
                     "at least {} ({min_frames} pages of {page_size} bytes)",
                     format_bytes(min_buffer as u64)
@@ -256,9 +257,9 @@ impl Options {
         if buffer > memory {
             return Err(out_of_range(
                 "buffer_pool_bytes",
-                buffer,
+                &buffer_text,
                 format!(
-                    "at most {} (this machine's memory and swap)",
+                    "at most the machine's memory and swap, {}",
                     format_bytes(memory as u64)
                 ),
             ));
@@ -266,7 +267,7 @@ impl Options {
         if buffer / page_size > max_frames {
             return Err(out_of_range(
                 "buffer_pool_bytes",
-                buffer,
+                &buffer_text,
                 format!("at most {max_frames} pages of {page_size} bytes"),
             ));
         }
@@ -281,7 +282,7 @@ impl Options {
         if !segment.contains(&self.wal_segment_bytes) {
             return Err(out_of_range(
                 "wal_segment_bytes",
-                self.wal_segment_bytes,
+                format_bytes(self.wal_segment_bytes),
                 format!(
                     "{} to {}",
                     format_bytes(*segment.start()),
@@ -307,7 +308,7 @@ impl Options {
         if !(min_limit..=Self::MAX_WAL_LIMIT_BYTES).contains(&self.wal_limit_bytes) {
             return Err(out_of_range(
                 "wal_limit_bytes",
-                self.wal_limit_bytes,
+                format_bytes(self.wal_limit_bytes),
                 format!(
                     "{} (checkpoint_shards {} x {} of log per checkpoint increment) to {}",
                     format_bytes(min_limit),
@@ -328,24 +329,32 @@ impl Options {
     }
 }
 
-/// `n` bytes in the largest binary unit not above it: exactly ("64 KiB")
-/// where the unit divides it, else as bytes with a rounded figure.
+/// `n` bytes exactly in the largest binary unit that divides it ("64 KiB",
+/// "99999 TiB"), or, where that takes more than six digits, as bytes with
+/// a rounded figure.
 fn format_bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let unit = (1..UNITS.len())
+    match n {
+        0 => return "0 bytes".into(),
+        1 => return "1 byte".into(),
+        _ => {}
+    }
+    let exact = (0..UNITS.len())
+        .rev()
+        .find(|&u| n.is_multiple_of(1 << (10 * u)))
+        .unwrap_or(0);
+    if n >> (10 * exact) < 1 << 20 {
+        return format!("{} {}", n >> (10 * exact), UNITS[exact]);
+    }
+    let near = (0..UNITS.len())
         .rev()
         .find(|&u| n >= 1 << (10 * u))
         .unwrap_or(0);
-    let scale = 1u64 << (10 * unit);
-    if n % scale == 0 {
-        format!("{} {}", n / scale, UNITS[unit])
-    } else {
-        format!(
-            "{n} bytes (about {:.1} {})",
-            n as f64 / scale as f64,
-            UNITS[unit]
-        )
-    }
+    format!(
+        "{n} bytes (about {:.1} {})",
+        n as f64 / (1u64 << (10 * near)) as f64,
+        UNITS[near]
+    )
 }
 
 impl std::fmt::Debug for Options {
