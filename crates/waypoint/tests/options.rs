@@ -222,3 +222,30 @@ fn the_buffer_is_bounded_by_the_machines_memory_and_small_options_work() {
     drop(s);
     db.close().unwrap();
 }
+
+/// Without `page_size`, the buffer's lower bound is checked again against
+/// the page size an existing database has.
+#[test]
+fn the_buffer_is_checked_against_an_existing_databases_page_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big_pages = Options {
+        page_size: Some(65536),
+        ..Options::default()
+    };
+    Database::open(tmp.path(), big_pages)
+        .unwrap()
+        .close()
+        .unwrap();
+    let small = Options {
+        buffer_pool_bytes: 16 * 4096,
+        ..Options::default()
+    };
+    small.validate().unwrap();
+    match Database::open(tmp.path(), small) {
+        Err(Error::InvalidOptions(m)) => assert!(
+            m.starts_with("buffer_pool_bytes = 64 KiB is out of range: at least 1 MiB"),
+            "{m}"
+        ),
+        r => panic!("{r:?}"),
+    }
+}

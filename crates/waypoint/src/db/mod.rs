@@ -113,9 +113,9 @@ pub struct Options {
     /// (with checkpoints on, at most the larger of 1/32 of `wal_limit_bytes`
     /// and 64 KiB, so pruning whole segments can follow the limit).
     ///
-    /// Range: 4 KiB (one log block; below it every sync would start a new
-    /// file) to 1 GiB (preallocation writes up to three segments ahead of
-    /// each partition's log).
+    /// Range: 4 KiB (one log block: a smaller segment is closed after
+    /// almost every log write, a file per write) to 1 GiB (preallocation
+    /// writes up to three segments ahead of each partition's log).
     pub wal_segment_bytes: u64,
     /// How dirty pages are written and the log pruned while running.
     pub checkpoint: CheckpointMode,
@@ -130,7 +130,7 @@ pub struct Options {
     /// per increment the checkpointer needs no more increments than the
     /// log writes blocks, so commits slow down but go on; with 1 byte per
     /// increment (a 1-byte limit) every commit waited for thousands of
-    /// increments and a TPC-B load stood still for minutes.
+    /// increments and a TPC-B load stood still for over 90 s.
     pub wal_limit_bytes: u64,
     /// Buffer shards of continuous checkpointing (one per increment).
     /// Range: 1 to 4096.
@@ -579,8 +579,8 @@ impl Database {
         if frames < crate::buffer::pool::MIN_FRAMES {
             return Err(Error::InvalidOptions(format!(
                 "buffer_pool_bytes = {} is out of range: at least {} ({} pages of this database's {page_size} bytes)",
-                options.buffer_pool_bytes,
-                crate::buffer::pool::MIN_FRAMES * page_size,
+                format_bytes(options.buffer_pool_bytes as u64),
+                format_bytes((crate::buffer::pool::MIN_FRAMES * page_size) as u64),
                 crate::buffer::pool::MIN_FRAMES
             )));
         }
