@@ -28,20 +28,26 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use waypoint::{CommitProtocol, Database, Logging, Options, PendingCommit};
 
+/// What a run is given. [`DriverConfig::validate`] checks the ranges
+/// documented on the fields (and the engine's options with
+/// [`Options::validate`]); [`run`] calls it before anything is opened.
 #[derive(Debug, Clone, Serialize)]
 pub struct DriverConfig {
     /// Database directory; a fresh temporary one if None.
     pub dir: Option<PathBuf>,
     /// Where `summary.json` and `series.csv` go; nothing is written if None.
     pub out: Option<PathBuf>,
+    /// Worker threads, a session each: 1 to [`MAX_WORKERS`].
     pub workers: usize,
-    /// Measured seconds (after the warm-up).
+    /// Measured seconds (after the warm-up): finite, above 0, at most
+    /// [`MAX_SECONDS`].
     pub duration_secs: f64,
-    /// Whole seconds of warm-up before measuring.
+    /// Whole seconds of warm-up before measuring: at most [`MAX_SECONDS`].
     pub warmup_secs: u64,
-    /// Stop once this many transactions committed after the warm-up.
+    /// Stop once this many transactions committed after the warm-up (at
+    /// least 1).
     pub max_txns: Option<u64>,
-    /// Commits in flight per worker (1: wait for each).
+    /// Commits in flight per worker (1: wait for each); at least 1.
     pub in_flight: usize,
     pub buffer_bytes: usize,
     pub page_size: usize,
@@ -111,6 +117,93 @@ impl Default for DriverConfig {
             verify: true,
             pin: None,
         }
+    }
+}
+
+/// Most worker threads of a run: far more than cores on any machine the
+/// benchmarks run on, and within the engine's 65,535 sessions (the load
+/// uses as many threads as the run).
+pub const MAX_WORKERS: usize = 4096;
+
+/// Longest run or warm-up: a year, in seconds.
+pub const MAX_SECONDS: u64 = 365 * 24 * 3600;
+
+/// The error for an option out of its range, worded as the engine's
+/// `Error::InvalidOptions`: the option, its value, the range.
+pub fn out_of_range(option: &str, value: impl std::fmt::Display, range: &str) -> BenchError {
+    BenchError::Config(format!("{option} = {value} is out of range: {range}"))
+}
+
+/// `seconds` is a finite number above 0 and at most [`MAX_SECONDS`].
+pub fn check_seconds(option: &str, seconds: f64) -> BenchResult<()> {
+    if seconds.is_finite() && seconds > 0.0 && seconds <= MAX_SECONDS as f64 {
+        return Ok(());
+    }
+    Err(out_of_range(
+        option,
+        format!("{seconds:?}"),
+        &format!("a number of seconds above 0 and at most {MAX_SECONDS} (a year)"),
+    ))
+}
+
+/// `workers` is 1 to [`MAX_WORKERS`].
+pub fn check_workers(option: &str, workers: usize) -> BenchResult<()> {
+    if (1..=MAX_WORKERS).contains(&workers) {
+        return Ok(());
+    }
+    Err(out_of_range(
+        option,
+        workers,
+        &format!("1 to {MAX_WORKERS}"),
+    ))
+}
+
+impl DriverConfig {
+    /// The engine's options for this run (`create_if_missing` as for a new
+    /// database: [`run`] clears it for an existing one).
+    pub fn engine_options(&self) -> Options {
+        Options {
+            page_size: Some(self.page_size),
+            buffer_pool_bytes: self.buffer_bytes,
+            logging: self.logging,
+            commit: self.commit,
+            checkpoint: self.checkpoint,
+            wal_limit_bytes: self.wal_limit_bytes,
+            log_sync_interval: Duration::from_micros(self.sync_interval_us),
+            wal_segment_bytes: self.segment_bytes,
+            wal_preallocate: self.wal_preallocate,
+            wal_zero_fill: self.wal_zero_fill,
+            checkpoint_shards: self.checkpoint_shards,
+            checkpoint_threads: self.checkpoint_threads,
+            recovery_threads: self.recovery_threads,
+            wal_archive_dir: self.wal_archive.clone(),
+            direct_io: self.direct_io,
+            log_direct_io: self.log_direct_io,
+            ..Options::default()
+        }
+    }
+
+    /// Check every field against its documented range, and the engine's
+    /// options against theirs; the error names the field (or the
+    /// option), its value and the range.
+    pub fn validate(&self) -> BenchResult<()> {
+        check_workers("workers", self.workers)?;
+        check_seconds("duration_secs", self.duration_secs)?;
+        if self.warmup_secs > MAX_SECONDS {
+            return Err(out_of_range(
+                "warmup_secs",
+                self.warmup_secs,
+                &format!("0 to {MAX_SECONDS} (a year)"),
+            ));
+        }
+        if self.max_txns == Some(0) {
+            return Err(out_of_range("max_txns", 0, "at least 1"));
+        }
+        if self.in_flight == 0 {
+            return Err(out_of_range("in_flight", 0, "at least 1"));
+        }
+        self.engine_options().validate()?;
+        Ok(())
     }
 }
 
@@ -196,24 +289,8 @@ fn open(
     check_dir(&dir)?;
     let exists = dir.join(waypoint::db::DATA_FILE).exists();
     let options = Options {
-        page_size: Some(config.page_size),
-        buffer_pool_bytes: config.buffer_bytes,
-        logging: config.logging,
-        commit: config.commit,
-        checkpoint: config.checkpoint,
-        wal_limit_bytes: config.wal_limit_bytes,
-        log_sync_interval: Duration::from_micros(config.sync_interval_us),
-        wal_segment_bytes: config.segment_bytes,
-        wal_preallocate: config.wal_preallocate,
-        wal_zero_fill: config.wal_zero_fill,
-        checkpoint_shards: config.checkpoint_shards,
-        checkpoint_threads: config.checkpoint_threads,
-        recovery_threads: config.recovery_threads,
-        wal_archive_dir: config.wal_archive.clone(),
-        direct_io: config.direct_io,
-        log_direct_io: config.log_direct_io,
         create_if_missing: !exists,
-        ..Options::default()
+        ..config.engine_options()
     };
     let t0 = Instant::now();
     let db = Database::open(&dir, options)?;
@@ -227,17 +304,15 @@ fn open(
 /// Load (or check) the workload's data, run it, verify, close cleanly, and
 /// write `summary.json`, `series.csv` and the PNG plots ([`crate::plots`])
 /// to `config.out`; a plot that fails becomes a warning. `progress` is
-/// called with every per-second sample.
+/// called with every per-second sample. The configuration and the
+/// workload's parameters are validated before anything is opened.
 pub fn run(
     config: &DriverConfig,
     workload: &mut dyn Workload,
     progress: &(dyn Fn(&Sample) + Sync),
 ) -> BenchResult<RunOutput> {
-    if config.workers == 0 || config.in_flight == 0 || config.duration_secs.is_nan() {
-        return Err(BenchError::Config(
-            "workers and in-flight must be at least 1".into(),
-        ));
-    }
+    config.validate()?;
+    workload.validate(config.page_size)?;
     let (db, _tmp, recovery) = open(config)?;
     let t0 = Instant::now();
     let loaded = workload.setup(&db, config.workers)?;
@@ -263,11 +338,13 @@ pub fn run(
     };
 
     let (series, base, end, measured_secs, hists) = std::thread::scope(|s| -> BenchResult<_> {
-        let handles: Vec<_> = (0..config.workers)
-            .map(|w| {
-                let (db, counters, pinned) = (&db, &counters, &pinned);
-                let core = cores.as_ref().map(|c| c[w % c.len()]);
-                s.spawn(move || {
+        let mut handles = Vec::with_capacity(config.workers);
+        for w in 0..config.workers {
+            let (db, counters, pinned) = (&db, &counters, &pinned);
+            let core = cores.as_ref().map(|c| c[w % c.len()]);
+            let spawned = std::thread::Builder::new()
+                .name(format!("bench-worker-{w}"))
+                .spawn_scoped(s, move || {
                     if let Some(core) = core {
                         if !core_affinity::set_for_current(core) {
                             pinned.store(false, Ordering::Relaxed);
@@ -279,9 +356,17 @@ pub fn run(
                     }
                     counters.running.fetch_sub(1, Ordering::Release);
                     r
-                })
-            })
-            .collect();
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // The system refused a thread: stop those started (the
+                    // scope joins them) and report it.
+                    counters.stop.store(true, Ordering::Release);
+                    return Err(spawn_failed(w, config.workers, &e));
+                }
+            }
+        }
         let sampled = sample_loop(config, &counters, &snapshot, progress);
         counters.stop.store(true, Ordering::Release);
         let mut hists: Vec<Histogram<u64>> = types.iter().map(|_| new_histogram()).collect();
@@ -346,6 +431,14 @@ pub fn run(
         plots,
         warnings,
     })
+}
+
+/// The error for worker thread `w` of `workers` that the system refused.
+pub fn spawn_failed(w: usize, workers: usize, e: &std::io::Error) -> BenchError {
+    BenchError::Config(format!(
+        "cannot start worker thread {} of {workers}: {e}; use fewer workers",
+        w + 1
+    ))
 }
 
 /// Sample once per second until the run ends; returns the series, the

@@ -40,6 +40,54 @@ pub struct EngineConfig {
     pub commit_name: String,
 }
 
+impl EngineConfig {
+    /// The engine's options of the run.
+    pub fn engine_options(&self) -> Options {
+        Options {
+            page_size: Some(self.page_size),
+            buffer_pool_bytes: self.buffer_bytes,
+            logging: self.logging,
+            commit: self.commit,
+            ..Options::default()
+        }
+    }
+
+    /// Workers and seconds as the driver takes them ([`crate::driver`]),
+    /// every count at least 1, values of 1 byte to the largest a table
+    /// takes at `page_size`, and the engine's options.
+    pub fn validate(&self) -> Result<(), Error> {
+        use crate::driver::{check_seconds, check_workers, out_of_range};
+        let checks = || -> crate::BenchResult<()> {
+            check_workers("workers", self.workers)?;
+            check_seconds("duration_secs", self.duration_secs)?;
+            self.engine_options().validate()?;
+            for (name, n) in [
+                ("records", self.records),
+                ("batch", self.batch as u64),
+                ("reads_per_txn", self.reads_per_txn as u64),
+                ("scan_length", self.scan_length as u64),
+            ] {
+                if n == 0 {
+                    return Err(out_of_range(name, n, "at least 1"));
+                }
+            }
+            let max = Database::max_value_len_for(self.page_size);
+            if !(1..=max).contains(&self.value_size) {
+                return Err(out_of_range(
+                    "value_size",
+                    self.value_size,
+                    &format!(
+                        "1 to {max} (the largest value in pages of {} bytes)",
+                        self.page_size
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        checks().map_err(crate::BenchError::into_engine)
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
@@ -133,17 +181,26 @@ where
     let start = Instant::now();
     let mut hist = new_histogram();
     std::thread::scope(|s| -> Result<(), Error> {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let (stop, counters, worker, done) = (&stop, &counters, &worker, &done);
-                s.spawn(move || {
+        let mut handles = Vec::with_capacity(workers);
+        for w in 0..workers {
+            let (stop, counters, worker, done) = (&stop, &counters, &worker, &done);
+            let spawned = std::thread::Builder::new()
+                .name(format!("bench-{name}-{w}"))
+                .spawn_scoped(s, move || {
                     let mut h = new_histogram();
                     let r = worker(w, stop, counters, &mut h);
                     done.fetch_add(1, Ordering::Release);
                     r.map(|()| h)
-                })
-            })
-            .collect();
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Stop those started (the scope joins them).
+                    stop.store(true, Ordering::Release);
+                    return Err(crate::driver::spawn_failed(w, workers, &e).into_engine());
+                }
+            }
+        }
         let mut second = 0;
         while done.load(Ordering::Acquire) < workers as u64 {
             std::thread::sleep(Duration::from_millis(50));
@@ -173,6 +230,7 @@ where
 }
 
 pub fn run(config: &EngineConfig, progress: Progress<'_>) -> Result<EngineReport, Error> {
+    config.validate()?;
     let tmp;
     let dir = match &config.dir {
         Some(d) => d.clone(),
@@ -183,16 +241,10 @@ pub fn run(config: &EngineConfig, progress: Progress<'_>) -> Result<EngineReport
             tmp.path().to_path_buf()
         }
     };
-    let options = Options {
-        page_size: Some(config.page_size),
-        buffer_pool_bytes: config.buffer_bytes,
-        logging: config.logging,
-        commit: config.commit,
-        ..Options::default()
-    };
+    let options = config.engine_options();
     let db = Database::open(&dir, options.clone())?;
     let table = db.open_or_create_table("bench")?;
-    let workers = config.workers.max(1);
+    let workers = config.workers;
     let mut phases = Vec::new();
 
     // Load: each worker inserts its slice in batches.

@@ -14,18 +14,31 @@ pub enum BenchError {
     /// A workload invariant does not hold.
     #[error("verification failed: {0}")]
     Verify(String),
-    #[error("{path}: {source}")]
+    /// A report file could not be written. The message ends with the OS
+    /// error, which `source()` does not repeat.
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 impl BenchError {
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// As the engine's error type, for the benchmarks that report theirs
+    /// (`engine`, `updates`): an engine error as it is, a configuration
+    /// error as `InvalidOptions`.
+    pub fn into_engine(self) -> waypoint::Error {
+        match self {
+            BenchError::Engine(e) => e,
+            BenchError::Config(m) => waypoint::Error::InvalidOptions(m),
+            other => waypoint::Error::InvalidOptions(other.to_string()),
+        }
+    }
+
+    pub fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         BenchError::Io {
             path: path.into(),
-            source,
+            cause,
         }
     }
 }

@@ -25,15 +25,18 @@ where
 {
     let workers = workers.max(1) as u64;
     let per_worker = n.div_ceil(workers);
+    let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let row = &row;
-                s.spawn(move || -> BenchResult<()> {
+        let mut handles = Vec::new();
+        for w in 0..workers {
+            let (row, stop) = (&row, &stop);
+            let spawned = std::thread::Builder::new()
+                .name(format!("bench-load-{w}"))
+                .spawn_scoped(s, move || -> BenchResult<()> {
                     let mut session = db.session();
                     let (lo, hi) = (w * per_worker, ((w + 1) * per_worker).min(n));
                     let mut i = lo;
-                    while i < hi {
+                    while i < hi && !stop.load(std::sync::atomic::Ordering::Relaxed) {
                         let end = (i + LOAD_BATCH).min(hi);
                         session.run(100, |tx| {
                             for j in i..end {
@@ -45,9 +48,19 @@ where
                         i = end;
                     }
                     Ok(())
-                })
-            })
-            .collect();
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Err(crate::driver::spawn_failed(
+                        w as usize,
+                        workers as usize,
+                        &e,
+                    ));
+                }
+            }
+        }
         handles
             .into_iter()
             .try_for_each(|h| h.join().expect("load worker panicked"))

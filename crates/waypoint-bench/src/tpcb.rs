@@ -46,6 +46,33 @@ impl TpcbConfig {
         }
     }
 
+    /// Every count at least 1, and the tellers and accounts of all
+    /// branches countable (ids are 8 bytes).
+    pub fn check(&self) -> BenchResult<()> {
+        use crate::driver::out_of_range;
+        for (name, n) in [
+            ("branches", self.branches),
+            ("tellers_per_branch", self.tellers_per_branch),
+            ("accounts_per_branch", self.accounts_per_branch),
+        ] {
+            if n == 0 {
+                return Err(out_of_range(name, n, "at least 1"));
+            }
+        }
+        let per_branch = self.tellers_per_branch.max(self.accounts_per_branch);
+        if self.branches.checked_mul(per_branch).is_none() {
+            return Err(out_of_range(
+                "branches",
+                self.branches,
+                &format!(
+                    "at most {} with {per_branch} rows per branch",
+                    u64::MAX / per_branch
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn tellers(&self) -> u64 {
         self.branches * self.tellers_per_branch
     }
@@ -130,7 +157,12 @@ impl Workload for Tpcb {
         serde_json::to_value(&self.config).expect("config serializes")
     }
 
+    fn validate(&self, _page_size: usize) -> BenchResult<()> {
+        self.config.check()
+    }
+
     fn setup(&mut self, db: &Database, workers: usize) -> BenchResult<Loaded> {
+        self.config.check()?;
         let params = self.config_json();
         let reuse = load::check_reuse(db, "tpcb", &params)?;
         let t = Tables::open(db)?;

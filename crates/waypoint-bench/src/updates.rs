@@ -65,6 +65,67 @@ pub struct UpdatesReport {
     pub remote_flush_fraction: f64,
 }
 
+/// The buffer pool of the run: enough for every record at any size.
+const BUFFER_BYTES: usize = 256 << 20;
+
+impl UpdatesConfig {
+    /// The engine's options of the run.
+    pub fn engine_options(&self) -> Options {
+        Options {
+            logging: self.logging,
+            commit: self.commit,
+            buffer_pool_bytes: BUFFER_BYTES,
+            log_sync_interval: Duration::from_micros(self.sync_interval_us),
+            wal_preallocate: self.wal_preallocate,
+            wal_zero_fill: self.wal_zero_fill,
+            ..Options::default()
+        }
+    }
+
+    /// Workers and seconds as the driver takes them ([`crate::driver`]),
+    /// every count at least 1, values of 1 byte to the largest a table
+    /// takes, with `disjoint` a record per worker at least, and the
+    /// engine's options.
+    pub fn validate(&self) -> Result<(), Error> {
+        use crate::driver::{check_seconds, check_workers, out_of_range};
+        let checks = || -> crate::BenchResult<()> {
+            check_workers("workers", self.workers)?;
+            check_seconds("duration_secs", self.duration_secs)?;
+            let options = self.engine_options();
+            options.validate()?;
+            for (name, n) in [
+                ("records", self.records),
+                ("updates_per_txn", self.updates_per_txn as u64),
+                ("pipeline", self.pipeline as u64),
+            ] {
+                if n == 0 {
+                    return Err(out_of_range(name, n, "at least 1"));
+                }
+            }
+            let page_size = options
+                .page_size
+                .unwrap_or(waypoint::buffer::page::DEFAULT_PAGE_SIZE);
+            let max = Database::max_value_len_for(page_size);
+            if !(1..=max).contains(&self.value_size) {
+                return Err(out_of_range(
+                    "value_size",
+                    self.value_size,
+                    &format!("1 to {max} (the largest value in pages of {page_size} bytes)"),
+                ));
+            }
+            if self.disjoint && self.records < self.workers as u64 {
+                return Err(out_of_range(
+                    "records",
+                    self.records,
+                    &format!("at least workers ({}) with disjoint shares", self.workers),
+                ));
+            }
+            Ok(())
+        };
+        checks().map_err(crate::BenchError::into_engine)
+    }
+}
+
 /// p50/p99 of `n` 4 KiB write + `fdatasync` rounds on a file in `dir`:
 /// appended, so each sync also commits the file's new size, or with
 /// `preallocated` over zeros written and synced first, so it flushes data
@@ -99,6 +160,7 @@ fn key(i: u64) -> [u8; 8] {
 }
 
 pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
+    config.validate()?;
     let tmp;
     let dir = match &config.dir {
         Some(d) => d.clone(),
@@ -115,16 +177,7 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
         .map_err(|e| Error::InvalidOptions(format!("fdatasync probe failed: {e}")))?;
     let fdatasync_us = fdatasync_latency(&dir, 200, false)
         .map_err(|e| Error::InvalidOptions(format!("fdatasync probe failed: {e}")))?;
-    let options = Options {
-        logging: config.logging,
-        commit: config.commit,
-        buffer_pool_bytes: 256 << 20,
-        log_sync_interval: Duration::from_micros(config.sync_interval_us),
-        wal_preallocate: config.wal_preallocate,
-        wal_zero_fill: config.wal_zero_fill,
-        ..Options::default()
-    };
-    let db = Database::open(&dir, options)?;
+    let db = Database::open(&dir, config.engine_options())?;
     let table = db.open_or_create_table("updates")?;
     {
         let mut s = db.session();
@@ -144,10 +197,12 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
     let start = Instant::now();
     let mut hist = new_histogram();
     std::thread::scope(|s| -> Result<(), Error> {
-        let handles: Vec<_> = (0..config.workers.max(1))
-            .map(|w| {
-                let (db, table, txns, aborts, stop) = (&db, &table, &txns, &aborts, &stop);
-                s.spawn(move || -> Result<hdrhistogram::Histogram<u64>, Error> {
+        let mut handles = Vec::with_capacity(config.workers);
+        for w in 0..config.workers {
+            let (db, table, txns, aborts, stop) = (&db, &table, &txns, &aborts, &stop);
+            let spawned = std::thread::Builder::new()
+                .name(format!("bench-updates-{w}"))
+                .spawn_scoped(s, move || -> Result<hdrhistogram::Histogram<u64>, Error> {
                     let mut h = new_histogram();
                     let mut rng = SmallRng::seed_from_u64(config.seed ^ (w as u64 + 1));
                     let mut session = db.session();
@@ -197,9 +252,16 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
                         txns.fetch_add(1, Ordering::Relaxed);
                     }
                     Ok(h)
-                })
-            })
-            .collect();
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Stop those started (the scope joins them).
+                    stop.store(true, Ordering::Release);
+                    return Err(crate::driver::spawn_failed(w, config.workers, &e).into_engine());
+                }
+            }
+        }
         std::thread::sleep(Duration::from_secs_f64(config.duration_secs));
         stop.store(true, Ordering::Release);
         for h in handles {

@@ -278,6 +278,10 @@ impl Workload for Voter {
         serde_json::to_value(&self.config).expect("config serializes")
     }
 
+    fn validate(&self, _page_size: usize) -> BenchResult<()> {
+        self.config.check()
+    }
+
     fn setup(&mut self, db: &Database, _workers: usize) -> BenchResult<Loaded> {
         self.config.check()?;
         let params = self.config_json();

@@ -21,6 +21,13 @@ pub trait Workload: Sync {
     fn txn_types(&self) -> Vec<&'static str>;
     /// The workload's parameters, echoed in `summary.json`.
     fn config_json(&self) -> serde_json::Value;
+    /// Check the parameters against their ranges before a database is
+    /// opened (values must fit pages of `page_size`); the error names the
+    /// parameter, its value and the range.
+    fn validate(&self, page_size: usize) -> BenchResult<()> {
+        let _ = page_size;
+        Ok(())
+    }
     /// Create and load the tables with `workers` threads, or check that an
     /// existing database holds this workload at the same scale.
     fn setup(&mut self, db: &Database, workers: usize) -> BenchResult<Loaded>;

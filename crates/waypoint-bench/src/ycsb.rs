@@ -108,10 +108,25 @@ impl YcsbConfig {
         })
     }
 
-    fn check(&self) -> BenchResult<()> {
-        if self.records == 0 || self.ops_per_txn == 0 || self.max_scan_len == 0 {
-            return Err(BenchError::Config(
-                "YCSB records, ops per transaction and scan length must be positive".into(),
+    /// Every count at least 1, `theta` a positive number, and values of
+    /// `value_size` 1 byte to the largest a table takes at `page_size`.
+    pub fn check(&self, page_size: usize) -> BenchResult<()> {
+        use crate::driver::out_of_range;
+        for (name, n) in [
+            ("records", self.records),
+            ("ops_per_txn", self.ops_per_txn as u64),
+            ("max_scan_len", self.max_scan_len as u64),
+        ] {
+            if n == 0 {
+                return Err(out_of_range(name, n, "at least 1"));
+            }
+        }
+        let max = waypoint::Database::max_value_len_for(page_size);
+        if !(1..=max).contains(&self.value_size) {
+            return Err(out_of_range(
+                "value_size",
+                self.value_size,
+                &format!("1 to {max} (the largest value in pages of {page_size} bytes)"),
             ));
         }
         if !(self.theta > 0.0 && self.theta.is_finite()) {
@@ -180,15 +195,12 @@ impl Workload for Ycsb {
         serde_json::to_value(&self.config).expect("config serializes")
     }
 
+    fn validate(&self, page_size: usize) -> BenchResult<()> {
+        self.config.check(page_size)
+    }
+
     fn setup(&mut self, db: &Database, workers: usize) -> BenchResult<Loaded> {
-        self.config.check()?;
-        let max = db.max_value_len();
-        if self.config.value_size > max {
-            return Err(BenchError::Config(format!(
-                "--value-size {} exceeds the largest value of this page size ({max})",
-                self.config.value_size
-            )));
-        }
+        self.config.check(db.page_size())?;
         let params = serde_json::json!({
             "records": self.config.records, "value_size": self.config.value_size,
         });

@@ -380,41 +380,73 @@ impl BenchArgs {
         }
     }
 
-    /// The checks common to every workload.
+    /// The checks common to every workload: names and sizes parse, and
+    /// the driver's and the engine's options are in their ranges
+    /// (`DriverConfig::validate`, which checks the engine's with
+    /// `Options::validate`), before anything is opened.
     pub fn check(&self) -> Result<()> {
-        let d = self.duration();
-        if self.workers() == 0 || self.records == Some(0) || d.is_nan() || d <= 0.0 {
-            bail!("--workers, --records and --duration must be positive");
+        if self.records == Some(0) {
+            bail!("--records 0 is out of range: at least 1");
         }
-        if self.in_flight == Some(0) {
-            bail!("--in-flight must be at least 1");
-        }
-        self.logging()?;
-        self.commit()?;
-        self.checkpoint()?;
-        if self.wal_limit_bytes()? == 0 {
-            bail!("--wal-limit must be positive");
-        }
-        if self.segment_bytes()? == 0
-            || [
-                self.checkpoint_shards,
-                self.checkpoint_threads,
-                self.recovery_threads,
-            ]
-            .contains(&Some(0))
+        if self.value_size.is_some()
+            && !matches!(self.workload.as_str(), "ycsb" | "engine" | "updates")
         {
-            bail!(
-                "--segment-size, --checkpoint-shards, --checkpoint-threads and --recovery-threads must be positive"
-            );
+            bail!("--value-size applies to the ycsb, engine and updates workloads only");
         }
-        self.buffer_bytes()?;
-        self.page_size_bytes()?;
-        Ok(())
+        crate::bench_driver::driver_config(self)?
+            .validate()
+            .map_err(|e| name_flag(e, BENCH_FLAGS))
     }
 }
 
+/// The flags of `bench` that set the options a range error may name
+/// (the engine's as `Options` spells them, the driver's and the
+/// workloads' as their configurations do).
+pub const BENCH_FLAGS: &[(&str, &str)] = &[
+    ("page_size", "--page-size"),
+    ("buffer_pool_bytes", "--buffer"),
+    ("recovery_threads", "--recovery-threads"),
+    ("wal_segment_bytes", "--segment-size"),
+    ("checkpoint_shards", "--checkpoint-shards"),
+    ("checkpoint_threads", "--checkpoint-threads"),
+    ("wal_limit_bytes", "--wal-limit"),
+    ("log_sync_interval", "--sync-interval"),
+    ("workers", "--workers"),
+    ("duration_secs", "--duration"),
+    ("warmup_secs", "--warmup"),
+    ("max_txns", "--txns"),
+    ("in_flight", "--in-flight"),
+    ("pipeline", "--in-flight"),
+    ("records", "--records"),
+    ("value_size", "--value-size"),
+    ("ops_per_txn", "--ops-per-txn"),
+    ("updates_per_txn", "--updates-per-txn"),
+    ("branches", "--scale"),
+];
+
+/// A range error (`OPTION = VALUE is out of range: RANGE`, from
+/// `Options::validate` or a benchmark configuration) worded for the
+/// command line: the flag that set the option in its place. An error that
+/// names no option of `flags` is kept as it is.
+pub fn name_flag(e: impl std::fmt::Display, flags: &[(&str, &str)]) -> anyhow::Error {
+    let text = e.to_string();
+    let bare = text.strip_prefix("invalid options: ").unwrap_or(&text);
+    let flag = bare.split_once(" = ").and_then(|(option, rest)| {
+        let (_, flag) = flags.iter().find(|(o, _)| *o == option)?;
+        Some(format!("{flag} {rest}"))
+    });
+    anyhow::anyhow!(flag.unwrap_or(text))
+}
+
 pub fn parse_size(what: &str, s: &str) -> Result<usize> {
-    let n = parse_size::parse_size(s)
-        .with_context(|| format!("--{what} {s:?} is not a size (examples: 64MiB, 1GiB, 16KiB)"))?;
+    let n = match parse_size::parse_size(s) {
+        Ok(n) => n,
+        Err(parse_size::Error::PosOverflow) => {
+            bail!("--{what} {s:?} is too large (more than 2^64 bytes)")
+        }
+        Err(e) => {
+            bail!("--{what} {s:?} is not a size (examples: 64MiB, 1GiB, 16KiB): {e}")
+        }
+    };
     usize::try_from(n).with_context(|| format!("--{what} {s:?} is too large"))
 }

@@ -13,7 +13,7 @@ use waypoint_bench::voter::{Voter, VoterConfig};
 use waypoint_bench::workload::Workload;
 use waypoint_bench::ycsb::{KeyDistribution, Ycsb, YcsbConfig};
 
-fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
+pub(crate) fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
     let d = DriverConfig::default();
     Ok(DriverConfig {
         dir: args.dir.clone(),
@@ -149,6 +149,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         "voter" => Box::new(voter(args)?),
         other => unreachable!("dispatched {other}"),
     };
+    workload
+        .validate(config.page_size)
+        .map_err(|e| crate::args::name_flag(e, crate::args::BENCH_FLAGS))?;
     println!(
         "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, pin {}, dir {}",
         workload.name(),

@@ -46,6 +46,9 @@ pub fn engine(args: &BenchArgs) -> Result<()> {
         seed: args.seed.unwrap_or(42),
         ..EngineConfig::default()
     };
+    config
+        .validate()
+        .map_err(|e| crate::args::name_flag(e, crate::args::BENCH_FLAGS))?;
     let data_mib = config.records as f64 * (8 + config.value_size) as f64 / (1 << 20) as f64;
     println!(
         "waypoint bench engine: {} records of {} bytes (~{data_mib:.0} MiB), buffer {}, page {}, {} workers, {} s per timed phase, logging {}, commit {}",
@@ -87,6 +90,9 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         wal_zero_fill: args.wal_zero_fill(),
         seed: args.seed.unwrap_or(42),
     };
+    config
+        .validate()
+        .map_err(|e| crate::args::name_flag(e, crate::args::BENCH_FLAGS))?;
     println!(
         "waypoint bench updates: {} records of {} bytes{}, {} updates per transaction, {} workers, {} in flight per worker, logging {}, commit {}, {} s",
         config.records, config.value_size, if config.disjoint { " (a disjoint share per worker)" } else { "" }, config.updates_per_txn, config.workers, config.pipeline, args.logging_name(), args.commit_name(), config.duration_secs

@@ -53,12 +53,14 @@ const READY: &str = "WAYPOINT-READY";
 const ACK: &str = "ACK ";
 /// The buffer pool of even cycles' children (at most `--buffer`).
 const SMALL_POOL: usize = 2 << 20;
+/// The latest a kill may come (`--kill-after-ms`): a day.
+const MAX_KILL_AFTER_MS: u64 = 24 * 3600 * 1000;
 
 #[derive(clap::Args)]
 pub struct CrashTestArgs {
     /// Workload: tpcc, tpcb, ycsb or voter.
     pub workload: String,
-    /// Kill-and-recover cycles [default: 5].
+    /// Kill-and-recover cycles, at least 1 [default: 5].
     #[arg(long, default_value_t = 5)]
     pub cycles: u32,
     /// Database directory: empty or missing (created and loaded) or one
@@ -71,13 +73,13 @@ pub struct CrashTestArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Kill the child a random time in this range after it is ready, in
-    /// milliseconds.
+    /// milliseconds (at most a day).
     #[arg(long, default_value = "200..1500", value_parser = parse_range)]
     pub kill_after_ms: (u64, u64),
-    /// Worker threads in the child, a session each.
+    /// Worker threads in the child, a session each (1 to 4096).
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
-    /// Commits in flight per worker; 1 waits for each commit.
+    /// Commits in flight per worker, at least 1; 1 waits for each commit.
     #[arg(long, default_value_t = 8)]
     pub in_flight: usize,
     /// Commit protocol of the child: rfa-group, group, rfa or flush-all
@@ -120,6 +122,11 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
     let hi: u64 = hi.parse().map_err(|_| bad())?;
     if lo > hi {
         return Err(bad());
+    }
+    if hi > MAX_KILL_AFTER_MS {
+        return Err(format!(
+            "{s:?} is out of range: at most {MAX_KILL_AFTER_MS} milliseconds (a day)"
+        ));
     }
     Ok((lo, hi))
 }
@@ -213,7 +220,7 @@ pub fn child(args: CrashChildArgs) -> Result<()> {
     std::thread::scope(|s| {
         for w in 0..args.workers {
             let (db, workload, acks, args) = (&db, &workload, &acks, &args);
-            s.spawn(move || {
+            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
                 let mut session = db.session();
                 let mut gen = workload.worker(w, args.seed ^ ((w as u64 + 1) << 32));
                 let mut pending: VecDeque<(u64, waypoint::PendingCommit)> = VecDeque::new();
@@ -251,6 +258,9 @@ pub fn child(args: CrashChildArgs) -> Result<()> {
                     }
                 }
             });
+            if let Err(e) = spawned {
+                child_fail(format!("cannot start worker thread {w}: {e}"));
+            }
         }
     });
     unreachable!("the workers run until the process is killed")
@@ -333,7 +343,7 @@ fn new_workload(args: &CrashTestArgs) -> Result<Box<dyn Workload>> {
         "tpcc" => {
             let config = TpccConfig {
                 scale_down: 10,
-                ..TpccConfig::new(args.scale.unwrap_or(1) as u32)
+                ..TpccConfig::new(u32::try_from(args.scale.unwrap_or(1)).unwrap_or(u32::MAX))
             };
             Box::new(Tpcc::new(config, args.seed.unwrap_or(0)))
         }
@@ -574,18 +584,42 @@ impl Run<'_> {
 
 pub fn run(args: CrashTestArgs) -> Result<()> {
     registry::check_name(&args.workload)?;
-    if args.workers == 0 || args.in_flight == 0 {
-        bail!("--workers and --in-flight must be at least 1");
+    let flags = &[
+        ("workers", "--workers"),
+        ("buffer_pool_bytes", "--buffer"),
+        ("wal_limit_bytes", "--wal-limit"),
+        ("records", "--records"),
+        ("branches", "--scale"),
+    ];
+    waypoint_bench::driver::check_workers("workers", args.workers)
+        .map_err(|e| crate::args::name_flag(e, flags))?;
+    if args.in_flight == 0 {
+        bail!("--in-flight 0 is out of range: at least 1");
+    }
+    if args.cycles == 0 {
+        bail!("--cycles 0 is out of range: at least 1");
     }
     commit_protocol(&args.commit)?;
     let buffer = crate::args::parse_size("buffer", &args.buffer)?;
     let wal_limit = crate::args::parse_size("wal-limit", &args.wal_limit)? as u64;
-    if wal_limit == 0 {
-        bail!("--wal-limit must be positive");
-    }
+    // The children's options (an even cycle's smaller buffer is valid
+    // when this one is: at least 16 pages, at most 2 MiB).
+    open_options(buffer, wal_limit)
+        .validate()
+        .map_err(|e| crate::args::name_flag(e, flags))?;
     if args.records == Some(0) || args.scale == Some(0) {
         bail!("--records and --scale must be positive");
     }
+    if args.workload == "tpcc" && args.scale.is_some_and(|s| s > u64::from(u16::MAX)) {
+        bail!(
+            "--scale {} is out of range: 1 to {} warehouses",
+            args.scale.unwrap_or(0),
+            u16::MAX
+        );
+    }
+    new_workload(&args)?
+        .validate(waypoint::buffer::page::DEFAULT_PAGE_SIZE)
+        .map_err(|e| crate::args::name_flag(e, flags))?;
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

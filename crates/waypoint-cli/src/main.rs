@@ -52,8 +52,8 @@ enum Command {
         /// than that it must write pages out while redoing.
         #[arg(long, default_value = "1GiB")]
         buffer: String,
-        /// Threads for redo and undo (analysis runs a thread per log
-        /// partition).
+        /// Threads for redo and undo, 1 to 1024 (analysis runs a thread
+        /// per log partition).
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
@@ -112,6 +112,21 @@ fn check(dir: PathBuf) -> Result<()> {
 }
 
 fn recover(dir: PathBuf, json: bool, buffer: &str, threads: usize) -> Result<()> {
+    let options = waypoint::Options {
+        create_if_missing: false,
+        buffer_pool_bytes: args::parse_size("buffer", buffer)?,
+        recovery_threads: threads,
+        ..Default::default()
+    };
+    options.validate().map_err(|e| {
+        args::name_flag(
+            e,
+            &[
+                ("buffer_pool_bytes", "--buffer"),
+                ("recovery_threads", "--threads"),
+            ],
+        )
+    })?;
     if !dir.join(waypoint::db::DATA_FILE).exists() {
         bail!(
             "{} is not a waypoint database (no {})",
@@ -119,12 +134,6 @@ fn recover(dir: PathBuf, json: bool, buffer: &str, threads: usize) -> Result<()>
             waypoint::db::DATA_FILE
         );
     }
-    let options = waypoint::Options {
-        create_if_missing: false,
-        buffer_pool_bytes: args::parse_size("buffer", buffer)?,
-        recovery_threads: threads.max(1),
-        ..Default::default()
-    };
     let db = waypoint::Database::open(&dir, options)
         .with_context(|| format!("cannot recover {}", dir.display()))?;
     let r = db.recovery_report().cloned().unwrap_or_default();

@@ -31,6 +31,9 @@ pub struct SimulateArgs {
 }
 
 pub fn run(args: SimulateArgs) -> Result<()> {
+    if args.seeds == Some(0) {
+        bail!("--seeds 0 is out of range: at least 1");
+    }
     if args.scheme != "per-worker" {
         bail!("unknown --scheme {:?}; available: per-worker", args.scheme);
     }

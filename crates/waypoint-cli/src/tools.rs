@@ -68,6 +68,9 @@ pub fn verify(args: VerifyArgs) -> Result<()> {
         buffer_pool_bytes: buffer,
         ..Default::default()
     };
+    options
+        .validate()
+        .map_err(|e| crate::args::name_flag(e, &[("buffer_pool_bytes", "--buffer")]))?;
     let t0 = std::time::Instant::now();
     let db = waypoint::Database::open(&args.dir, options)
         .with_context(|| format!("cannot open {}", args.dir.display()))?;

@@ -3,7 +3,8 @@
 //! `bench tpcb` run end to end and write their report files.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 fn waypoint(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_waypoint"))
@@ -12,11 +13,38 @@ fn waypoint(args: &[&str]) -> Output {
         .expect("run waypoint")
 }
 
+/// `waypoint args`, killed and failed if it runs longer than `limit`
+/// (a refusal is immediate: only a hang comes near it).
+fn waypoint_within(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_waypoint"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run waypoint");
+    let started = Instant::now();
+    while child.try_wait().expect("wait for waypoint").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("reap waypoint");
+            panic!(
+                "{args:?} still ran after {limit:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collect waypoint's output")
+}
+
 fn fails_with_one_line(args: &[&str], needle: &str) {
-    let out = waypoint(args);
+    let out = waypoint_within(args, Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} succeeded");
     assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     assert!(stderr.contains(needle), "{args:?}: {stderr}");
 }
 
@@ -31,7 +59,7 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     fails_with_one_line(&["bench", "ycsb", "--logging", "central"], "--logging");
     fails_with_one_line(
         &["bench", "ycsb", "--checkpoint-shards", "0"],
-        "must be positive",
+        "--checkpoint-shards 0 is out of range",
     );
     fails_with_one_line(&["bench", "ycsb", "--segment-size", "big"], "is not a size");
     fails_with_one_line(&["bench", "ycsb", "--disjoint"], "`updates` workload only");
@@ -50,6 +78,313 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
         &["bench", "ycsb", "--config", toml.to_str().unwrap()],
         "line 2",
     );
+}
+
+/// Every numeric option of `bench` out of its range (each end where it has
+/// two), one at a time: one line on stderr naming the flag, a non-zero
+/// exit, no panic, no hang, and the database directory not created.
+#[test]
+fn bench_options_out_of_range_are_one_line_naming_the_flag() {
+    let bad: &[(&str, &[&str], &str)] = &[
+        (
+            "tpcb",
+            &["--buffer", "99999TiB"],
+            "--buffer 99999 TiB is out of range",
+        ),
+        (
+            "tpcb",
+            &["--buffer", "99999999TiB"],
+            "--buffer \"99999999TiB\" is too large",
+        ),
+        (
+            "tpcb",
+            &["--buffer", "1KiB"],
+            "--buffer 1 KiB is out of range",
+        ),
+        (
+            "tpcb",
+            &["--page-size", "1000"],
+            "--page-size 1000 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--page-size", "128KiB"],
+            "--page-size 131072 is out of range",
+        ),
+        ("tpcb", &["--workers", "0"], "--workers 0 is out of range"),
+        (
+            "tpcb",
+            &["--workers", "100000"],
+            "--workers 100000 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--duration", "inf"],
+            "--duration inf is out of range",
+        ),
+        (
+            "tpcb",
+            &["--duration", "NaN"],
+            "--duration NaN is out of range",
+        ),
+        (
+            "tpcb",
+            &["--duration=-1"],
+            "--duration -1.0 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--duration", "0"],
+            "--duration 0.0 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--duration", "1e300"],
+            "--duration 1e300 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--warmup", "99999999999"],
+            "--warmup 99999999999 is out of range",
+        ),
+        ("tpcb", &["--txns", "0"], "--txns 0 is out of range"),
+        (
+            "tpcb",
+            &["--in-flight", "0"],
+            "--in-flight 0 is out of range",
+        ),
+        ("tpcb", &["--records", "0"], "--records 0 is out of range"),
+        ("tpcb", &["--scale", "0"], "--scale must be positive"),
+        (
+            "tpcb",
+            &["--scale", "18446744073709551615"],
+            "--scale 18446744073709551615 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--wal-limit", "1B"],
+            "--wal-limit 1 byte is out of range",
+        ),
+        (
+            "tpcb",
+            &["--wal-limit", "2PiB"],
+            "--wal-limit 2 PiB is out of range",
+        ),
+        (
+            "tpcb",
+            &["--checkpoint-shards", "64", "--wal-limit", "255KiB"],
+            "checkpoint_shards 64",
+        ),
+        (
+            "tpcb",
+            &["--segment-size", "1"],
+            "--segment-size 1 byte is out of range",
+        ),
+        (
+            "tpcb",
+            &["--segment-size", "2GiB"],
+            "--segment-size 2 GiB is out of range",
+        ),
+        (
+            "tpcb",
+            &["--checkpoint-shards", "1000000"],
+            "--checkpoint-shards 1000000 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--checkpoint-threads", "0"],
+            "--checkpoint-threads 0 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--checkpoint-threads", "1000"],
+            "--checkpoint-threads 1000 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--recovery-threads", "0"],
+            "--recovery-threads 0 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--recovery-threads", "5000"],
+            "--recovery-threads 5000 is out of range",
+        ),
+        (
+            "tpcb",
+            &["--sync-interval", "5000000"],
+            "--sync-interval 5s is out of range",
+        ),
+        ("tpcb", &["--value-size", "100"], "--value-size applies to"),
+        (
+            "ycsb",
+            &["--value-size", "0"],
+            "--value-size 0 is out of range",
+        ),
+        (
+            "ycsb",
+            &["--value-size", "5000"],
+            "--value-size 5000 is out of range",
+        ),
+        (
+            "ycsb",
+            &["--page-size", "4KiB", "--value-size", "1017"],
+            "--value-size 1017 is out of range",
+        ),
+        (
+            "ycsb",
+            &["--ops-per-txn", "0"],
+            "--ops-per-txn 0 is out of range",
+        ),
+        ("ycsb", &["--theta", "inf"], "--theta"),
+        ("tpcc", &["--warehouses", "70000"], "--warehouses"),
+        ("voter", &["--contestants", "0"], "contestants"),
+        ("voter", &["--max-votes", "0"], "vote limit"),
+        (
+            "engine",
+            &["--value-size", "0"],
+            "--value-size 0 is out of range",
+        ),
+        (
+            "engine",
+            &["--workers", "100000"],
+            "--workers 100000 is out of range",
+        ),
+        (
+            "engine",
+            &["--duration", "inf"],
+            "--duration inf is out of range",
+        ),
+        (
+            "engine",
+            &["--buffer", "99999TiB"],
+            "--buffer 99999 TiB is out of range",
+        ),
+        (
+            "updates",
+            &["--value-size", "0"],
+            "--value-size 0 is out of range",
+        ),
+        (
+            "updates",
+            &["--updates-per-txn", "0"],
+            "--updates-per-txn 0 is out of range",
+        ),
+        (
+            "updates",
+            &["--disjoint", "--records", "1"],
+            "--records 1 is out of range",
+        ),
+        (
+            "updates",
+            &["--sync-interval", "2000000"],
+            "--sync-interval 2s is out of range",
+        ),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = dir.to_str().unwrap();
+    for (workload, flags, needle) in bad {
+        let mut args = vec!["bench", workload, "--dir", d];
+        args.extend_from_slice(flags);
+        fails_with_one_line(&args, needle);
+        assert!(!dir.exists(), "{args:?} created the database directory");
+    }
+}
+
+/// The other commands' numeric options out of range: one line naming the
+/// flag, nothing changed.
+#[test]
+fn other_commands_options_out_of_range_are_one_line_naming_the_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    crashed_db(&dir);
+    let before = files(&dir);
+    let d = dir.to_str().unwrap();
+    let bad: &[(&[&str], &str)] = &[
+        (
+            &["recover", d, "--threads", "0"],
+            "--threads 0 is out of range",
+        ),
+        (
+            &["recover", d, "--threads", "5000"],
+            "--threads 5000 is out of range",
+        ),
+        (
+            &["recover", d, "--buffer", "99999TiB"],
+            "--buffer 99999 TiB is out of range",
+        ),
+        (
+            &["recover", d, "--buffer", "1KiB"],
+            "--buffer 1 KiB is out of range",
+        ),
+        (
+            &["verify", d, "--workload", "tpcb", "--buffer", "99999TiB"],
+            "--buffer 99999 TiB is out of range",
+        ),
+        (
+            &["crash-test", "tpcb", "--workers", "0"],
+            "--workers 0 is out of range",
+        ),
+        (
+            &["crash-test", "tpcb", "--workers", "100000"],
+            "--workers 100000 is out of range",
+        ),
+        (
+            &["crash-test", "tpcb", "--in-flight", "0"],
+            "--in-flight 0 is out of range",
+        ),
+        (
+            &["crash-test", "tpcb", "--cycles", "0"],
+            "--cycles 0 is out of range",
+        ),
+        (
+            &["crash-test", "tpcb", "--wal-limit", "1B"],
+            "--wal-limit 1 byte is out of range",
+        ),
+        (
+            &["crash-test", "tpcb", "--buffer", "99999TiB"],
+            "--buffer 99999 TiB is out of range",
+        ),
+        (
+            &["crash-test", "tpcb", "--kill-after-ms", "1..99999999999"],
+            "out of range",
+        ),
+        (
+            &["crash-test", "tpcc", "--scale", "99999"],
+            "--scale 99999 is out of range",
+        ),
+        (&["crash-test", "ycsb", "--records", "0"], "--records"),
+        (&["simulate", "--seeds", "0"], "--seeds 0 is out of range"),
+    ];
+    for (args, needle) in bad {
+        fails_with_one_line(args, needle);
+    }
+    assert_eq!(
+        files(&dir),
+        before,
+        "a refused command changed the database"
+    );
+}
+
+/// An OS error reaches stderr once, though the engine's error, its
+/// context and anyhow's chain each could repeat it.
+#[test]
+fn an_io_error_is_printed_with_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data.waypoint")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    for args in [vec!["check", d], vec!["recover", d]] {
+        let out = waypoint(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("os error 21").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
 }
 
 fn tiny_run(workload: &str, extra: &[&str], out: &Path) -> String {

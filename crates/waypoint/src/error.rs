@@ -3,6 +3,11 @@
 //! Invariant: no input a caller can give makes the engine panic; everything
 //! that can go wrong is one of these variants. Errors that concern bytes on
 //! disk carry the file and, where it is known, the byte offset.
+//!
+//! Each message is whole: it says its cause itself (an [`Error::Io`] ends
+//! with the OS error) and `source()` returns nothing, so a caller that
+//! prints `{e}` sees the cause and one that prints the chain (anyhow's
+//! `{:#}`) sees it once, not twice.
 
 use std::path::PathBuf;
 
@@ -93,13 +98,14 @@ pub enum Error {
     /// acknowledged commit from the log.
     #[error("the log's disk is full ({cause}): writes are refused, reads keep working; free space and reopen the database")]
     LogFull { path: PathBuf, cause: String },
-    #[error("{op} failed on {path}{}: {source}", fmt_offset(*.offset))]
+    /// A system call failed. The message ends with the OS error; `cause`
+    /// is not returned by `source()` (the message already says it).
+    #[error("{op} failed on {path}{}: {cause}", fmt_offset(*.offset))]
     Io {
         op: IoOp,
         path: PathBuf,
         offset: Option<u64>,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("corruption in {path} at offset {offset}: {detail}")]
     Corruption {
@@ -121,8 +127,15 @@ pub enum Error {
     },
     #[error("{path} is not a waypoint database")]
     NotADatabase { path: PathBuf },
+    /// An option outside its documented range (see [`crate::Options`]),
+    /// or two options that do not go together. The message names the
+    /// option, its value and the range.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+    /// The system refused memory the options asked for: the buffer pool's
+    /// frames (`Options::buffer_pool_bytes`). Nothing was opened.
+    #[error("cannot reserve {bytes} bytes of memory for {what}")]
+    OutOfMemory { what: &'static str, bytes: usize },
     #[error(
         "buffer pool exhausted: all {frames} frames are pinned or dirty and could not be written"
     )]
@@ -157,7 +170,7 @@ impl Error {
     /// also for [`Error::LogFull`]).
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
-            Error::Io { source, .. } => source.raw_os_error(),
+            Error::Io { cause, .. } => cause.raw_os_error(),
             Error::LogFull { .. } => Some(libc::ENOSPC),
             _ => None,
         }
@@ -168,9 +181,9 @@ impl Error {
     /// whatever its code (the data it covered may be lost).
     pub(crate) fn is_enospc_on_write(&self) -> bool {
         match self {
-            Error::Io { op, source, .. } => {
+            Error::Io { op, cause, .. } => {
                 matches!(op, IoOp::Write | IoOp::SetLen | IoOp::Open)
-                    && source.raw_os_error() == Some(libc::ENOSPC)
+                    && cause.raw_os_error() == Some(libc::ENOSPC)
             }
             _ => false,
         }
@@ -180,13 +193,13 @@ impl Error {
         op: IoOp,
         path: impl Into<PathBuf>,
         offset: Option<u64>,
-        source: std::io::Error,
+        cause: std::io::Error,
     ) -> Self {
         Error::Io {
             op,
             path: path.into(),
             offset,
-            source,
+            cause,
         }
     }
 }

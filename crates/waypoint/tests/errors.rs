@@ -878,11 +878,11 @@ fn corruption_of_the_superblock_or_the_catalog_is_reported_at_open() {
 fn is_enospc(e: &Error) -> bool {
     match e {
         Error::Io {
-            op, path, source, ..
+            op, path, cause, ..
         } => {
             *op == IoOp::Write
                 && path.ends_with(DATA_FILE)
-                && source.raw_os_error() == Some(libc::ENOSPC)
+                && cause.raw_os_error() == Some(libc::ENOSPC)
         }
         Error::Poisoned { cause } => cause.contains("os error 28"),
         // The log shares the disk: it may fill up first (tests/log_full.rs).

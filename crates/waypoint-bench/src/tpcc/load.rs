@@ -197,10 +197,12 @@ pub(crate) fn load(
         now: super::now_ms(),
     };
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers.max(1))
-            .map(|_| {
-                let (ctx, jobs, next) = (&ctx, &jobs, &next);
-                s.spawn(move || -> BenchResult<()> {
+        let mut handles = Vec::new();
+        for w in 0..workers.max(1) {
+            let (ctx, jobs, next) = (&ctx, &jobs, &next);
+            let spawned = std::thread::Builder::new()
+                .name(format!("tpcc-load-{w}"))
+                .spawn_scoped(s, move || -> BenchResult<()> {
                     let mut batch = Batch {
                         session: db.session(),
                         rows: Vec::with_capacity(LOAD_BATCH as usize),
@@ -211,9 +213,17 @@ pub(crate) fn load(
                         ctx.run(job, &mut rng, &mut batch)?;
                     }
                     batch.finish()
-                })
-            })
-            .collect();
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // No job is taken after this: those started finish
+                    // the one they hold.
+                    next.store(jobs.len(), Ordering::Relaxed);
+                    return Err(crate::driver::spawn_failed(w, workers.max(1), &e));
+                }
+            }
+        }
         handles
             .into_iter()
             .try_for_each(|h| h.join().expect("TPC-C load worker panicked"))

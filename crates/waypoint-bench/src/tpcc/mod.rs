@@ -249,6 +249,10 @@ impl Workload for Tpcc {
         config
     }
 
+    fn validate(&self, _page_size: usize) -> BenchResult<()> {
+        self.config.check()
+    }
+
     fn setup(&mut self, db: &Database, workers: usize) -> BenchResult<Loaded> {
         self.config.check()?;
         let params = self.params();

@@ -264,13 +264,34 @@ impl BufferPool {
             )));
         }
         let frames = config.frames;
+        let frame_ids = u32::try_from(frames).map_err(|_| {
+            Error::InvalidOptions(format!(
+                "the buffer budget holds {frames} pages; at most {} are possible",
+                u32::MAX
+            ))
+        })?;
+        let out_of_memory = |bytes| Error::OutOfMemory {
+            what: "the buffer pool (buffer_pool_bytes)",
+            bytes,
+        };
+        // The frames are a caller's choice: reserve them fallibly, so a
+        // budget the machine cannot map is an error instead of an abort.
+        let bytes = frames
+            .checked_mul(config.page_size)
+            .ok_or(out_of_memory(usize::MAX))?;
+        let memory = AlignedBuf::try_zeroed(bytes).ok_or(out_of_memory(bytes))?;
+        let mut frame_states = Vec::new();
+        frame_states
+            .try_reserve_exact(frames)
+            .map_err(|_| out_of_memory(frames.saturating_mul(std::mem::size_of::<Frame>())))?;
+        frame_states.extend((0..frames).map(|_| Frame::new()));
         let pool = Arc::new(BufferPool {
             page_size: config.page_size,
             file,
-            memory: AlignedBuf::zeroed(frames * config.page_size),
-            frames: (0..frames).map(|_| Frame::new()).collect(),
+            memory,
+            frames: frame_states.into_boxed_slice(),
             table: PageTable::new(),
-            free_frames: Mutex::new((0..frames as u32).rev().collect()),
+            free_frames: Mutex::new((0..frame_ids).rev().collect()),
             frames_available: Condvar::new(),
             free_target: (frames / 64).clamp(4, 1024),
             cool_target: (frames / 8).max(8),
@@ -343,7 +364,7 @@ impl BufferPool {
             Err(Error::Corruption { detail, .. }) if detail.contains("never written") => {
                 self.claim(pid, PageKind::Free, 0)
             }
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err(Error::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::UnexpectedEof => {
                 self.claim(pid, PageKind::Free, 0)
             }
             Err(e) => Err(e),
@@ -1406,6 +1427,32 @@ mod tests {
             frames,
         };
         BufferPool::start(config, file, 1, Vec::new()).unwrap()
+    }
+
+    /// A budget the machine cannot map is an error, not an abort, and
+    /// more frames than frame ids is refused before any memory is taken.
+    #[test]
+    fn an_impossible_budget_is_an_error() {
+        let sim = SimStorage::new(1);
+        sim.create_dir_all(Path::new("/db")).unwrap();
+        let file = sim
+            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
+            .unwrap();
+        let start = |page_size, frames| {
+            let config = PoolConfig { page_size, frames };
+            BufferPool::start(config, Arc::clone(&file), 1, Vec::new())
+        };
+        // 2^32 - 1 pages of 64 KiB: 256 TiB, more than a process can map
+        // (47 bits of address space), whatever the overcommit policy.
+        match start(65536, u32::MAX as usize) {
+            Err(Error::OutOfMemory { bytes, .. }) => assert_eq!(bytes, u32::MAX as usize * 65536),
+            r => panic!("{r:?}"),
+        }
+        match start(4096, 1 << 32) {
+            Err(Error::InvalidOptions(msg)) => assert!(msg.contains("4294967296"), "{msg}"),
+            r => panic!("{r:?}"),
+        }
+        start(4096, MIN_FRAMES).unwrap().stop();
     }
 
     /// A hint is honoured while its frame holds the same page at the same

@@ -67,6 +67,11 @@ pub enum Logging {
 }
 
 /// How to open a database.
+///
+/// Every field has a range, given in its documentation; [`Options::validate`]
+/// checks them all (`Database::open` calls it before touching anything) and
+/// names the first option out of range, its value and the range in
+/// [`Error::InvalidOptions`]. [`Options::default`] is valid.
 #[derive(Clone)]
 pub struct Options {
     /// Page size for a new database (4 KiB to 64 KiB, a power of two).
@@ -75,6 +80,12 @@ pub struct Options {
     pub page_size: Option<usize>,
     /// Memory for page frames, in bytes. Data larger than this works; the
     /// page provider evicts pages to stay within it.
+    ///
+    /// Range: at least 16 pages (what one B-tree operation of a handful of
+    /// sessions latches at once: 256 KiB at 16 KiB pages); at most the
+    /// machine's memory and swap, and 2^32 − 1 pages. The frames are
+    /// reserved when the database opens; if the system refuses them,
+    /// `open` fails with [`Error::OutOfMemory`].
     pub buffer_pool_bytes: usize,
     /// Create the database if the directory holds none.
     pub create_if_missing: bool,
@@ -97,21 +108,38 @@ pub struct Options {
     pub logging: Logging,
     /// How commits become durable (see [`CommitProtocol`]).
     pub commit: CommitProtocol,
-    /// Threads for redo and undo (analysis runs a thread per log partition).
+    /// Threads for redo and undo (analysis runs a thread per log
+    /// partition). Range: 1 to 1024.
     pub recovery_threads: usize,
     /// A log segment file is closed and a new one started beyond this size
     /// (with checkpoints on, at most the larger of 1/32 of `wal_limit_bytes`
     /// and 64 KiB, so pruning whole segments can follow the limit).
+    ///
+    /// Range: 4 KiB (one log block: a smaller segment is closed after
+    /// almost every log write, a file per write) to 1 GiB (preallocation
+    /// writes up to three segments ahead of each partition's log).
     pub wal_segment_bytes: u64,
     /// How dirty pages are written and the log pruned while running.
     pub checkpoint: CheckpointMode,
     /// The WAL limit: with checkpoints on, the log on disk stays near it
     /// (continuous) or below it plus one burst (full); see ARCHITECTURE.md.
+    ///
+    /// Range: at least `checkpoint_shards` × 4 KiB, at most 1 PiB. A
+    /// checkpoint increment follows every `wal_limit_bytes /
+    /// checkpoint_shards` bytes of log and costs synced page and metadata
+    /// writes, and back-pressure holds new transactions while the log is
+    /// more than two increments ahead. With at least one 4 KiB log block
+    /// per increment the checkpointer needs no more increments than the
+    /// log writes blocks, so commits slow down but go on; with 1 byte per
+    /// increment (a 1-byte limit) every commit waited for thousands of
+    /// increments and a TPC-B load stood still for over 90 s.
     pub wal_limit_bytes: u64,
     /// Buffer shards of continuous checkpointing (one per increment).
+    /// Range: 1 to 4096.
     pub checkpoint_shards: usize,
     /// Checkpoint increments that may run at once on distinct shards, each
-    /// on its own thread, when the checkpointer falls behind.
+    /// on its own thread, when the checkpointer falls behind (never more
+    /// at once than `checkpoint_shards`). Range: 1 to 256.
     pub checkpoint_threads: usize,
     /// Stage 3 of the log: move log segments that are no longer needed to
     /// this directory (relative paths are below the database directory)
@@ -123,6 +151,8 @@ pub struct Options {
     /// syncs. A commit that waits (`Transaction::commit`, or a pipelined
     /// handle's `wait`) ends the pause at once, so an isolated commit is
     /// not delayed. Zero syncs whenever anything is waiting to be synced.
+    /// Range: 0 to 1 s (longer would leave pipelined commits unacknowledged
+    /// for longer than any commit should wait).
     pub log_sync_interval: std::time::Duration,
     /// Segment preallocation: each log partition keeps its next segment
     /// ready, written and synced, so log syncs overwrite written blocks
@@ -170,6 +200,163 @@ impl Default for Options {
             wal_zero_fill: true,
         }
     }
+}
+
+impl Options {
+    /// Fewest log bytes per checkpoint increment (`wal_limit_bytes /
+    /// checkpoint_shards`): one log block.
+    pub const MIN_LOG_PER_INCREMENT: u64 = 4096;
+    pub const MAX_WAL_LIMIT_BYTES: u64 = 1 << 50;
+    pub const MIN_WAL_SEGMENT_BYTES: u64 = 4096;
+    pub const MAX_WAL_SEGMENT_BYTES: u64 = 1 << 30;
+    pub const MAX_CHECKPOINT_SHARDS: usize = 4096;
+    pub const MAX_CHECKPOINT_THREADS: usize = 256;
+    pub const MAX_RECOVERY_THREADS: usize = 1024;
+    pub const MAX_LOG_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// Check every option against its documented range, and the options
+    /// that constrain each other together. `Database::open` calls it
+    /// first; the error names the option, its value and the range.
+    ///
+    /// The buffer's lower bound is checked here against `page_size` (4 KiB
+    /// when it is `None`); `open` checks it again against the page size of
+    /// an existing database.
+    pub fn validate(&self) -> Result<()> {
+        fn out_of_range(option: &str, value: impl std::fmt::Display, range: String) -> Error {
+            Error::InvalidOptions(format!("{option} = {value} is out of range: {range}"))
+        }
+        if let Some(ps) = self.page_size {
+            if !page::is_valid_page_size(ps) {
+                return Err(out_of_range(
+                    "page_size",
+                    ps,
+                    format!(
+                        "a power of two from {} to {}",
+                        page::MIN_PAGE_SIZE,
+                        page::MAX_PAGE_SIZE
+                    ),
+                ));
+            }
+        }
+        let page_size = self.page_size.unwrap_or(page::MIN_PAGE_SIZE);
+        let min_frames = crate::buffer::pool::MIN_FRAMES;
+        let min_buffer = min_frames * page_size;
+        let max_frames = u32::MAX as usize;
+        let memory = crate::io::machine_memory_bytes()
+            .map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
+        let buffer = self.buffer_pool_bytes;
+        let buffer_text = format_bytes(buffer as u64);
+        if buffer < min_buffer {
+            return Err(out_of_range(
+                "buffer_pool_bytes",
+                &buffer_text,
+                format!(
+                    "at least {} ({min_frames} pages of {page_size} bytes)",
+                    format_bytes(min_buffer as u64)
+                ),
+            ));
+        }
+        if buffer > memory {
+            return Err(out_of_range(
+                "buffer_pool_bytes",
+                &buffer_text,
+                format!(
+                    "at most the machine's memory and swap, {}",
+                    format_bytes(memory as u64)
+                ),
+            ));
+        }
+        if buffer / page_size > max_frames {
+            return Err(out_of_range(
+                "buffer_pool_bytes",
+                &buffer_text,
+                format!("at most {max_frames} pages of {page_size} bytes"),
+            ));
+        }
+        if !(1..=Self::MAX_RECOVERY_THREADS).contains(&self.recovery_threads) {
+            return Err(out_of_range(
+                "recovery_threads",
+                self.recovery_threads,
+                format!("1 to {}", Self::MAX_RECOVERY_THREADS),
+            ));
+        }
+        let segment = Self::MIN_WAL_SEGMENT_BYTES..=Self::MAX_WAL_SEGMENT_BYTES;
+        if !segment.contains(&self.wal_segment_bytes) {
+            return Err(out_of_range(
+                "wal_segment_bytes",
+                format_bytes(self.wal_segment_bytes),
+                format!(
+                    "{} to {}",
+                    format_bytes(*segment.start()),
+                    format_bytes(*segment.end())
+                ),
+            ));
+        }
+        if !(1..=Self::MAX_CHECKPOINT_SHARDS).contains(&self.checkpoint_shards) {
+            return Err(out_of_range(
+                "checkpoint_shards",
+                self.checkpoint_shards,
+                format!("1 to {}", Self::MAX_CHECKPOINT_SHARDS),
+            ));
+        }
+        if !(1..=Self::MAX_CHECKPOINT_THREADS).contains(&self.checkpoint_threads) {
+            return Err(out_of_range(
+                "checkpoint_threads",
+                self.checkpoint_threads,
+                format!("1 to {}", Self::MAX_CHECKPOINT_THREADS),
+            ));
+        }
+        let min_limit = self.checkpoint_shards as u64 * Self::MIN_LOG_PER_INCREMENT;
+        if !(min_limit..=Self::MAX_WAL_LIMIT_BYTES).contains(&self.wal_limit_bytes) {
+            return Err(out_of_range(
+                "wal_limit_bytes",
+                format_bytes(self.wal_limit_bytes),
+                format!(
+                    "{} (checkpoint_shards {} x {} of log per checkpoint increment) to {}",
+                    format_bytes(min_limit),
+                    self.checkpoint_shards,
+                    format_bytes(Self::MIN_LOG_PER_INCREMENT),
+                    format_bytes(Self::MAX_WAL_LIMIT_BYTES)
+                ),
+            ));
+        }
+        if self.log_sync_interval > Self::MAX_LOG_SYNC_INTERVAL {
+            return Err(out_of_range(
+                "log_sync_interval",
+                format!("{:?}", self.log_sync_interval),
+                format!("at most {:?}", Self::MAX_LOG_SYNC_INTERVAL),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `n` bytes exactly in the largest binary unit that divides it ("64 KiB",
+/// "99999 TiB"), or, where that takes more than six digits, as bytes with
+/// a rounded figure.
+fn format_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    match n {
+        0 => return "0 bytes".into(),
+        1 => return "1 byte".into(),
+        _ => {}
+    }
+    let exact = (0..UNITS.len())
+        .rev()
+        .find(|&u| n.is_multiple_of(1 << (10 * u)))
+        .unwrap_or(0);
+    if n >> (10 * exact) < 1 << 20 {
+        return format!("{} {}", n >> (10 * exact), UNITS[exact]);
+    }
+    let near = (0..UNITS.len())
+        .rev()
+        .find(|&u| n >= 1 << (10 * u))
+        .unwrap_or(0);
+    format!(
+        "{n} bytes (about {:.1} {})",
+        n as f64 / (1u64 << (10 * near)) as f64,
+        UNITS[near]
+    )
 }
 
 impl std::fmt::Debug for Options {
@@ -312,6 +499,7 @@ impl Database {
     /// db.close().unwrap();
     /// ```
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Database> {
+        options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let storage: Arc<dyn Storage> = match &options.storage {
             Some(s) => Arc::clone(s),
@@ -320,23 +508,6 @@ impl Database {
                     .with_direct_log(options.log_direct_io),
             ),
         };
-        if let Some(ps) = options.page_size {
-            if !page::is_valid_page_size(ps) {
-                return Err(Error::InvalidOptions(format!(
-                    "page size {ps} is not a power of two between {} and {}",
-                    page::MIN_PAGE_SIZE,
-                    page::MAX_PAGE_SIZE
-                )));
-            }
-        }
-        if options.checkpoint_shards == 0
-            || options.wal_limit_bytes == 0
-            || options.checkpoint_threads == 0
-        {
-            return Err(Error::InvalidOptions(
-                "checkpoint_shards, checkpoint_threads and wal_limit_bytes must be positive".into(),
-            ));
-        }
         let path = dir.join(DATA_FILE);
         let exists = storage.exists(&path);
         if !exists && !options.create_if_missing {
@@ -409,8 +580,9 @@ impl Database {
         let frames = options.buffer_pool_bytes / page_size;
         if frames < crate::buffer::pool::MIN_FRAMES {
             return Err(Error::InvalidOptions(format!(
-                "buffer_pool_bytes {} holds {frames} pages of {page_size} bytes; at least {} are needed",
-                options.buffer_pool_bytes,
+                "buffer_pool_bytes = {} is out of range: at least {} ({} pages of this database's {page_size} bytes)",
+                format_bytes(options.buffer_pool_bytes as u64),
+                format_bytes((crate::buffer::pool::MIN_FRAMES * page_size) as u64),
                 crate::buffer::pool::MIN_FRAMES
             )));
         }
@@ -591,7 +763,7 @@ impl Database {
             }
             pool.set_flush_gate(Arc::clone(&w) as Arc<dyn crate::buffer::FlushGate>);
             // One log per undo thread, in slots no session holds yet.
-            let mut undo_logs = (0..options.recovery_threads.max(1) as u16)
+            let mut undo_logs = (0..options.recovery_threads as u16)
                 .map(|i| w.session_log(SYSTEM_SLOT - i))
                 .collect::<Result<Vec<_>>>()?;
             recovery.undo(pool, &mut undo_logs)?;
@@ -685,6 +857,12 @@ impl Database {
 
     pub fn max_value_len(&self) -> usize {
         BTree::max_value_len(&self.inner.shared.pool)
+    }
+
+    /// Largest value a table accepts at `page_size` (a valid page size),
+    /// for checking a value size before a database is opened.
+    pub fn max_value_len_for(page_size: usize) -> usize {
+        crate::btree::node::max_value_len(page_size) - crate::btree::tree::TID_SIZE
     }
 
     fn ddl_guard(&self) -> Result<parking_lot::RwLockWriteGuard<'_, ()>> {

@@ -139,6 +139,35 @@ pub(crate) fn shared_zeros() -> &'static [u8] {
     ZEROS.get_or_init(|| AlignedBuf::zeroed(1 << 20)).as_slice()
 }
 
+/// The machine's memory and swap in bytes (None if the system does not
+/// say): the most a buffer pool could ever hold. A pool beyond it cannot
+/// be filled, and under a permissive overcommit policy its mapping would
+/// succeed and the process be killed once the pages are touched.
+pub fn machine_memory_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sysinfo fills the struct it is given and nothing else.
+        let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+        if unsafe { libc::sysinfo(&mut info) } == 0 {
+            let unit = u64::from(info.mem_unit.max(1));
+            return (info.totalram as u64)
+                .checked_add(info.totalswap as u64)?
+                .checked_mul(unit);
+        }
+    }
+    // SAFETY: sysconf reads a system value.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page <= 0 {
+        return None;
+    }
+    (pages as u64).checked_mul(page as u64)
+}
+
 /// A buffer aligned to 4 KiB, as `O_DIRECT` requires for buffers,
 /// offsets and lengths. Page frames and writeback buffers use it.
 ///
@@ -165,12 +194,25 @@ const MAP_AT_LEAST: usize = 1 << 20;
 
 impl AlignedBuf {
     /// A zeroed buffer of `len` bytes (`len` > 0, a multiple of 4 KiB).
+    /// Aborts, as `Box::new` does, if the memory cannot be had: for
+    /// buffers whose size the engine chooses.
     pub fn zeroed(len: usize) -> Self {
+        Self::try_zeroed(len).unwrap_or_else(|| {
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(len, IO_ALIGN).expect("valid layout"),
+            )
+        })
+    }
+
+    /// [`AlignedBuf::zeroed`], or None where the system refuses the
+    /// memory: for buffers whose size a caller chose (the buffer pool's
+    /// frames), so a budget beyond what the machine can map is an error,
+    /// not an abort.
+    pub fn try_zeroed(len: usize) -> Option<Self> {
         assert!(
             len > 0 && len.is_multiple_of(IO_ALIGN),
             "aligned buffers are whole 4 KiB blocks"
         );
-        let layout = std::alloc::Layout::from_size_align(len, IO_ALIGN).expect("valid layout");
         if len >= MAP_AT_LEAST {
             // SAFETY: a fresh private anonymous mapping; no address hint.
             let raw = unsafe {
@@ -184,27 +226,25 @@ impl AlignedBuf {
                 )
             };
             if raw == libc::MAP_FAILED {
-                std::alloc::handle_alloc_error(layout);
+                return None;
             }
             // Mappings are page-aligned, and pages are at least 4 KiB.
             debug_assert!((raw as usize).is_multiple_of(IO_ALIGN));
-            let ptr = std::ptr::NonNull::new(raw.cast::<u8>())
-                .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-            return AlignedBuf {
+            let ptr = std::ptr::NonNull::new(raw.cast::<u8>())?;
+            return Some(AlignedBuf {
                 ptr,
                 len,
                 mapped: true,
-            };
+            });
         }
+        let layout = std::alloc::Layout::from_size_align(len, IO_ALIGN).ok()?;
         // SAFETY: layout has non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr =
-            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf {
-            ptr,
+        Some(AlignedBuf {
+            ptr: std::ptr::NonNull::new(raw)?,
             len,
             mapped: false,
-        }
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -269,5 +309,16 @@ mod tests {
             s[len - 1] = 2;
             assert_eq!((b.as_slice()[0], b.as_slice()[len - 1]), (1, 2));
         }
+    }
+
+    /// More memory than any address space holds is refused, not an abort.
+    #[test]
+    fn an_impossible_buffer_is_refused() {
+        assert!(AlignedBuf::try_zeroed(1 << 62).is_none());
+        assert!(AlignedBuf::try_zeroed(usize::MAX - IO_ALIGN + 1).is_none());
+        assert_eq!(
+            AlignedBuf::try_zeroed(MAP_AT_LEAST).map(|b| b.len()),
+            Some(MAP_AT_LEAST)
+        );
     }
 }

@@ -91,7 +91,7 @@ impl Storage for RealStorage {
         }
         match self.open_with(path, mode, true) {
             // tmpfs before Linux 6.6, among others.
-            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) => {
+            Err(Error::Io { cause, .. }) if cause.raw_os_error() == Some(libc::EINVAL) => {
                 warn_buffered_log_once(path);
                 // Linux refuses `O_DIRECT` only after `O_CREAT` made the
                 // file: a `CreateNew` has created it, empty, by then (had

@@ -1401,11 +1401,11 @@ mod tests {
         match err {
             Error::Io {
                 op: IoOp::Read,
-                source,
+                cause,
                 offset: Some(0),
                 ..
             } => {
-                assert_eq!(source.kind(), std::io::ErrorKind::UnexpectedEof)
+                assert_eq!(cause.kind(), std::io::ErrorKind::UnexpectedEof)
             }
             other => panic!("{other:?}"),
         }
