@@ -250,6 +250,7 @@ impl Catalog {
             name.as_bytes(),
             0,
             &encode_entry(KIND_TABLE, id, tree.root(), None),
+            None,
         )?;
         self.next_id += 1;
         let info = Arc::new(TableInfo {
@@ -279,6 +280,7 @@ impl Catalog {
             name.as_bytes(),
             0,
             &encode_entry(KIND_INDEX, id, tree.root(), Some(&table.name)),
+            None,
         )?;
         self.next_id += 1;
         let info = Arc::new(IndexInfo {
@@ -306,7 +308,7 @@ impl Catalog {
             .ok_or_else(|| Error::UnknownTable { name: name.into() })?;
         info.dropped.store(true, Ordering::Release);
         info.table.indexes.write().retain(|i| i.id != info.id);
-        BTree::open(CATALOG_ROOT).remove(pool, log, name.as_bytes())?;
+        BTree::open(CATALOG_ROOT).remove(pool, log, name.as_bytes(), None)?;
         info.tree.destroy(pool)
     }
 
@@ -327,7 +329,7 @@ impl Catalog {
         }
         self.tables.remove(name);
         info.dropped.store(true, Ordering::Release);
-        BTree::open(CATALOG_ROOT).remove(pool, log, name.as_bytes())?;
+        BTree::open(CATALOG_ROOT).remove(pool, log, name.as_bytes(), None)?;
         info.tree.destroy(pool)
     }
 }

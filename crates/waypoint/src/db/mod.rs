@@ -964,7 +964,7 @@ impl Database {
             }
             let info = catalog.add_index(pool, log, name, &table.info, Arc::clone(&extractor))?;
             for (k, tid) in rows {
-                info.tree.insert(pool, log, &k, tid, &[])?;
+                info.tree.insert(pool, log, &k, tid, &[], None)?;
             }
             Ok(info)
         })?;

@@ -176,7 +176,7 @@ impl Transaction<'_> {
         let mut plans = Vec::with_capacity(self.writes.len());
         for ((_, key), w) in &self.writes {
             w.table.check_live()?;
-            let (current, hint) = w.table.tree.get_hinted(pool, key, w.hint)?;
+            let (current, hint) = w.table.tree.get(pool, key, w.hint)?;
             if let Some((tid, _)) = &current {
                 debug_assert_eq!(tid & ABSENT_BIT, 0, "placeholder under a held lock");
                 max_seen = max_seen.max(*tid);
@@ -222,14 +222,12 @@ impl Transaction<'_> {
                 // a split cannot tell in-order inserts from random growth
                 // and leaves half-empty pages (ARCHITECTURE.md, "Page
                 // splits").
-                w.table
-                    .tree
-                    .insert_hinted(pool, log, key, placeholder, v, *hint)?;
+                w.table.tree.insert(pool, log, key, placeholder, v, *hint)?;
             }
             for (index, _, new_key) in index_changes {
                 if let Some(k) = new_key {
                     undo.push(Undo::remove(index.tree, k));
-                    index.tree.insert(pool, log, k, placeholder, &[])?;
+                    index.tree.insert(pool, log, k, placeholder, &[], None)?;
                 }
             }
         }
@@ -251,27 +249,27 @@ impl Transaction<'_> {
             match (&w.value, current) {
                 (Some(v), None) => {
                     // No hint: the placeholder's insert changed the leaf.
-                    tree.update(pool, log, key, tid, v)?;
+                    tree.update(pool, log, key, tid, v, None)?;
                 }
                 (Some(v), Some((old_tid, old))) => {
                     undo.push(Undo::restore(tree, key, *old_tid, old));
-                    tree.update_hinted(pool, log, key, tid, v, *hint)?;
+                    tree.update(pool, log, key, tid, v, *hint)?;
                 }
                 (None, Some((old_tid, old))) => {
                     undo.push(Undo::restore(tree, key, *old_tid, old));
-                    tree.remove_hinted(pool, log, key, *hint)?;
+                    tree.remove(pool, log, key, *hint)?;
                 }
                 (None, None) => {}
             }
             for (index, old_key, new_key) in index_changes {
                 if let Some(k) = old_key {
-                    if let (Some((old_tid, _)), hint) = index.tree.get_hinted(pool, k, None)? {
+                    if let (Some((old_tid, _)), hint) = index.tree.get(pool, k, None)? {
                         undo.push(Undo::restore(index.tree, k, old_tid, &[]));
-                        index.tree.remove_hinted(pool, log, k, hint)?;
+                        index.tree.remove(pool, log, k, hint)?;
                     }
                 }
                 if let Some(k) = new_key {
-                    index.tree.update(pool, log, k, tid, &[])?;
+                    index.tree.update(pool, log, k, tid, &[], None)?;
                 }
             }
         }
@@ -337,10 +335,10 @@ impl Transaction<'_> {
         let log = self.session.log.page_log();
         while let Some(u) = undo.pop() {
             let result = match &u.before {
-                None => u.tree.remove(&db.pool, log, &u.key).map(|_| ()),
-                Some((tid, v)) => match u.tree.update(&db.pool, log, &u.key, *tid, v) {
+                None => u.tree.remove(&db.pool, log, &u.key, None).map(|_| ()),
+                Some((tid, v)) => match u.tree.update(&db.pool, log, &u.key, *tid, v, None) {
                     Ok(true) => Ok(()),
-                    Ok(false) => u.tree.insert(&db.pool, log, &u.key, *tid, v),
+                    Ok(false) => u.tree.insert(&db.pool, log, &u.key, *tid, v, None),
                     Err(e) => Err(e),
                 },
             };

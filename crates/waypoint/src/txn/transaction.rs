@@ -164,7 +164,7 @@ impl Transaction<'_> {
         table: &Arc<TableInfo>,
         key: &[u8],
     ) -> Result<(Option<Vec<u8>>, Option<FrameHint>)> {
-        let (current, hint) = table.tree.get_hinted(&self.db().pool, key, None)?;
+        let (current, hint) = table.tree.get(&self.db().pool, key, None)?;
         table.check_live()?;
         let (observed, value) = match current {
             Some((tid, _)) if tid & ABSENT_BIT != 0 => (Some(tid), None),

@@ -62,7 +62,8 @@ impl Transaction<'_> {
                         .locked_by_other(LockTable::stripe(r.table.id, &r.key), lock_owner)
                         || r.table
                             .tree
-                            .get(&db.pool, &r.key)?
+                            .get(&db.pool, &r.key, None)?
+                            .0
                             .map(|(t, _)| t)
                             .filter(|t| *t != own)
                             != r.observed

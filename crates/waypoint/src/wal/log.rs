@@ -1319,7 +1319,7 @@ mod tests {
         let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
         let mut s1 = wal.session_log(1).unwrap();
         s1.on_begin();
-        a.insert(&pool, &s1, b"k", 1 << 16 | 1, b"v").unwrap();
+        a.insert(&pool, &s1, b"k", 1 << 16 | 1, b"v", None).unwrap();
         commit(&mut s1, 1 << 16 | 1, &[]);
         pool.set_flush_gate(Arc::new(PanickingGate));
         let flush = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.flush_all()));
@@ -1348,11 +1348,11 @@ mod tests {
         let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
         let s1 = wal.session_log(1).unwrap();
         s1.state.borrow_mut().txn = 5;
-        a.insert(&pool, &s1, b"k", 5, b"v").unwrap();
+        a.insert(&pool, &s1, b"k", 5, b"v", None).unwrap();
         // The real gate flushes first: nothing to report.
         pool.flush_all().unwrap();
         assert_eq!(pool.stats().wal_rule_violations, 0);
-        a.insert(&pool, &s1, b"k2", 5, b"v").unwrap();
+        a.insert(&pool, &s1, b"k2", 5, b"v", None).unwrap();
         pool.set_flush_gate(Arc::new(BrokenGate));
         let err = pool.flush_all().unwrap_err();
         assert!(err.to_string().contains("WAL rule violated"), "{err}");
@@ -1368,7 +1368,7 @@ mod tests {
         let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
         let mut s1 = wal.session_log(1).unwrap();
         s1.on_begin();
-        a.insert(&pool, &s1, b"k", 5, b"v").unwrap();
+        a.insert(&pool, &s1, b"k", 5, b"v", None).unwrap();
         let end = wal.partition(1).unwrap().appended();
         commit(&mut s1, 5, &[]);
         assert!(wal.is_durable_at(1, end));
@@ -1393,7 +1393,7 @@ mod tests {
         let txns = 3 * UNRESOLVED_TRIM_AT as u64;
         for i in 1..=txns {
             s1.on_begin();
-            a.insert(&pool, &s1, &i.to_be_bytes(), i << 16 | 1, b"v")
+            a.insert(&pool, &s1, &i.to_be_bytes(), i << 16 | 1, b"v", None)
                 .unwrap();
             commit(&mut s1, i << 16 | 1, &[]);
             let queued = s1.unresolved.lock().len();
@@ -1417,11 +1417,11 @@ mod tests {
             // Disjoint pages: each session writes its own tree (own leaf).
             for i in 0..20u64 {
                 s1.on_begin();
-                a.insert(&pool, &s1, &i.to_be_bytes(), (i << 16) | 1, b"x")
+                a.insert(&pool, &s1, &i.to_be_bytes(), (i << 16) | 1, b"x", None)
                     .unwrap();
                 commit(&mut s1, (i << 16) | 1, &[]);
                 s2.on_begin();
-                b.insert(&pool, &s2, &i.to_be_bytes(), (i << 16) | 2, b"y")
+                b.insert(&pool, &s2, &i.to_be_bytes(), (i << 16) | 2, b"y", None)
                     .unwrap();
                 commit(&mut s2, (i << 16) | 2, &[]);
             }
@@ -1433,12 +1433,12 @@ mod tests {
             // Shared page, unflushed: s1 writes without waiting for
             // durability, s2 writes the same leaf at once.
             s1.on_begin();
-            a.insert(&pool, &s1, b"shared-1", 999 << 16 | 1, b"x")
+            a.insert(&pool, &s1, b"shared-1", 999 << 16 | 1, b"x", None)
                 .unwrap();
             s1.on_commit(&CommitView::without_writes(999 << 16 | 1, &[]))
                 .unwrap();
             s2.on_begin();
-            a.insert(&pool, &s2, b"shared-2", 1000 << 16 | 2, b"y")
+            a.insert(&pool, &s2, b"shared-2", 1000 << 16 | 2, b"y", None)
                 .unwrap();
             commit(&mut s2, 1000 << 16 | 2, &[]);
             s1.wait_durable().unwrap();
@@ -1454,7 +1454,7 @@ mod tests {
             let unflushed = 1u64 << 40 | 1;
             assert!(wal.partition(1).unwrap().durable_commit_tid() < unflushed);
             s2.on_begin();
-            a.insert(&pool, &s2, b"shared-4", 1002 << 16 | 2, b"y")
+            a.insert(&pool, &s2, b"shared-4", 1002 << 16 | 2, b"y", None)
                 .unwrap();
             s2.on_commit(&CommitView::without_writes(1002 << 16 | 2, &[unflushed]))
                 .unwrap();
@@ -1479,14 +1479,14 @@ mod tests {
         let s1 = wal.session_log(1).unwrap();
         // s1 logs without committing: GSN_flushed stays low.
         s1.state.borrow_mut().txn = 7;
-        b.insert(&pool, &s1, b"pending", 7, b"x").unwrap();
+        b.insert(&pool, &s1, b"pending", 7, b"x", None).unwrap();
         let mut s2 = wal.session_log(2).unwrap();
         let mut write_as = |last_writer: u32, key: &[u8], tid: u64| {
             pool.exclusive(a.root())
                 .unwrap()
                 .set_last_writer(last_writer, 0);
             s2.on_begin();
-            a.insert(&pool, &s2, key, tid, b"y").unwrap();
+            a.insert(&pool, &s2, key, tid, b"y", None).unwrap();
             commit(&mut s2, tid, &[]);
             wal.stats().remote_flush_commits
         };
@@ -1516,21 +1516,21 @@ mod tests {
             // s1 changes a leaf of `a` and keeps logging, uncommitted (so
             // nothing asks its writer to flush).
             s1.on_begin();
-            a.insert(&pool, &s1, &[1, r as u8], (r << 16) | 1, b"x")
+            a.insert(&pool, &s1, &[1, r as u8], (r << 16) | 1, b"x", None)
                 .unwrap();
             // T1 on s2 writes the same leaf: a remote dependency.
             s2.on_begin();
-            a.insert(&pool, &s2, &[2, r as u8], (r << 16) | 2, b"y")
+            a.insert(&pool, &s2, &[2, r as u8], (r << 16) | 2, b"y", None)
                 .unwrap();
             s2.on_commit(&CommitView::without_writes((r << 16) | 2, &[]))
                 .unwrap();
             let t1 = s2.take_pending_ticket().unwrap();
-            a.insert(&pool, &s1, &[3, r as u8], (r << 16) | 1, b"x")
+            a.insert(&pool, &s1, &[3, r as u8], (r << 16) | 1, b"x", None)
                 .unwrap();
             // T2 on s2 touches only its own tree.
             let chained_before = wal.stats().chained_commits;
             s2.on_begin();
-            b.insert(&pool, &s2, &[4, r as u8], (r << 17) | 2, b"z")
+            b.insert(&pool, &s2, &[4, r as u8], (r << 17) | 2, b"z", None)
                 .unwrap();
             s2.on_commit(&CommitView::without_writes((r << 17) | 2, &[]))
                 .unwrap();
@@ -1563,7 +1563,8 @@ mod tests {
             wal.stats().chained_commits,
         );
         s2.on_begin();
-        b.insert(&pool, &s2, b"local", 1 << 40 | 2, b"z").unwrap();
+        b.insert(&pool, &s2, b"local", 1 << 40 | 2, b"z", None)
+            .unwrap();
         commit(&mut s2, 1 << 40 | 2, &[]);
         assert_eq!(wal.stats().remote_flush_commits, remote);
         assert_eq!(wal.stats().chained_commits, chained);
@@ -1584,7 +1585,7 @@ mod tests {
                 (&mut s2, 2)
             };
             s.on_begin();
-            a.insert(&pool, s, &i.to_be_bytes(), (i << 16) | slot, b"v")
+            a.insert(&pool, s, &i.to_be_bytes(), (i << 16) | slot, b"v", None)
                 .unwrap();
             let gsn = page::page_gsn(pool.shared(a.root()).unwrap().data());
             assert!(
@@ -1635,14 +1636,19 @@ mod rollback_tests {
         let mut b = wal.session_log(1).unwrap();
         let mut a = wal.session_log(2).unwrap();
         b.on_begin();
-        tree.insert(&pool_before, &b, &key(1), 2, &[]).unwrap();
+        tree.insert(&pool_before, &b, &key(1), 2, &[], None)
+            .unwrap();
         durable(&wal, 1);
         a.on_begin();
-        tree.insert(&pool_before, &a, &key(2), 3, &VALUE).unwrap();
+        tree.insert(&pool_before, &a, &key(2), 3, &VALUE, None)
+            .unwrap();
         // B's commit failed (a conflict, say): it rolls back on top of A's
         // record, then A's log fails before that record is durable.
         b.begin_rollback();
-        assert!(tree.remove(&pool_before, &b, &key(1)).unwrap().is_some());
+        assert!(tree
+            .remove(&pool_before, &b, &key(1), None)
+            .unwrap()
+            .is_some());
         // A segment of partition 2 (segment names start with a digit; the
         // partition's spare file does not).
         sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path("p00002/0"));
@@ -1655,11 +1661,11 @@ mod rollback_tests {
 
         let (pool, recovery) = recover(&sim, 1, 1);
         assert!(
-            tree.get(&pool, &key(1)).unwrap().is_none(),
+            tree.get(&pool, &key(1), None).unwrap().0.is_none(),
             "the rolled-back placeholder survived recovery: {:?}",
             recovery.report
         );
-        assert!(tree.get(&pool, &key(2)).unwrap().is_none());
+        assert!(tree.get(&pool, &key(2), None).unwrap().0.is_none());
         assert_eq!(tree.check(&pool).unwrap(), 60);
     }
 
@@ -1681,16 +1687,22 @@ mod rollback_tests {
         let mut b = wal.session_log(1).unwrap();
         let mut a = wal.session_log(2).unwrap();
         b.on_begin();
-        tree.insert(&pool_before, &b, &key(1), 2, &VALUE).unwrap();
-        assert!(tree.update(&pool_before, &b, &key(1), 3, &VALUE).unwrap());
+        tree.insert(&pool_before, &b, &key(1), 2, &VALUE, None)
+            .unwrap();
+        assert!(tree
+            .update(&pool_before, &b, &key(1), 3, &VALUE, None)
+            .unwrap());
         b.begin_rollback();
-        assert!(tree.remove(&pool_before, &b, &key(1)).unwrap().is_some());
+        assert!(tree
+            .remove(&pool_before, &b, &key(1), None)
+            .unwrap()
+            .is_some());
         durable(&wal, 1);
         // B's end record never becomes durable.
         sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path("p00001/0"));
         assert!(b.end_rollback().is_err());
         a.on_begin();
-        tree.insert(&pool_before, &a, &key(1), 5 << 16 | 2, &VALUE)
+        tree.insert(&pool_before, &a, &key(1), 5 << 16 | 2, &VALUE, None)
             .unwrap();
         a.on_commit(&CommitView::without_writes(5 << 16 | 2, &[]))
             .unwrap();
@@ -1704,7 +1716,10 @@ mod rollback_tests {
         assert_eq!(recovery.report.losers, 1, "{:?}", recovery.report);
         assert_eq!(recovery.report.records_undone, 0, "{:?}", recovery.report);
         assert_eq!(
-            tree.get(&pool, &key(1)).unwrap().map(|(tid, _)| tid),
+            tree.get(&pool, &key(1), None)
+                .unwrap()
+                .0
+                .map(|(tid, _)| tid),
             Some(5 << 16 | 2),
             "recovery undid B's insert over A's: {:?}",
             recovery.report
@@ -1722,9 +1737,9 @@ mod rollback_tests {
         let (pool, wal, tree) = small_tree(&sim);
         let mut s = wal.session_log(1).unwrap();
         s.on_begin();
-        tree.insert(&pool, &s, &key(1), 2, &VALUE).unwrap();
+        tree.insert(&pool, &s, &key(1), 2, &VALUE, None).unwrap();
         durable(&wal, 1);
-        tree.insert(&pool, &s, &key(2), 2, &VALUE).unwrap();
+        tree.insert(&pool, &s, &key(2), 2, &VALUE, None).unwrap();
         // The disk fills up: flushing the second record fails.
         sim.inject(Fault::at(sim.op_count(), FaultKind::Enospc).on_path(".wal"));
         let p = wal.partition(1).unwrap();
@@ -1734,12 +1749,12 @@ mod rollback_tests {
         assert!(p.is_full());
         // The commit failed: roll back both inserts. Nothing can be logged.
         s.begin_rollback();
-        assert!(tree.remove(&pool, &s, &key(2)).unwrap().is_some());
-        assert!(tree.remove(&pool, &s, &key(1)).unwrap().is_some());
+        assert!(tree.remove(&pool, &s, &key(2), None).unwrap().is_some());
+        assert!(tree.remove(&pool, &s, &key(1), None).unwrap().is_some());
         let e = s.end_rollback().unwrap_err();
         assert!(e.is_log_full(), "{e:?}");
-        assert!(tree.get(&pool, &key(1)).unwrap().is_none());
-        assert!(tree.get(&pool, &key(2)).unwrap().is_none());
+        assert!(tree.get(&pool, &key(1), None).unwrap().0.is_none());
+        assert!(tree.get(&pool, &key(2), None).unwrap().0.is_none());
         assert_eq!(tree.check(&pool).unwrap(), 60);
         // The leaf is above what the log can vouch for: refused, not written,
         // and nothing is poisoned.

@@ -703,7 +703,7 @@ impl Recovery {
             RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
             RecordBody::Remove { key, before } => tree.restore(pool, plog, key, Some(before))?,
             RecordBody::Update { key, diff } => {
-                let current = tree.get(pool, key)?.map(|(tid, v)| {
+                let current = tree.get(pool, key, None)?.0.map(|(tid, v)| {
                     let mut stored = tid.to_le_bytes().to_vec();
                     stored.extend_from_slice(&v);
                     stored
@@ -781,17 +781,17 @@ mod tests {
             let log = &mut logs[(t % 2) as usize];
             log.on_begin();
             for k in 0..5 {
-                tree.insert(&pool_before, log, &key(1 + t * 10 + k), 2, &VALUE)
+                tree.insert(&pool_before, log, &key(1 + t * 10 + k), 2, &VALUE, None)
                     .unwrap();
             }
         }
         // Two more: one inserts a key, the next (other session) updates it.
         logs[0].on_begin();
-        tree.insert(&pool_before, &logs[0], &key(500), 3, &VALUE)
+        tree.insert(&pool_before, &logs[0], &key(500), 3, &VALUE, None)
             .unwrap();
         logs[1].on_begin();
         assert!(tree
-            .update(&pool_before, &logs[1], &key(500), 4, &[9; 100])
+            .update(&pool_before, &logs[1], &key(500), 4, &[9; 100], None)
             .unwrap());
         durable(&wal, 1);
         durable(&wal, 2);
@@ -804,6 +804,6 @@ mod tests {
         assert_eq!(recovery.report.undo_groups, 9, "{:?}", recovery.report);
         assert_eq!(recovery.report.records_undone, 8 * 5 + 2);
         assert_eq!(tree.check(&pool).unwrap(), 60, "only the setup keys remain");
-        assert!(tree.get(&pool, &key(500)).unwrap().is_none());
+        assert!(tree.get(&pool, &key(500), None).unwrap().0.is_none());
     }
 }

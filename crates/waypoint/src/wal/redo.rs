@@ -411,7 +411,7 @@ mod tests {
         let leaves_before = leaves(pool, tree);
         let mut i = from;
         while leaves(pool, tree) == leaves_before {
-            tree.insert(pool, log, &key(i), 2, &VALUE).unwrap();
+            tree.insert(pool, log, &key(i), 2, &VALUE, None).unwrap();
             i += 1;
             assert!(i < 100, "the left leaf should have split by now");
         }
@@ -434,7 +434,7 @@ mod tests {
         let mut s = wal.session_log(3).unwrap();
         s.on_begin();
         for i in 5..60 {
-            tree.remove(&pool, &s, &key(i * 1000)).unwrap();
+            tree.remove(&pool, &s, &key(i * 1000), None).unwrap();
         }
         let root_is_leaf = |pool: &BufferPool| {
             let root = pool.exclusive(tree.root()).unwrap();
@@ -525,7 +525,7 @@ mod tests {
         );
         for i in 0..60 {
             assert!(
-                tree.get(&pool, &key(i * 1000)).unwrap().is_some(),
+                tree.get(&pool, &key(i * 1000), None).unwrap().0.is_some(),
                 "key {i}"
             );
         }
@@ -544,7 +544,7 @@ mod tests {
         // Session 1 changes the left leaf; its record never becomes durable.
         let mut s1 = wal.session_log(1).unwrap();
         s1.on_begin();
-        tree.insert(&pool, &s1, &key(1), 2, &VALUE).unwrap();
+        tree.insert(&pool, &s1, &key(1), 2, &VALUE, None).unwrap();
         // Session 2 splits that leaf and makes its own partition durable.
         let mut s2 = wal.session_log(2).unwrap();
         s2.on_begin();
@@ -565,7 +565,7 @@ mod tests {
         );
         for i in 0..60 {
             assert!(
-                tree.get(&pool, &key(i * 1000)).unwrap().is_some(),
+                tree.get(&pool, &key(i * 1000), None).unwrap().0.is_some(),
                 "key {i}"
             );
         }

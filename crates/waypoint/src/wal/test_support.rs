@@ -53,7 +53,8 @@ pub fn small_tree(sim: &SimStorage) -> (Arc<BufferPool>, Arc<Wal>, BTree) {
     sys.on_begin();
     let tree = BTree::create(&pool, &sys).unwrap();
     for i in 0..60 {
-        tree.insert(&pool, &sys, &key(i * 1000), 1, &VALUE).unwrap();
+        tree.insert(&pool, &sys, &key(i * 1000), 1, &VALUE, None)
+            .unwrap();
     }
     sys.on_commit(&crate::persist::CommitView::without_writes(1, &[]))
         .unwrap();
