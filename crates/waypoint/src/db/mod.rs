@@ -429,7 +429,7 @@ impl Database {
         // checkpoint's (metadata file), whichever is newer.
         let floor = superblock
             .log_floor
-            .max(meta::read(storage.as_ref(), &dir)?);
+            .max(meta::read(storage.as_ref(), &dir)?.map_or(0, |m| m.floor));
         let opened = Self::recover_and_load(
             &storage,
             &dir,
@@ -462,6 +462,7 @@ impl Database {
                         threads: options.checkpoint_threads,
                     },
                     floor,
+                    Vec::new(),
                 )
                 .inspect_err(|_| pool.stop())?,
             ),
@@ -600,6 +601,18 @@ impl Database {
     #[doc(hidden)]
     pub fn wal(&self) -> Option<&Arc<Wal>> {
         self.inner.shared.wal.as_ref()
+    }
+
+    /// Record every log partition's synced position in the checkpoint
+    /// metadata now, if any moved since it was last written, rather than
+    /// at the checkpointer's next look (at most every
+    /// [`crate::checkpoint::MARK_INTERVAL`]). For tests and tools.
+    #[doc(hidden)]
+    pub fn record_synced_log(&self) -> Result<()> {
+        match &self.inner.checkpointer {
+            Some(c) => c.record_synced(),
+            None => Ok(()),
+        }
     }
 
     /// What recovery did when this database was opened (None without a log).
