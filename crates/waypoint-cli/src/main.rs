@@ -112,13 +112,8 @@ fn check(dir: PathBuf) -> Result<()> {
 }
 
 fn recover(dir: PathBuf, json: bool, buffer: &str, threads: usize) -> Result<()> {
-    if !dir.join(waypoint::db::DATA_FILE).exists() {
-        bail!(
-            "{} is not a waypoint database (no {})",
-            dir.display(),
-            waypoint::db::DATA_FILE
-        );
-    }
+    // The engine refuses what is not a database, and names the file that
+    // is missing from one that is half there.
     let options = waypoint::Options {
         create_if_missing: false,
         buffer_pool_bytes: args::parse_size("buffer", buffer)?,

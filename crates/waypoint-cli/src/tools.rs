@@ -191,8 +191,8 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
         "page_size": sb.page_size,
         "superblock": {
             "next_page_id": sb.next_page_id, "catalog_root": sb.catalog_root,
-            "free_list_head": sb.free_list_head, "clean": sb.clean, "epoch": sb.epoch,
-            "log_floor": sb.log_floor,
+            "free_list_head": sb.free_list_head, "clean": sb.clean,
+            "log_required": sb.log_required, "epoch": sb.epoch, "log_floor": sb.log_floor,
         },
         "data_file": { "bytes": i.data_file_bytes, "pages": i.data_file_pages },
         "double_write_bytes": i.double_write_bytes,

@@ -98,7 +98,7 @@ pub struct KindTally {
 /// The checkpoint metadata file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckpointState {
-    /// Not written yet.
+    /// No open with a log has written it yet.
     Absent,
     /// The recorded log floor and synced log positions.
     Present(meta::Meta),

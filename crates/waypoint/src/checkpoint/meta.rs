@@ -10,7 +10,11 @@
 //! - A synced position recorded for a partition was durable in that
 //!   partition's log when it was written, and the positions only grow while
 //!   the database is open. A log that ends before it lost synced bytes;
-//!   recovery can refuse it instead of taking the loss for a torn tail.
+//!   recovery refuses it (`Error::LogTruncated`) instead of taking the loss
+//!   for a torn tail.
+//! - Every `Database::open` with a log writes this file (with the
+//!   recovered ends as the synced positions) before it marks the superblock
+//!   unclean, so a database that was not closed cleanly always has it.
 
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};

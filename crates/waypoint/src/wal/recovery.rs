@@ -8,8 +8,10 @@
 //!   vectors) and end-of-rollback records. Analysis only reads: what it
 //!   decides to change on disk (cut the torn tail and a recycled file's old
 //!   bytes, remove segments that were never synced, sync what it read) is
-//!   applied by [`Analysis::apply`], so a caller may check what analysis
-//!   found before anything on disk changes.
+//!   applied by [`Analysis::apply`], after the caller has checked the log
+//!   against the checkpoint metadata ([`Analysis::check_synced`]: a log
+//!   that ends before its recorded synced position lost durable bytes and
+//!   is refused), so a refused open leaves every file as it found it.
 //! - **Winners**: a transaction with a commit record all of whose
 //!   dependencies survived (every named partition reaches the named
 //!   position).
@@ -550,6 +552,32 @@ impl Analysis {
             .filter(|l| l.recovered.clock > 0)
             .max_by_key(|l| l.recovered.clock)
             .map(|l| (l.recovered.clock, l.dir.as_path()))
+    }
+
+    /// Refuse a log that ends before a position `synced` records as
+    /// durable for its partition (`(partition, position)`, from the
+    /// checkpoint metadata): those bytes were synced, so their loss is
+    /// damage, not a torn tail, and recovering without them could drop
+    /// acknowledged commits. `Error::LogTruncated` names the segment the
+    /// partition now ends in (its directory if it has none) and the
+    /// missing range. A partition whose directory is gone ends at 0.
+    pub fn check_synced(&self, synced: &[(u32, u64)]) -> Result<()> {
+        for &(id, expected_end) in synced {
+            let found = self.logs.iter().find(|l| l.recovered.id == id);
+            let found_end = found.map_or(0, |l| l.recovered.end);
+            if found_end < expected_end {
+                let path = found
+                    .and_then(|l| l.end_segment.clone())
+                    .unwrap_or_else(|| partition_dir(&self.log_dir, id));
+                return Err(Error::LogTruncated {
+                    partition: id,
+                    path,
+                    expected_end,
+                    found_end,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Make the changes analysis decided on (a thread per partition): cut
