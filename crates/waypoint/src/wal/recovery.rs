@@ -133,7 +133,7 @@ enum FileAction {
 pub(super) struct PartitionLog {
     recovered: RecoveredPartition,
     /// The partition's directory.
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     /// The segment the log ends in (the last one kept), if any.
     end_segment: Option<PathBuf>,
     /// What `Analysis::apply` changes on disk.
@@ -714,7 +714,7 @@ impl Recovery {
                             for &(pi, ri) in &group.records {
                                 let r = &this.logs[pi].records[ri];
                                 log.begin_undo(r.txn);
-                                if this.undo_record(pool, log.page_log(), r)? {
+                                if this.undo_record(pool, log.page_log(), pi, r)? {
                                     undone.fetch_add(1, Ordering::Relaxed);
                                 }
                             }
@@ -770,7 +770,7 @@ impl Recovery {
         let mut compensated = 0;
         for &(pi, ri) in recs {
             let r = &self.logs[pi].records[ri];
-            let rec = decode_again(r)?;
+            let rec = decode_again(&self.logs[pi].dir, r)?;
             let key = match &rec.body {
                 RecordBody::Insert { key, .. }
                 | RecordBody::Update { key, .. }
@@ -860,10 +860,18 @@ impl Recovery {
         groups
     }
 
-    /// Revert one change logically through its tree. Returns false if the
-    /// key was already at its before-state (an earlier undo survived).
-    fn undo_record(&self, pool: &BufferPool, plog: &dyn PageLog, r: &Logged) -> Result<bool> {
-        let rec = decode_again(r)?;
+    /// Revert one change (`r`, of partition `pi`) logically through its
+    /// tree. Returns false if the key was already at its before-state (an
+    /// earlier undo survived).
+    fn undo_record(
+        &self,
+        pool: &BufferPool,
+        plog: &dyn PageLog,
+        pi: usize,
+        r: &Logged,
+    ) -> Result<bool> {
+        let dir = &self.logs[pi].dir;
+        let rec = decode_again(dir, r)?;
         let tree = BTree::open(r.tree as u64);
         match &rec.body {
             RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
@@ -887,7 +895,11 @@ impl Recovery {
                         return Err(corruption(
                             pool.file().path(),
                             r.page * pool.page_size() as u64,
-                            "undo of an update does not match the current value",
+                            format!(
+                                "undo of the update of record GSN {} of log partition {} does not match the current value (the page and the log disagree)",
+                                r.gsn,
+                                dir.display()
+                            ),
                         ))
                     }
                 }
@@ -906,13 +918,17 @@ struct UndoGroup {
     records: Vec<(usize, usize)>,
 }
 
-/// Decode a record kept since analysis (it decoded then).
-fn decode_again(r: &Logged) -> Result<record::Record<'_>> {
+/// Decode a record kept since analysis (it decoded then) of the partition
+/// in `dir`.
+fn decode_again<'a>(dir: &Path, r: &'a Logged) -> Result<record::Record<'a>> {
     record::decode(&r.bytes).map_err(|e| {
         corruption(
-            Path::new("log"),
+            dir,
             r.gsn,
-            format!("record decoded in analysis fails now: {e}"),
+            format!(
+                "record GSN {}: decoded in analysis, it fails now: {e}",
+                r.gsn
+            ),
         )
     })
 }
