@@ -261,6 +261,55 @@ fn a_partition_whose_segments_are_all_gone_is_refused_naming_its_directory() {
     }
 }
 
+/// A segment before the last one cut short: a later record proves the
+/// cut bytes were synced (its watermark), so the log is corrupt; the error
+/// names that record's segment and where the log ends, in the cut one.
+#[test]
+fn a_cut_segment_before_the_last_is_reported_with_where_the_log_ends() {
+    let sim = SimStorage::new(13);
+    let opts = || Options {
+        wal_segment_bytes: 64 << 10,
+        ..options(&sim)
+    };
+    let db = Database::open(
+        DIR,
+        Options {
+            create_if_missing: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    commit_rows(&db, 0, 3 * ROWS);
+    db.record_synced_log().unwrap();
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::KeepAll);
+    let m = meta::read(&sim, dir()).unwrap().unwrap();
+    let (partition, _) = *m.synced.iter().max_by_key(|(_, pos)| *pos).unwrap();
+    let pdir = partition_dir(&dir().join(WAL_DIR), partition);
+    let mut segments: Vec<(u64, PathBuf)> = sim
+        .list_dir(&pdir)
+        .unwrap()
+        .into_iter()
+        .filter_map(|p| Some((parse_segment_name(&p)?, p)))
+        .collect();
+    segments.sort();
+    assert!(segments.len() >= 2, "{segments:?}");
+    let (first_start, first) = segments[0].clone();
+    let (second_start, _) = segments[1].clone();
+    cut(&sim, &first, HEADER_SIZE + (second_start - first_start) / 2);
+    match refused(&sim, opts()) {
+        Error::Corruption { path, detail, .. } => {
+            assert_eq!(path.parent(), Some(pdir.as_path()), "{detail}");
+            assert_ne!(path, first, "the proof is in a later segment");
+            assert!(
+                detail.contains(&format!("in {}", first.display())),
+                "{detail}"
+            );
+        }
+        e => panic!("expected Corruption, got {e:?}"),
+    }
+}
+
 /// The bytes synced after the metadata was last written are the window a
 /// cut can hide in: cut there, mid-record, the log reads as a torn tail
 /// (as a crash's lost unsynced bytes do) and recovers every row up to the

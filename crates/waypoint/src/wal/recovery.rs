@@ -308,11 +308,18 @@ fn analyze_partition(
             let end = log.recovered.end;
             if let Some((offset, rec)) = scan.records.iter().find(|(_, r)| r.header.watermark > end)
             {
+                // The damage lies before this segment: name where the log
+                // ends too.
+                let ends_in = log
+                    .end_segment
+                    .as_ref()
+                    .map(|p| format!(" in {}", p.display()))
+                    .unwrap_or_default();
                 return Err(corruption(
                     &path,
                     segment::HEADER_SIZE + *offset,
                     format!(
-                        "log segment missing or damaged: this record was written after stream position {} was durable, but the log ends at {end}",
+                        "log segment missing or damaged: this record was written after stream position {} was durable, but the log ends at {end}{ends_in}",
                         rec.header.watermark
                     ),
                 ));
