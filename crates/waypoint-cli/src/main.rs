@@ -112,6 +112,8 @@ fn check(dir: PathBuf) -> Result<()> {
 }
 
 fn recover(dir: PathBuf, json: bool, buffer: &str, threads: usize) -> Result<()> {
+    // The engine refuses what is not a database, and names the file that
+    // is missing from one that is half there.
     let options = waypoint::Options {
         create_if_missing: false,
         buffer_pool_bytes: args::parse_size("buffer", buffer)?,
@@ -127,13 +129,6 @@ fn recover(dir: PathBuf, json: bool, buffer: &str, threads: usize) -> Result<()>
             ],
         )
     })?;
-    if !dir.join(waypoint::db::DATA_FILE).exists() {
-        bail!(
-            "{} is not a waypoint database (no {})",
-            dir.display(),
-            waypoint::db::DATA_FILE
-        );
-    }
     let db = waypoint::Database::open(&dir, options)
         .with_context(|| format!("cannot recover {}", dir.display()))?;
     let r = db.recovery_report().cloned().unwrap_or_default();

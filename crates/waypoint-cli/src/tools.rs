@@ -121,7 +121,10 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
 fn checkpoint_json(c: &CheckpointState) -> serde_json::Value {
     match c {
         CheckpointState::Absent => json!({ "present": false }),
-        CheckpointState::Floor(f) => json!({ "present": true, "floor": f }),
+        CheckpointState::Present(m) => json!({
+            "present": true, "version": m.version, "floor": m.floor,
+            "synced": m.synced.iter().map(|(p, pos)| json!({ "partition": p, "position": pos })).collect::<Vec<_>>(),
+        }),
         CheckpointState::Unreadable(e) => json!({ "present": true, "error": e }),
     }
 }
@@ -191,8 +194,8 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
         "page_size": sb.page_size,
         "superblock": {
             "next_page_id": sb.next_page_id, "catalog_root": sb.catalog_root,
-            "free_list_head": sb.free_list_head, "clean": sb.clean, "epoch": sb.epoch,
-            "log_floor": sb.log_floor,
+            "free_list_head": sb.free_list_head, "clean": sb.clean,
+            "log_required": sb.log_required, "epoch": sb.epoch, "log_floor": sb.log_floor,
         },
         "data_file": { "bytes": i.data_file_bytes, "pages": i.data_file_pages },
         "double_write_bytes": i.double_write_bytes,
@@ -254,7 +257,11 @@ fn to_text(i: &DatabaseInfo) -> String {
     );
     let ckpt = match &i.checkpoint {
         CheckpointState::Absent => "absent".to_string(),
-        CheckpointState::Floor(f) => format!("floor {f}"),
+        CheckpointState::Present(m) => format!(
+            "floor {}, synced positions of {} partitions",
+            m.floor,
+            m.synced.len()
+        ),
         CheckpointState::Unreadable(e) => format!("unreadable: {e}"),
     };
     out += &format!(
@@ -305,6 +312,15 @@ fn to_text(i: &DatabaseInfo) -> String {
         }
         for f in &p.other_files {
             out += &format!("  p{:05} not a segment: {}\n", p.id, f.display());
+        }
+        if let CheckpointState::Present(m) = &i.checkpoint {
+            if m.synced(p.id) > 0 {
+                out += &format!(
+                    "  p{:05} synced up to stream position {} (checkpoint.waypoint)\n",
+                    p.id,
+                    m.synced(p.id)
+                );
+            }
         }
     }
     out += &kinds_text(i);

@@ -691,6 +691,9 @@ fn crashed_db(dir: &Path) {
         tx.commit().unwrap();
     }
     drop(s);
+    // Recorded now, the synced positions give the checkpointer nothing
+    // to write later.
+    db.record_synced_log().unwrap();
     std::mem::forget(db);
 }
 
@@ -713,6 +716,36 @@ fn recover_reports_what_it_replayed_and_refuses_bad_input() {
     assert_eq!(v["losers"], 0, "{v}");
 }
 
+/// Issue 26: `recover` and `check` refuse a crashed database whose log
+/// directory was deleted, in one line naming it, and change no file (the
+/// database stays unclean: nothing closed it); they refuse a cleanly
+/// closed database whose data file was emptied the same way, instead of
+/// creating a new database in it.
+#[test]
+fn recover_and_check_refuse_a_database_that_lost_files_without_changing_any() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    crashed_db(&dir);
+    std::fs::remove_dir_all(dir.join("wal")).unwrap();
+    let before = files(&dir);
+    let d = dir.to_str().unwrap();
+    let missing = format!("{} is missing", dir.join("wal").display());
+    fails_with_one_line(&["recover", d], &missing);
+    fails_with_one_line(&["check", d], &missing);
+    assert_eq!(files(&dir), before, "a refused recovery changed files");
+
+    let dir = tmp.path().join("clean");
+    let db = waypoint::Database::open(&dir, waypoint::Options::default()).unwrap();
+    db.create_table("t").unwrap();
+    db.close().unwrap();
+    std::fs::write(dir.join("data.waypoint"), b"").unwrap();
+    let before = files(&dir);
+    let d = dir.to_str().unwrap();
+    fails_with_one_line(&["recover", d], "data.waypoint is not a waypoint database");
+    fails_with_one_line(&["check", d], "data.waypoint is not a waypoint database");
+    assert_eq!(files(&dir), before, "a refused recovery changed files");
+}
+
 #[test]
 fn inspect_reads_a_crashed_database_without_changing_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -731,7 +764,12 @@ fn inspect_reads_a_crashed_database_without_changing_it() {
     let data_len = std::fs::metadata(dir.join("data.waypoint")).unwrap().len();
     assert_eq!(v["data_file"]["bytes"], data_len);
     assert_eq!(v["data_file"]["pages"], data_len / 4096);
-    assert_eq!(v["checkpoint"]["present"], false);
+    // Written at open, with the synced position of each partition.
+    assert_eq!(v["checkpoint"]["present"], true);
+    assert!(
+        !v["checkpoint"]["synced"].as_array().unwrap().is_empty(),
+        "{v}"
+    );
     let partitions = v["partitions"].as_array().unwrap();
     assert!(!partitions.is_empty(), "{v}");
     let (mut bytes, mut commits, mut above_floor) = (0, 0, 0);

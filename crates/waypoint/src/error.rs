@@ -127,6 +127,34 @@ pub enum Error {
     },
     #[error("{path} is not a waypoint database")]
     NotADatabase { path: PathBuf },
+    /// A log partition ends before the stream position the checkpoint
+    /// metadata records as synced for it: log bytes that were durable are
+    /// gone (a cut or lost segment file, a bad copy). `path` is the segment
+    /// the log now ends in, or the partition's directory when it holds no
+    /// segment. Recovering without them would lose acknowledged commits, so
+    /// the database is not opened and nothing is changed.
+    #[error("log partition {partition} ({path}) ends at stream position {found_end}, but it was synced up to {expected_end}: the synced log bytes {found_end}..{expected_end} are missing")]
+    LogTruncated {
+        partition: u32,
+        path: PathBuf,
+        expected_end: u64,
+        found_end: u64,
+    },
+    /// A file or directory of the database is missing: the log of a
+    /// database that was not closed cleanly, its checkpoint metadata, or
+    /// the data file of a directory that holds the rest of a database.
+    /// Nothing is created in its place.
+    #[error("{path} is missing: {detail}")]
+    MissingFile { path: PathBuf, detail: String },
+    /// The database was not closed cleanly and keeps a log, but was opened
+    /// without one (`Logging::None`): opening it would skip recovery and
+    /// lose what only the log holds. Open it with logging first.
+    #[error("{path} was not closed cleanly and its log must be recovered: open it with logging on first")]
+    RecoveryNeeded { path: PathBuf },
+    /// The files of the database do not belong together: `path` is from
+    /// another time (or database) than the others, as `detail` says.
+    #[error("{path} does not match the rest of the database: {detail}")]
+    Mismatch { path: PathBuf, detail: String },
     /// An option outside its documented range (see [`crate::Options`]),
     /// or two options that do not go together. The message names the
     /// option, its value and the range.

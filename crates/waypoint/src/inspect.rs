@@ -98,10 +98,10 @@ pub struct KindTally {
 /// The checkpoint metadata file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckpointState {
-    /// No checkpoint has pruned the log yet.
+    /// No open with a log has written it yet.
     Absent,
-    /// The recorded log floor.
-    Floor(u64),
+    /// The recorded log floor and synced log positions.
+    Present(meta::Meta),
     /// Present but unreadable (the error recovery would report).
     Unreadable(String),
 }
@@ -205,12 +205,12 @@ pub fn inspect_with(storage: &dyn Storage, dir: &Path) -> Result<DatabaseInfo> {
         None
     };
     let checkpoint = match meta::read(storage, dir) {
-        Ok(_) if !storage.exists(&dir.join(meta::META_FILE)) => CheckpointState::Absent,
-        Ok(floor) => CheckpointState::Floor(floor),
+        Ok(None) => CheckpointState::Absent,
+        Ok(Some(m)) => CheckpointState::Present(m),
         Err(e) => CheckpointState::Unreadable(e.to_string()),
     };
-    let log_floor = match checkpoint {
-        CheckpointState::Floor(f) => superblock.log_floor.max(f),
+    let log_floor = match &checkpoint {
+        CheckpointState::Present(m) => superblock.log_floor.max(m.floor),
         _ => superblock.log_floor,
     };
     let log_dir = dir.join(WAL_DIR);

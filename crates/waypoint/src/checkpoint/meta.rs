@@ -1,10 +1,20 @@
-//! The durable checkpoint state: the log floor, in a small metadata file
-//! replaced atomically (docs/FORMAT.md, "Checkpoint metadata").
+//! The durable checkpoint state in `checkpoint.waypoint`, a small file
+//! replaced atomically (docs/FORMAT.md, "Checkpoint metadata"): the log
+//! floor, and how far each log partition is known to be synced.
 //!
-//! Invariant (DESIGN.md invariant 3, prune rule): the floor written here is
-//! durable before any log segment below it is deleted, so recovery never
-//! misses a record it needs: records at or below the floor are reflected
-//! in the data file and belong to no transaction recovery could undo.
+//! Invariants:
+//! - (DESIGN.md invariant 3, prune rule) the floor written here is durable
+//!   before any log segment below it is deleted, so recovery never misses a
+//!   record it needs: records at or below the floor are reflected in the
+//!   data file and belong to no transaction recovery could undo.
+//! - A synced position recorded for a partition was durable in that
+//!   partition's log when it was written, and the positions only grow while
+//!   the database is open. A log that ends before it lost synced bytes;
+//!   recovery refuses it (`Error::LogTruncated`) instead of taking the loss
+//!   for a torn tail.
+//! - Every `Database::open` with a log writes this file (with the
+//!   recovered ends as the synced positions) before it marks the superblock
+//!   unclean, so a database that was not closed cleanly always has it.
 
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
@@ -14,94 +24,172 @@ use std::path::Path;
 pub const META_FILE: &str = "checkpoint.waypoint";
 const TEMP_FILE: &str = "checkpoint.waypoint.tmp";
 const MAGIC: &[u8; 8] = b"WPCHKPT\0";
-/// Version of the metadata format.
-pub const META_FORMAT_VERSION: u32 = 1;
-/// Length of the metadata file.
+/// Version of the metadata format this build writes. Version 1 (the floor
+/// alone, no partitions) is still read: its bytes are those of a version 2
+/// file with no partition, but for the version.
+pub const META_FORMAT_VERSION: u32 = 2;
+/// Length of a file that lists no partition (the whole of a version 1 file).
 pub const LEN: usize = 32;
+/// Bytes per partition entry.
+pub const ENTRY_LEN: usize = 16;
+/// At most one entry per session slot.
+pub const MAX_ENTRIES: usize = 1 << 16;
+
+/// What `checkpoint.waypoint` holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// The format version the file was written in (1 or 2).
+    pub version: u32,
+    /// The log floor: records with a GSN at or below it are not needed.
+    pub floor: u64,
+    /// Per log partition, the stream position up to which its log was
+    /// durable when the file was written, in increasing partition order;
+    /// partitions at position 0 are left out.
+    pub synced: Vec<(u32, u64)>,
+}
+
+impl Meta {
+    /// The synced position recorded for `partition` (0 if none).
+    pub fn synced(&self, partition: u32) -> u64 {
+        self.synced
+            .binary_search_by_key(&partition, |&(p, _)| p)
+            .map_or(0, |i| self.synced[i].1)
+    }
+}
 
 /// ```text
 /// offset size field
 ///      0    8 magic "WPCHKPT\0"
 ///      8    4 format version (u32)
-///     12    4 zero
+///     12    4 n: partition entries (u32)
 ///     16    8 log floor (u64): records with a GSN at or below it are not needed
-///     24    4 CRC32C of bytes 0..24
-///     28    4 zero
+///     24 16*n per partition, in increasing partition order:
+///             partition (u32), zero (u32), synced stream position (u64, > 0)
+/// 24+16n    4 CRC32C of bytes 0..24+16n
+/// 28+16n    4 zero
 /// ```
-/// The file's bytes for `floor`.
-pub fn encode(floor: u64) -> [u8; LEN] {
-    let mut b = [0u8; LEN];
-    b[0..8].copy_from_slice(MAGIC);
-    b[8..12].copy_from_slice(&META_FORMAT_VERSION.to_le_bytes());
-    b[16..24].copy_from_slice(&floor.to_le_bytes());
-    let crc = crc32c::crc32c(&b[0..24]);
-    b[24..28].copy_from_slice(&crc.to_le_bytes());
+/// The file's bytes for `floor` and the synced positions `synced` (in
+/// increasing partition order; zero positions are left out).
+pub fn encode(floor: u64, synced: &[(u32, u64)]) -> Vec<u8> {
+    let entries: Vec<(u32, u64)> = synced.iter().copied().filter(|&(_, p)| p > 0).collect();
+    debug_assert!(
+        entries.windows(2).all(|w| w[0].0 < w[1].0),
+        "partitions in order"
+    );
+    debug_assert!(entries.len() <= MAX_ENTRIES);
+    let mut b = Vec::with_capacity(LEN + ENTRY_LEN * entries.len());
+    b.extend_from_slice(MAGIC);
+    b.extend_from_slice(&META_FORMAT_VERSION.to_le_bytes());
+    b.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    b.extend_from_slice(&floor.to_le_bytes());
+    for (partition, position) in entries {
+        b.extend_from_slice(&partition.to_le_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&position.to_le_bytes());
+    }
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
     b
 }
 
-/// The floor in `b`, the contents of the metadata file at `path`: the
-/// checksum first (a mismatch is `Corruption` at offset 24, where it is
-/// stored), then magic and zero padding (`Corruption` at offset 0), then the
-/// format version. Every bit flip is caught: bytes 0..24 by the checksum,
-/// 24..28 are the checksum, 28..32 must be zero. Never panics (fuzzed:
+/// The contents `b` of the metadata file at `path`: the length against the
+/// entry count first (`Corruption` at offset 12, where the count is), then
+/// the checksum (a mismatch is `Corruption` at its offset), then magic and
+/// zero padding (`Corruption` at offset 0), the format version, and the
+/// entries (`Corruption` at the entry). Every bit flip is caught: the
+/// count by the length, everything before the checksum by the checksum,
+/// the padding after it directly. Never panics (fuzzed:
 /// `fuzz/fuzz_targets/checkpoint_meta.rs`).
-pub fn decode(path: &Path, b: &[u8]) -> Result<u64> {
-    let corrupt = |offset, detail: &str| Error::Corruption {
+pub fn decode(path: &Path, b: &[u8]) -> Result<Meta> {
+    let corrupt = |offset: usize, detail: &str| Error::Corruption {
         path: path.to_path_buf(),
-        offset,
+        offset: offset as u64,
         detail: detail.into(),
     };
-    if b.len() != LEN {
+    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    if b.len() < LEN {
         return Err(corrupt(0, "checkpoint metadata has the wrong length"));
     }
-    let crc = u32::from_le_bytes(b[24..28].try_into().expect("4 bytes"));
-    if crc != crc32c::crc32c(&b[0..24]) {
-        return Err(corrupt(24, "checkpoint metadata fails its checksum"));
+    let n = u32_at(12) as usize;
+    if n > MAX_ENTRIES || b.len() != LEN + ENTRY_LEN * n {
+        return Err(corrupt(
+            12,
+            &format!(
+                "checkpoint metadata lists {n} partitions but is {} bytes long",
+                b.len()
+            ),
+        ));
     }
-    if &b[0..8] != MAGIC || b[12..16] != [0; 4] || b[28..32] != [0; 4] {
+    let end = b.len() - 8;
+    if u32_at(end) != crc32c::crc32c(&b[..end]) {
+        return Err(corrupt(end, "checkpoint metadata fails its checksum"));
+    }
+    if &b[0..8] != MAGIC || b[end + 4..] != [0; 4] {
         return Err(corrupt(0, "not a waypoint checkpoint metadata file"));
     }
-    let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
-    if version != META_FORMAT_VERSION {
+    let version = u32_at(8);
+    if version != META_FORMAT_VERSION && !(version == 1 && n == 0) {
         return Err(Error::UnsupportedFormatVersion {
             path: path.to_path_buf(),
             found: version,
             supported: META_FORMAT_VERSION,
         });
     }
-    Ok(u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")))
+    let mut synced = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = 24 + ENTRY_LEN * i;
+        let (partition, position) = (u32_at(at), u64_at(at + 8));
+        if u32_at(at + 4) != 0
+            || position == 0
+            || synced.last().is_some_and(|&(p, _)| p >= partition)
+        {
+            return Err(corrupt(
+                at,
+                "checkpoint metadata entry is not a partition after the previous one with a position above 0",
+            ));
+        }
+        synced.push((partition, position));
+    }
+    Ok(Meta {
+        version,
+        floor: u64_at(16),
+        synced,
+    })
 }
 
-/// The log floor recorded in `dir`, 0 if no checkpoint has pruned yet. A
+/// The metadata recorded in `dir`, `None` if the file does not exist. A
 /// leftover temporary file (a crash during `write`) is ignored.
-pub fn read(storage: &dyn Storage, dir: &Path) -> Result<u64> {
+pub fn read(storage: &dyn Storage, dir: &Path) -> Result<Option<Meta>> {
     let path = dir.join(META_FILE);
     if !storage.exists(&path) {
-        return Ok(0);
+        return Ok(None);
     }
     let file = storage.open(&path, OpenMode::ReadOnly)?;
     let len = file.len()?;
-    if len != LEN as u64 {
+    if len < LEN as u64 || len > (LEN + ENTRY_LEN * MAX_ENTRIES) as u64 {
         return Err(Error::Corruption {
             path,
             offset: 0,
-            detail: format!("checkpoint metadata is {len} bytes, not {LEN}"),
+            detail: format!("checkpoint metadata is {len} bytes long"),
         });
     }
-    let mut b = [0u8; LEN];
+    let mut b = vec![0u8; len as usize];
     file.read_at(&mut b, 0)?;
-    decode(&path, &b)
+    decode(&path, &b).map(Some)
 }
 
-/// Record `floor` durably: write a temporary file, sync it, rename it over
-/// the old one, sync the directory.
-pub fn write(storage: &dyn Storage, dir: &Path, floor: u64) -> Result<()> {
+/// Record `floor` and the synced positions `synced` (increasing partition
+/// order) durably: write a temporary file, sync it, rename it over the old
+/// one, sync the directory. A crash leaves the old file or the new one.
+pub fn write(storage: &dyn Storage, dir: &Path, floor: u64, synced: &[(u32, u64)]) -> Result<()> {
     let temp = dir.join(TEMP_FILE);
     if storage.exists(&temp) {
         storage.remove(&temp)?;
     }
     let file = storage.open(&temp, OpenMode::CreateNew)?;
-    file.write_at(&encode(floor), 0)?;
+    file.write_at(&encode(floor, synced), 0)?;
     file.sync_data()?;
     drop(file);
     storage.rename(&temp, &dir.join(META_FILE))?;
@@ -113,22 +201,62 @@ mod tests {
     use super::*;
     use crate::io::{CrashPolicy, SimStorage};
 
+    fn meta(floor: u64, synced: &[(u32, u64)]) -> Meta {
+        Meta {
+            version: META_FORMAT_VERSION,
+            floor,
+            synced: synced.to_vec(),
+        }
+    }
+
     #[test]
-    fn floor_round_trips_survives_power_loss_and_damage_is_detected() {
+    fn floor_and_synced_positions_round_trip_survive_power_loss_and_damage_is_detected() {
         let sim = SimStorage::new(4);
         let dir = Path::new("/db");
         sim.create_dir_all(dir).unwrap();
         sim.sync_dir(Path::new("/")).unwrap();
-        assert_eq!(read(&sim, dir).unwrap(), 0);
-        write(&sim, dir, 1234).unwrap();
-        write(&sim, dir, 5678).unwrap();
+        assert_eq!(read(&sim, dir).unwrap(), None);
+        write(&sim, dir, 1234, &[(0, 10)]).unwrap();
+        write(&sim, dir, 5678, &[(0, 4096), (3, 0), (65535, 1 << 40)]).unwrap();
         sim.crash(CrashPolicy::DropAll);
-        assert_eq!(read(&sim, dir).unwrap(), 5678);
+        let m = read(&sim, dir).unwrap().unwrap();
+        assert_eq!(
+            m,
+            meta(5678, &[(0, 4096), (65535, 1 << 40)]),
+            "zeros left out"
+        );
+        assert_eq!(
+            (m.synced(0), m.synced(3), m.synced(65535)),
+            (4096, 0, 1 << 40)
+        );
         sim.corrupt(&dir.join(META_FILE), 17, 0x10).unwrap();
         assert!(matches!(
             read(&sim, dir),
-            Err(Error::Corruption { offset: 24, .. })
+            Err(Error::Corruption { offset: 56, .. })
         ));
+    }
+
+    /// A version 1 file (the floor alone) is a version 2 file without
+    /// partitions but for its version: it reads as the floor with no
+    /// synced positions.
+    #[test]
+    fn a_version_1_file_reads_as_its_floor() {
+        let path = Path::new("/db").join(META_FILE);
+        let mut b = encode(99, &[]);
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..24]);
+        b[24..28].copy_from_slice(&crc.to_le_bytes());
+        let m = decode(&path, &b).unwrap();
+        assert_eq!((m.version, m.floor, m.synced.len()), (1, 99, 0));
+        for version in [0, 3, u32::MAX] {
+            b[8..12].copy_from_slice(&version.to_le_bytes());
+            let crc = crc32c::crc32c(&b[..24]);
+            b[24..28].copy_from_slice(&crc.to_le_bytes());
+            assert!(matches!(
+                decode(&path, &b),
+                Err(Error::UnsupportedFormatVersion { found, supported: 2, .. }) if found == version
+            ));
+        }
     }
 
     /// Issue 6: a bit flip anywhere in the file is detected and reported
@@ -139,9 +267,12 @@ mod tests {
         let sim = SimStorage::new(5);
         let dir = Path::new("/db");
         sim.create_dir_all(dir).unwrap();
-        write(&sim, dir, 0x0123_4567_89ab_cdef).unwrap();
+        let synced = [(1, 0x0fed_cba9_8765_4321), (7, 8)];
+        write(&sim, dir, 0x0123_4567_89ab_cdef, &synced).unwrap();
         let path = dir.join(META_FILE);
-        for byte in 0..LEN as u64 {
+        let len = (LEN + 2 * ENTRY_LEN) as u64;
+        let crc_at = len - 8;
+        for byte in 0..len {
             for bit in 0..8 {
                 sim.corrupt(&path, byte, 1 << bit).unwrap();
                 match read(&sim, dir) {
@@ -149,10 +280,18 @@ mod tests {
                         path: p, offset, ..
                     }) => {
                         assert_eq!(p, path);
-                        assert!(offset < LEN as u64);
-                        // The checksum covers bytes 0..24 and is itself at
-                        // 24; the padding after it is checked directly.
-                        let expected = if byte < 28 { 24 } else { 0 };
+                        assert!(offset < len);
+                        // The count must agree with the length; the
+                        // checksum covers everything before it and is
+                        // itself at crc_at; the padding after it is
+                        // checked directly.
+                        let expected = if (12..16).contains(&byte) {
+                            12
+                        } else if byte < crc_at + 4 {
+                            crc_at
+                        } else {
+                            0
+                        };
                         assert_eq!(offset, expected, "flip of byte {byte} bit {bit}");
                     }
                     other => panic!("flip of byte {byte} bit {bit}: {other:?}"),
@@ -160,17 +299,41 @@ mod tests {
                 sim.corrupt(&path, byte, 1 << bit).unwrap();
             }
         }
-        assert_eq!(read(&sim, dir).unwrap(), 0x0123_4567_89ab_cdef);
-        let good = encode(7);
-        for len in [0, 1, 24, 31, 33, 64] {
+        assert_eq!(
+            read(&sim, dir).unwrap().unwrap(),
+            meta(0x0123_4567_89ab_cdef, &synced)
+        );
+        let good = encode(7, &synced);
+        for len in [0, 1, 24, 31, 32, 33, 48, 63, 65, 80] {
             let mut bytes = good.to_vec();
             bytes.resize(len, 0);
             let f = sim.open(&path, crate::io::OpenMode::Existing).unwrap();
             f.set_len(0).unwrap();
             f.write_at(&bytes, 0).unwrap();
+            let expected = if len < LEN { 0 } else { 12 };
             assert!(
-                matches!(read(&sim, dir), Err(Error::Corruption { offset: 0, ref path, .. }) if *path == dir.join(META_FILE)),
+                matches!(read(&sim, dir), Err(Error::Corruption { offset, ref path, .. }) if *path == dir.join(META_FILE) && offset == expected),
                 "length {len}"
+            );
+        }
+        // Entries out of order, or at position 0, behind a valid checksum.
+        for bad in [[(7u32, 1u64), (1, 1)], [(1, 1), (1, 2)], [(1, 0), (2, 1)]] {
+            let mut b = encode(7, &[(1, 1), (2, 1)]);
+            for (i, (p, pos)) in bad.iter().enumerate() {
+                b[24 + 16 * i..28 + 16 * i].copy_from_slice(&p.to_le_bytes());
+                b[32 + 16 * i..40 + 16 * i].copy_from_slice(&pos.to_le_bytes());
+            }
+            let crc = crc32c::crc32c(&b[..56]);
+            b[56..60].copy_from_slice(&crc.to_le_bytes());
+            assert!(
+                matches!(
+                    decode(&path, &b),
+                    Err(Error::Corruption {
+                        offset: 24 | 40,
+                        ..
+                    })
+                ),
+                "{bad:?}"
             );
         }
     }

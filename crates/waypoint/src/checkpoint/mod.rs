@@ -14,6 +14,14 @@
 //!   back-pressure holds new transactions).
 //! - **None**: the log is pruned only at a clean close.
 //!
+//! In every mode the checkpointer also keeps the synced positions in the
+//! metadata file current: whenever it writes the file, and at most once
+//! per [`MARK_INTERVAL`] while some partition synced more log since, it
+//! records how far each partition's log is durable, so recovery can tell
+//! lost synced bytes from a torn tail (docs/FORMAT.md, "Checkpoint
+//! metadata"). Only a cut within the log synced since the last record goes
+//! unnoticed.
+//!
 //! After each increment the log floor becomes the smaller of the
 //! checkpointed GSN over all shards and one below the first GSN of the
 //! oldest transaction recovery might still undo (invariant 3, prune rule);
@@ -41,7 +49,7 @@ use parking_lot::{Condvar, Mutex};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How dirty pages are written and the log pruned while the database runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,8 +142,12 @@ struct State {
     wake: (Mutex<bool>, Condvar),
     failure: Mutex<Option<String>>,
     floor: AtomicU64,
-    /// Serialises raising the floor (metadata file, pruning).
+    /// Serialises writing the metadata file (the floor, the synced
+    /// positions) and pruning.
     prune_lock: Mutex<()>,
+    /// The synced positions in the metadata file, and when they were
+    /// written.
+    synced: Mutex<(Vec<(u32, u64)>, Instant)>,
 }
 
 /// The checkpointer thread of one database.
@@ -147,9 +159,16 @@ pub struct Checkpointer {
 /// How often the checkpointer looks at the log volume.
 const POLL: Duration = Duration::from_millis(5);
 
+/// The checkpointer records the log's synced positions in the metadata
+/// file at most this often (besides every floor it writes): a cut in the
+/// last segment within the log synced since then cannot be told from a
+/// torn tail. Each record costs a small file write, two syncs and a rename.
+pub const MARK_INTERVAL: Duration = Duration::from_secs(1);
+
 impl Checkpointer {
     /// Start checkpointing `pool` for `wal`; `floor` is the current log
-    /// floor (from the superblock and the metadata file).
+    /// floor and `synced` the synced positions, as the metadata file in
+    /// `dir` records them.
     pub fn start(
         pool: Arc<BufferPool>,
         wal: Arc<Wal>,
@@ -157,6 +176,7 @@ impl Checkpointer {
         dir: PathBuf,
         config: CheckpointConfig,
         floor: u64,
+        synced: Vec<(u32, u64)>,
     ) -> Result<Checkpointer> {
         assert!(config.shards > 0 && config.wal_limit > 0 && config.threads > 0);
         wal.open_recovered()?;
@@ -181,25 +201,24 @@ impl Checkpointer {
             failure: Mutex::new(None),
             floor: AtomicU64::new(floor),
             prune_lock: Mutex::new(()),
+            synced: Mutex::new((synced, Instant::now())),
         });
-        let thread = if config.mode == CheckpointMode::None {
-            None
-        } else {
-            let s = Arc::clone(&state);
-            Some(
-                std::thread::Builder::new()
-                    .name("waypoint-checkpointer".into())
-                    .spawn(move || s.run())
-                    .map_err(|e| {
-                        crate::error::Error::io(
-                            crate::error::IoOp::Open,
-                            "checkpointer thread",
-                            None,
-                            e,
-                        )
-                    })?,
-            )
-        };
+        // Also without checkpoints: the synced positions are recorded in
+        // every mode.
+        let s = Arc::clone(&state);
+        let thread = Some(
+            std::thread::Builder::new()
+                .name("waypoint-checkpointer".into())
+                .spawn(move || s.run())
+                .map_err(|e| {
+                    crate::error::Error::io(
+                        crate::error::IoOp::Open,
+                        "checkpointer thread",
+                        None,
+                        e,
+                    )
+                })?,
+        );
         Ok(Checkpointer {
             state,
             thread: Mutex::new(thread),
@@ -210,6 +229,13 @@ impl Checkpointer {
         let mut s = *self.state.stats.lock();
         s.wal_disk_bytes = self.state.wal.disk_bytes();
         s
+    }
+
+    /// Record every partition's synced position in the metadata file now,
+    /// if any moved since it was last written (the thread does so at most
+    /// every [`MARK_INTERVAL`]).
+    pub fn record_synced(&self) -> Result<()> {
+        self.state.record_synced()
     }
 
     /// The error that stopped the checkpointer, if one did.
@@ -240,23 +266,27 @@ impl Drop for Checkpointer {
 
 impl State {
     fn run(self: Arc<Self>) {
-        if self.config.mode == CheckpointMode::None {
-            return;
-        }
         let step = (self.config.wal_limit / self.config.shards as u64).max(1);
         // Back-pressure: continuous checkpointing may fall two increments
         // behind; a full checkpoint may run while one more limit is written.
-        self.wal.set_max_lag(match self.config.mode {
-            CheckpointMode::Continuous => 2 * step,
-            _ => 2 * self.config.wal_limit,
-        });
+        match self.config.mode {
+            CheckpointMode::Continuous => self.wal.set_max_lag(2 * step),
+            CheckpointMode::Full => self.wal.set_max_lag(2 * self.config.wal_limit),
+            CheckpointMode::None => {}
+        }
+        // Without checkpoints there is only the synced positions' record
+        // to keep: no need to look more often.
+        let poll = match self.config.mode {
+            CheckpointMode::None => MARK_INTERVAL,
+            _ => POLL,
+        };
         let mut last = self.wal.stage2_bytes();
         let mut next_shard = 0;
         while !self.stop.load(Ordering::Acquire) {
             {
                 let mut w = self.wake.0.lock();
                 if !*w {
-                    self.wake.1.wait_for(&mut w, POLL);
+                    self.wake.1.wait_for(&mut w, poll);
                 }
                 *w = false;
             }
@@ -280,7 +310,8 @@ impl State {
                             self.wal.checkpointed_through(last);
                         }
                     }
-                    _ => {
+                    CheckpointMode::None => {}
+                    CheckpointMode::Full => {
                         // The baseline: nothing until the log on disk
                         // reaches the limit, then everything at once.
                         // (Not again before more log was written: the floor
@@ -297,6 +328,9 @@ impl State {
                         }
                     }
                 }
+                if self.synced.lock().1.elapsed() >= MARK_INTERVAL {
+                    self.record_synced()?;
+                }
                 Ok(())
             })();
             if let Err(e) = result {
@@ -306,6 +340,27 @@ impl State {
                 return;
             }
         }
+    }
+
+    /// Rewrite the metadata file with the current floor and every
+    /// partition's synced position, unless none moved since it was last
+    /// written.
+    fn record_synced(&self) -> Result<()> {
+        let _write = self.prune_lock.lock();
+        let synced = self.wal.synced_positions();
+        let mut recorded = self.synced.lock();
+        if synced == recorded.0 {
+            recorded.1 = Instant::now();
+            return Ok(());
+        }
+        meta::write(
+            self.storage.as_ref(),
+            &self.dir,
+            self.floor.load(Ordering::Acquire),
+            &synced,
+        )?;
+        *recorded = (synced, Instant::now());
+        Ok(())
     }
 
     /// One increment per shard in `shards`, each on its own thread (the
@@ -355,7 +410,9 @@ impl State {
         let mut pruned = 0;
         if floor > self.floor.load(Ordering::Acquire) {
             // Invariant 3: durable floor first, then delete below it.
-            meta::write(self.storage.as_ref(), &self.dir, floor)?;
+            let synced = self.wal.synced_positions();
+            meta::write(self.storage.as_ref(), &self.dir, floor, &synced)?;
+            *self.synced.lock() = (synced, Instant::now());
             self.floor.store(floor, Ordering::Release);
             pruned = self.wal.prune_below(floor + 1)?;
         }

@@ -26,22 +26,23 @@ mod superblock;
 
 pub use superblock::{Superblock, DB_FORMAT_VERSION};
 
+use crate::btree::node::{Fence, NodeMut};
 use crate::btree::{BTree, PageLog};
 use crate::buffer::double_write;
-use crate::buffer::page::{self, DEFAULT_PAGE_SIZE};
+use crate::buffer::page::{self, PageKind, DEFAULT_PAGE_SIZE};
 use crate::buffer::{BufferPool, PoolConfig, PoolStats};
 use crate::catalog::{self, Catalog, Index, KeyExtractor, Table, CATALOG_ROOT};
 use crate::checkpoint::{
     self, meta, CheckpointConfig, CheckpointMode, CheckpointStats, Checkpointer,
 };
 use crate::error::{Error, Result};
-use crate::io::{OpenMode, RealStorage, Storage, StorageFile};
+use crate::io::{AlignedBuf, OpenMode, RealStorage, Storage, StorageFile};
 use crate::txn::epoch::EpochClock;
 use crate::txn::epoch::SYSTEM_SLOT;
 use crate::txn::locks::{LockTable, SlotPool};
 use crate::txn::Session;
 use crate::txn::SessionLog;
-use crate::wal::recovery::{Recovery, RecoveryReport};
+use crate::wal::recovery::{Analysis, RecoveryReport};
 use crate::wal::{CommitProtocol, Wal};
 use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
@@ -54,6 +55,9 @@ pub const DATA_FILE: &str = "data.waypoint";
 pub const DOUBLE_WRITE_FILE: &str = "doublewrite.waypoint";
 /// Directory of the write-ahead log partitions.
 pub const WAL_DIR: &str = "wal";
+/// A new data file while it is being written; renamed to [`DATA_FILE`]
+/// once whole.
+pub const NEW_DATA_FILE: &str = "data.waypoint.new";
 
 /// Which log the database keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -509,72 +513,34 @@ impl Database {
             ),
         };
         let path = dir.join(DATA_FILE);
-        let exists = storage.exists(&path);
-        if !exists && !options.create_if_missing {
-            return Err(Error::NotADatabase { path });
+        if !storage.exists(&path) {
+            Self::create(storage.as_ref(), &dir, &options)?;
         }
-        if !exists && !storage.exists(&dir) {
-            storage.create_dir_all(&dir)?;
-            // The new directory's entry must survive power loss too: sync
-            // its ancestors (only on creation, so the cost does not matter).
-            let mut child = dir.as_path();
-            while let Some(parent) = child.parent() {
-                let parent = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
-                storage.sync_dir(parent)?;
-                if parent == Path::new(".") || parent.parent().is_none() {
-                    break;
-                }
-                child = parent;
+        let file = storage.open_data_file(&path, OpenMode::Existing)?;
+        // Until the files are checked against each other, only reads: an
+        // open refused for what it found changes no file.
+        let sb = Superblock::read(file.as_ref())?;
+        if let Some(ps) = options.page_size {
+            if ps as u32 != sb.page_size {
+                return Err(Error::PageSizeMismatch {
+                    path,
+                    found: sb.page_size,
+                    requested: ps as u32,
+                });
             }
         }
-        let file = storage.open_data_file(&path, OpenMode::CreateIfMissing)?;
-        if !exists {
-            storage.sync_dir(&dir)?;
-        }
-        let fresh = file.is_empty()?;
-        let (superblock, free_pages) = if fresh {
-            let page_size = options.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
-            (
-                Superblock {
-                    page_size: page_size as u32,
-                    next_page_id: 1,
-                    catalog_root: CATALOG_ROOT,
-                    free_list_head: 0,
-                    clean: false,
-                    epoch: 0,
-                    log_floor: 0,
-                },
-                Vec::new(),
-            )
-        } else {
-            let sb = Superblock::read(file.as_ref())?;
-            if let Some(ps) = options.page_size {
-                if ps as u32 != sb.page_size {
-                    return Err(Error::PageSizeMismatch {
-                        path,
-                        found: sb.page_size,
-                        requested: ps as u32,
-                    });
-                }
-            }
-            let free = superblock::read_free_list(
-                file.as_ref(),
-                sb.page_size as usize,
-                sb.free_list_head,
-                sb.next_page_id,
-            )?;
-            // Pages written after the superblock (before an unclean stop)
-            // are still allocated.
-            let in_file = file.len()? / sb.page_size as u64;
-            let sb = Superblock {
-                next_page_id: sb.next_page_id.max(in_file),
-                ..sb
-            };
-            (sb, free)
+        let free_pages = superblock::read_free_list(
+            file.as_ref(),
+            sb.page_size as usize,
+            sb.free_list_head,
+            sb.next_page_id,
+        )?;
+        // Pages written after the superblock (before an unclean stop) are
+        // still allocated.
+        let in_file = file.len()? / sb.page_size as u64;
+        let superblock = Superblock {
+            next_page_id: sb.next_page_id.max(in_file),
+            ..sb
         };
         let page_size = superblock.page_size as usize;
         let frames = options.buffer_pool_bytes / page_size;
@@ -586,12 +552,30 @@ impl Database {
                 crate::buffer::pool::MIN_FRAMES
             )));
         }
-        let dw_file = storage.open(&dir.join(DOUBLE_WRITE_FILE), OpenMode::CreateIfMissing)?;
-        let repaired = if fresh {
-            0
-        } else {
-            double_write::repair(file.as_ref(), dw_file.as_ref(), page_size)?
+        let checkpoint = meta::read(storage.as_ref(), &dir)?;
+        // The log floor: the clean close's (superblock) or the last
+        // checkpoint's (metadata file), whichever is newer.
+        let floor = superblock
+            .log_floor
+            .max(checkpoint.as_ref().map_or(0, |m| m.floor));
+        let analysis = match options.logging {
+            Logging::PerWorker => Some(Self::check_log(
+                storage.as_ref(),
+                &dir,
+                &superblock,
+                checkpoint.as_ref(),
+                floor,
+            )?),
+            Logging::None if !superblock.clean && superblock.log_required => {
+                return Err(Error::RecoveryNeeded {
+                    path: dir.join(DATA_FILE),
+                });
+            }
+            Logging::None => None,
         };
+        // Checked: from here on the open writes.
+        let dw_file = storage.open(&dir.join(DOUBLE_WRITE_FILE), OpenMode::CreateIfMissing)?;
+        let repaired = double_write::repair(file.as_ref(), dw_file.as_ref(), page_size)?;
         let pool = BufferPool::start(
             PoolConfig { page_size, frames },
             Arc::clone(&file),
@@ -599,11 +583,6 @@ impl Database {
             free_pages,
         )?;
         pool.set_double_write(dw_file);
-        // The log floor: the clean close's (superblock) or the last
-        // checkpoint's (metadata file), whichever is newer.
-        let floor = superblock
-            .log_floor
-            .max(meta::read(storage.as_ref(), &dir)?);
         let wal_limit =
             checkpoint::limit_for_disk(options.wal_limit_bytes, storage.available_space(&dir));
         if options.logging == Logging::PerWorker && wal_limit < options.wal_limit_bytes {
@@ -617,12 +596,12 @@ impl Database {
             file.as_ref(),
             &superblock,
             floor,
-            fresh,
+            analysis,
             &options,
             wal_limit,
             repaired,
         );
-        let (catalog, wal, recovery) = match opened {
+        let (catalog, wal, recovery, synced) = match opened {
             Ok(v) => v,
             Err(e) => {
                 pool.stop();
@@ -643,6 +622,7 @@ impl Database {
                         threads: options.checkpoint_threads,
                     },
                     floor,
+                    synced,
                 )
                 .inspect_err(|_| pool.stop())?,
             ),
@@ -668,7 +648,7 @@ impl Database {
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
         });
-        tracing::info!(dir = %dir.display(), page_size, frames, fresh, "database open");
+        tracing::info!(dir = %dir.display(), page_size, frames, "database open");
         Ok(Database {
             inner: Arc::new(DbInner {
                 shared,
@@ -700,8 +680,164 @@ impl Database {
         }
     }
 
-    /// Recover from the log (if logging), then load the catalog. A new
-    /// database first gets its catalog tree and a superblock.
+    /// Create an empty database in `dir`, which holds no data file; or
+    /// refuse: with `NotADatabase` without `create_if_missing`, and with
+    /// `MissingFile` naming the data file if the directory holds any other
+    /// file of a database (its log, checkpoint metadata or double-write
+    /// file): that is a database that lost its data file, not a place for
+    /// a new one.
+    ///
+    /// The new data file is written whole under a temporary name (page 1,
+    /// the empty catalog root, and a clean superblock), synced, and renamed
+    /// into place, so a data file always holds a superblock: a crash
+    /// leaves either no data file (and maybe the temporary one, replaced
+    /// at the next try) or an empty database closed cleanly.
+    fn create(storage: &dyn Storage, dir: &Path, options: &Options) -> Result<()> {
+        let path = dir.join(DATA_FILE);
+        for name in [WAL_DIR, meta::META_FILE, DOUBLE_WRITE_FILE] {
+            let other = dir.join(name);
+            if storage.exists(&other) {
+                return Err(Error::MissingFile {
+                    path,
+                    detail: format!(
+                        "the directory holds {} of a database without its data file (a new database is only created in a directory without one)",
+                        other.display()
+                    ),
+                });
+            }
+        }
+        if !options.create_if_missing {
+            return Err(Error::NotADatabase { path });
+        }
+        if !storage.exists(dir) {
+            storage.create_dir_all(dir)?;
+            // The new directory's entry must survive power loss too: sync
+            // its ancestors (only on creation, so the cost does not matter).
+            let mut child = dir;
+            while let Some(parent) = child.parent() {
+                let parent = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+                storage.sync_dir(parent)?;
+                if parent == Path::new(".") || parent.parent().is_none() {
+                    break;
+                }
+                child = parent;
+            }
+        }
+        let page_size = options.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+        let temp = dir.join(NEW_DATA_FILE);
+        if storage.exists(&temp) {
+            storage.remove(&temp)?;
+        }
+        let file = storage.open(&temp, OpenMode::CreateNew)?;
+        let mut root = AlignedBuf::zeroed(page_size);
+        let data = root.as_mut_slice();
+        page::init_page(data, CATALOG_ROOT, PageKind::BtreeLeaf);
+        NodeMut::new(data).init_leaf(Fence::Infinite, Fence::Infinite);
+        page::seal(data);
+        file.write_at(data, CATALOG_ROOT * page_size as u64)?;
+        Superblock {
+            page_size: page_size as u32,
+            next_page_id: CATALOG_ROOT + 1,
+            catalog_root: CATALOG_ROOT,
+            free_list_head: 0,
+            clean: true,
+            log_required: false,
+            epoch: 0,
+            log_floor: 0,
+        }
+        .write(file.as_ref())?;
+        drop(file);
+        storage.rename(&temp, &path)?;
+        storage.sync_dir(dir)?;
+        tracing::info!(dir = %dir.display(), page_size, "database created");
+        Ok(())
+    }
+
+    /// Read the log and check it against the superblock and the checkpoint
+    /// metadata, changing nothing:
+    /// - a database not closed cleanly by a build that keeps synced
+    ///   positions (`Superblock::log_required`) must have its checkpoint
+    ///   metadata (`MissingFile`), in that format, with a floor not below
+    ///   the superblock's (`Mismatch`), and its log directory
+    ///   (`MissingFile`), and each partition's log must reach the position
+    ///   recorded as synced (`LogTruncated`);
+    /// - a cleanly closed database's log (what a crash during the close
+    ///   left of it) holds no record above the superblock's floor: one
+    ///   there means the data file is older than the log (`Mismatch`).
+    fn check_log(
+        storage: &dyn Storage,
+        dir: &Path,
+        superblock: &Superblock,
+        checkpoint: Option<&meta::Meta>,
+        floor: u64,
+    ) -> Result<Analysis> {
+        let log_dir = dir.join(WAL_DIR);
+        let required = !superblock.clean && superblock.log_required;
+        if required {
+            let meta_path = dir.join(meta::META_FILE);
+            let Some(checkpoint) = checkpoint else {
+                return Err(Error::MissingFile {
+                    path: meta_path,
+                    detail: "the database was not closed cleanly, and recovery needs the log floor and synced log positions recorded there".into(),
+                });
+            };
+            if checkpoint.version < meta::META_FORMAT_VERSION {
+                return Err(Error::Mismatch {
+                    path: meta_path,
+                    detail: format!(
+                        "it is in format version {} and records no synced log positions, but the database was left open by a build that writes version {}",
+                        checkpoint.version,
+                        meta::META_FORMAT_VERSION
+                    ),
+                });
+            }
+            if checkpoint.floor < superblock.log_floor {
+                return Err(Error::Mismatch {
+                    path: meta_path,
+                    detail: format!(
+                        "it records log floor {}, below the floor {} of {}: it is older than the data file",
+                        checkpoint.floor,
+                        superblock.log_floor,
+                        DATA_FILE
+                    ),
+                });
+            }
+            if !storage.exists(&log_dir) {
+                return Err(Error::MissingFile {
+                    path: log_dir,
+                    detail: "the database was not closed cleanly, and recovery needs its log"
+                        .into(),
+                });
+            }
+        }
+        let analysis = Analysis::read(storage, &log_dir, floor)?;
+        if required {
+            analysis.check_synced(&checkpoint.map(|m| m.synced.clone()).unwrap_or_default())?;
+        }
+        if superblock.clean {
+            if let Some((gsn, partition)) = analysis.max_gsn() {
+                if gsn > superblock.log_floor {
+                    return Err(Error::Mismatch {
+                        path: dir.join(DATA_FILE),
+                        detail: format!(
+                            "it was closed cleanly with every log record up to GSN {} in it, but {} holds records up to GSN {gsn}: the data file is older than the log",
+                            superblock.log_floor,
+                            partition.display()
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(analysis)
+    }
+
+    /// Recover from the log (`analysis`, if logging), then load the
+    /// catalog. Returns the synced positions the checkpoint metadata now
+    /// records.
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn recover_and_load(
         storage: &Arc<dyn Storage>,
@@ -710,42 +846,45 @@ impl Database {
         file: &dyn StorageFile,
         superblock: &Superblock,
         floor: u64,
-        fresh: bool,
+        analysis: Option<Analysis>,
         options: &Options,
         wal_limit: u64,
         repaired: usize,
-    ) -> Result<(Catalog, Option<Arc<Wal>>, Option<RecoveryReport>)> {
-        if fresh {
-            let catalog_tree = BTree::create(pool, &crate::btree::NoLog)?;
-            debug_assert_eq!(catalog_tree.root(), CATALOG_ROOT);
-            pool.flush_all()?;
-            Superblock {
-                next_page_id: pool.next_page_id(),
-                ..superblock.clone()
+    ) -> Result<(
+        Catalog,
+        Option<Arc<Wal>>,
+        Option<RecoveryReport>,
+        Vec<(u32, u64)>,
+    )> {
+        let log_dir = dir.join(WAL_DIR);
+        let mut synced = Vec::new();
+        if let Some(analysis) = &analysis {
+            // Before the superblock says the log and the metadata are
+            // required, both exist, durably: the log's directory, and the
+            // metadata with every partition's recovered end as its synced
+            // position (durable once analysis's changes are).
+            if !storage.exists(&log_dir) {
+                storage.create_dir_all(&log_dir)?;
+                storage.sync_dir(dir)?;
             }
-            .write(file)?;
-        } else {
-            // The free list now lives in memory only. Mark the superblock so
-            // an unclean stop leaks those pages instead of handing them out
-            // twice after the next open.
-            Superblock {
-                free_list_head: 0,
-                clean: false,
-                ..superblock.clone()
-            }
-            .write(file)?;
+            analysis.apply(storage.as_ref())?;
+            synced = analysis.synced_ends();
+            meta::write(storage.as_ref(), dir, floor, &synced)?;
         }
+        // The free list now lives in memory only. Mark the superblock so an
+        // unclean stop leaks those pages instead of handing them out twice
+        // after the next open.
+        Superblock {
+            free_list_head: 0,
+            clean: false,
+            log_required: analysis.is_some(),
+            ..superblock.clone()
+        }
+        .write(file)?;
         let mut wal = None;
         let mut report = None;
-        if options.logging == Logging::PerWorker {
-            let log_dir = dir.join(WAL_DIR);
-            let mut recovery = Recovery::analyze_and_redo(
-                storage.as_ref(),
-                &log_dir,
-                pool,
-                options.recovery_threads,
-                floor,
-            )?;
+        if let Some(analysis) = analysis {
+            let mut recovery = analysis.redo(pool, options.recovery_threads)?;
             let partitions = recovery.partitions();
             let w = Wal::new(
                 Arc::clone(storage),
@@ -775,13 +914,25 @@ impl Database {
             report = Some(recovery.report.clone());
             wal = Some(w);
         }
-        Ok((Catalog::load(pool)?, wal, report))
+        Ok((Catalog::load(pool)?, wal, report, synced))
     }
 
     /// The log manager (None with `Logging::None`). For tests and tools.
     #[doc(hidden)]
     pub fn wal(&self) -> Option<&Arc<Wal>> {
         self.inner.shared.wal.as_ref()
+    }
+
+    /// Record every log partition's synced position in the checkpoint
+    /// metadata now, if any moved since it was last written, rather than
+    /// at the checkpointer's next look (at most every
+    /// [`crate::checkpoint::MARK_INTERVAL`]). For tests and tools.
+    #[doc(hidden)]
+    pub fn record_synced_log(&self) -> Result<()> {
+        match &self.inner.checkpointer {
+            Some(c) => c.record_synced(),
+            None => Ok(()),
+        }
     }
 
     /// What recovery did when this database was opened (None without a log).
@@ -1117,6 +1268,7 @@ impl DbInner {
             catalog_root: CATALOG_ROOT,
             free_list_head: head,
             clean: true,
+            log_required: false,
             epoch: shared.epoch.current(),
             log_floor,
         }

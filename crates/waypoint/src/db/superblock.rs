@@ -10,6 +10,10 @@
 //!  56  8  catalog root page id
 //!  64  8  first page of the free-page list chain (0: none)
 //!  72  1  1 if the database was closed cleanly
+//!  73  1  1 if an open with a log marked it unclean: until a clean close,
+//!         the log (`wal/`) and the checkpoint metadata (version 2, with
+//!         each partition's synced position) exist and are needed (0 from
+//!         builds before checkpoint metadata 2, whose crashes may lack both)
 //!  80  8  the epoch at the last clean close (TIDs restart above it)
 //!  88  8  log floor: every log record with a GSN at or below it is
 //!         reflected in the data file (written at clean close, before the
@@ -34,6 +38,10 @@ pub struct Superblock {
     pub catalog_root: PageId,
     pub free_list_head: PageId,
     pub clean: bool,
+    /// Written with `clean = false` by an open with a log: the log
+    /// directory and the checkpoint metadata must exist until a clean
+    /// close (see the module header).
+    pub log_required: bool,
     pub epoch: u64,
     pub log_floor: u64,
 }
@@ -94,6 +102,7 @@ impl Superblock {
             catalog_root: u64_at(56),
             free_list_head: u64_at(64),
             clean: data[72] == 1,
+            log_required: data[73] == 1,
             epoch: u64_at(80).min(crate::txn::epoch::MAX_EPOCH),
             log_floor: u64_at(88),
         })
@@ -111,6 +120,7 @@ impl Superblock {
         data[56..64].copy_from_slice(&self.catalog_root.to_le_bytes());
         data[64..72].copy_from_slice(&self.free_list_head.to_le_bytes());
         data[72] = self.clean as u8;
+        data[73] = self.log_required as u8;
         data[80..88].copy_from_slice(&self.epoch.to_le_bytes());
         data[88..96].copy_from_slice(&self.log_floor.to_le_bytes());
         page::seal(data);

@@ -489,6 +489,20 @@ impl Wal {
         Ok(removed)
     }
 
+    /// Per partition, the stream position up to which its log is durable
+    /// in files whose names are durable too ([`Partition::synced_position`];
+    /// partitions without such files are left out), in partition order:
+    /// what the checkpoint metadata records as synced.
+    pub fn synced_positions(&self) -> Vec<(u32, u64)> {
+        let mut synced: Vec<(u32, u64)> = self
+            .all()
+            .iter()
+            .filter_map(|p| Some((p.id(), p.synced_position()?)))
+            .collect();
+        synced.sort_unstable();
+        synced
+    }
+
     /// Bytes of log in segment files now.
     pub fn disk_bytes(&self) -> u64 {
         self.all().iter().map(|p| p.disk_bytes()).sum()

@@ -131,6 +131,10 @@ struct Segment {
     max_gsn: u64,
     /// Made from a preallocated spare (else it grows as it fills).
     preallocated: bool,
+    /// Its directory entry is durable: the directory was synced after the
+    /// file got its name (false only after a failed write left a new
+    /// segment behind).
+    named: bool,
 }
 
 struct Stage1 {
@@ -244,6 +248,10 @@ pub struct Partition {
     /// waiting (`Options::log_sync_interval`), in microseconds.
     sync_interval_us: AtomicU64,
     segments: Mutex<Vec<Segment>>,
+    /// Some segment's name is durable (`Segment::named`): from then on the
+    /// files on disk reach `durable` (pruning keeps a named segment), and
+    /// `durable` may be recorded as synced ([`Partition::synced_position`]).
+    named_segment: AtomicBool,
     failure: Mutex<Option<Failure>>,
     failed: AtomicBool,
     /// The log's flag raised when a partition runs out of space.
@@ -296,6 +304,8 @@ impl Partition {
             storage.sync_dir(log_dir)?;
         }
         let mut segments = Vec::new();
+        // Recovery synced the segments it kept and their directory.
+        let named_segment = !existing.is_empty();
         for (start, len, max_gsn) in existing {
             let file = storage.open_log_file(&dir.join(segment_name(start)), OpenMode::Existing)?;
             segments.push(Segment {
@@ -305,6 +315,7 @@ impl Partition {
                 max_gsn,
                 // Recovery cut any zeros off: the file grows from here.
                 preallocated: false,
+                named: true,
             });
         }
         super::spare::remove_recycled_leftovers(storage.as_ref(), &dir)?;
@@ -344,6 +355,7 @@ impl Partition {
             segment_size: AtomicU64::new(SEGMENT_SIZE),
             sync_interval_us: AtomicU64::new(SYNC_INTERVAL.as_micros() as u64),
             segments: Mutex::new(segments),
+            named_segment: AtomicBool::new(named_segment),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             full_flag: std::sync::OnceLock::new(),
@@ -989,6 +1001,7 @@ impl Partition {
                     len: 0,
                     max_gsn: 0,
                     preallocated: from_spare,
+                    named: false,
                 });
                 new_segment = true;
             }
@@ -1022,6 +1035,10 @@ impl Partition {
             // A new segment's directory entry must be durable too, or the
             // file could vanish with its synced contents.
             self.storage.sync_dir(&self.dir)?;
+            for seg in segments.iter_mut() {
+                seg.named = true;
+            }
+            self.named_segment.store(true, Ordering::Release);
         }
         self.syncs
             .fetch_add(touched.len() as u64, Ordering::Relaxed);
@@ -1042,20 +1059,37 @@ impl Partition {
     }
 
     /// Delete whole segments whose records all have GSN below `gsn`, never
-    /// the newest segment (it is still being written). Returns bytes removed.
+    /// the newest segment (it is still being written), and never one whose
+    /// successor's name is not durable (a write that failed after starting
+    /// a segment): the files on disk must still reach the durable position
+    /// recorded as synced in the checkpoint metadata, or recovery would
+    /// take the partition for a truncated log. Returns bytes removed.
     pub fn prune_below(&self, gsn: u64) -> Result<u64> {
         let mut segments = self.segments.lock();
         let mut removed = 0;
-        while segments.len() > 1 && segments[0].max_gsn < gsn {
+        while segments.len() > 1 && segments[0].max_gsn < gsn && segments[1].named {
             removed += self.retire_oldest(&mut segments)?;
         }
         Ok(removed)
+    }
+
+    /// The position up to which this partition's log is durable, if files
+    /// with durable names hold it (`None` while no segment is named, e.g.
+    /// a recovered partition without segments, whose `durable` is only
+    /// where its stream resumes). What the checkpoint metadata records.
+    pub fn synced_position(&self) -> Option<u64> {
+        // Read the flag first: `durable` only grows, and every value it
+        // takes after a segment was named is held by named segments.
+        self.named_segment
+            .load(Ordering::Acquire)
+            .then(|| self.durable())
     }
 
     /// Delete every segment, the newest too. Only after `shutdown` and only
     /// when every page is durable (a clean close): no record is needed.
     pub fn remove_all_segments(&self) -> Result<()> {
         let mut segments = self.segments.lock();
+        self.named_segment.store(false, Ordering::Release);
         while !segments.is_empty() {
             self.retire_oldest(&mut segments)?;
         }

@@ -1,11 +1,17 @@
 //! Restart after a crash: analysis, redo, undo (seed 000 §3.7, Fig. 7).
 //!
-//! - **Analysis**, one thread per partition: read every segment, stop at the
-//!   torn tail (truncating it; records that stop exactly where the next
-//!   segment starts are that segment's end, followed by a recycled file's
-//!   old bytes, which are cut too), refuse corruption in the middle and
-//!   missing segments; collect page records, commit records (with their
-//!   dependency vectors) and end-of-rollback records.
+//! - **Analysis** ([`Analysis::read`]), one thread per partition: read every
+//!   segment, stop at the torn tail (records that stop exactly where the
+//!   next segment starts are that segment's end, followed by a recycled
+//!   file's old bytes), refuse corruption in the middle and missing
+//!   segments; collect page records, commit records (with their dependency
+//!   vectors) and end-of-rollback records. Analysis only reads: what it
+//!   decides to change on disk (cut the torn tail and a recycled file's old
+//!   bytes, remove segments that were never synced, sync what it read) is
+//!   applied by [`Analysis::apply`], after the caller has checked the log
+//!   against the checkpoint metadata ([`Analysis::check_synced`]: a log
+//!   that ends before its recorded synced position lost durable bytes and
+//!   is refused), so a refused open leaves every file as it found it.
 //! - **Winners**: a transaction with a commit record all of whose
 //!   dependencies survived (every named partition reaches the named
 //!   position).
@@ -111,8 +117,27 @@ pub(super) struct Logged {
     pub bytes: Box<[u8]>,
 }
 
+/// A change to the log's files that analysis decided on, applied by
+/// [`Analysis::apply`] in the order decided (stream order per partition).
+#[derive(Debug)]
+enum FileAction {
+    /// Remove a segment that holds nothing durable (`why` says what it is).
+    Remove { path: PathBuf, why: &'static str },
+    /// Keep a segment: cut it to `len` bytes if given (a torn tail, a
+    /// recycled file's old records), and sync it (what recovery read may
+    /// include writes that were never synced; redo and undo build on it,
+    /// so it must not vanish in a later crash).
+    Keep { path: PathBuf, len: Option<u64> },
+}
+
 pub(super) struct PartitionLog {
     recovered: RecoveredPartition,
+    /// The partition's directory.
+    pub(super) dir: PathBuf,
+    /// The segment the log ends in (the last one kept), if any.
+    end_segment: Option<PathBuf>,
+    /// What `Analysis::apply` changes on disk.
+    actions: Vec<FileAction>,
     /// Page records in log order, which is GSN order.
     pub records: Vec<Logged>,
     commits: Vec<(u64, Vec<(u32, u64)>)>,
@@ -127,8 +152,35 @@ impl PartitionLog {
     /// The log ends at a bad record (`offset` within the records of the
     /// segment at `path`): a write a crash interrupted.
     fn note_torn_tail(&mut self, path: &Path, offset: u64) {
-        tracing::info!(path = %path.display(), offset, "log ends with a torn record; truncating");
+        tracing::info!(path = %path.display(), offset, "log ends with a torn record");
         self.torn_tails += 1;
+    }
+
+    /// Make the changes analysis decided on: remove segments never synced
+    /// (each removal synced before the next, as pruning does), cut and
+    /// sync the segments kept.
+    fn apply(&self, storage: &dyn Storage) -> Result<()> {
+        for action in &self.actions {
+            match action {
+                FileAction::Remove { path, why } => {
+                    tracing::info!(path = %path.display(), "removing {why}");
+                    storage.remove(path)?;
+                    storage.sync_dir(&self.dir)?;
+                }
+                FileAction::Keep { path, len } => {
+                    let file = storage.open(path, OpenMode::Existing)?;
+                    if let Some(len) = len {
+                        tracing::info!(path = %path.display(), len, "cutting a log segment after its last record");
+                        file.set_len(*len)?;
+                    }
+                    file.sync_data()?;
+                }
+            }
+        }
+        // The names of the segments kept: a process that was killed may
+        // have left them in the directory without syncing it, and the
+        // synced positions recorded from here on count on them.
+        storage.sync_dir(&self.dir)
     }
 }
 
@@ -195,6 +247,9 @@ fn analyze_partition(
             clock: 0,
             segments: Vec::new(),
         },
+        dir: dir.clone(),
+        end_segment: None,
+        actions: Vec::new(),
         records: Vec::new(),
         commits: Vec::new(),
         ended: Vec::new(),
@@ -220,10 +275,11 @@ fn analyze_partition(
                 ended = true;
             }
         }
-        let file = storage.open(&path, OpenMode::Existing)?;
+        let file = storage.open(&path, OpenMode::ReadOnly)?;
         let file_len = file.len()?;
         let mut whole = vec![0u8; file_len as usize];
         file.read_at(&mut whole, 0)?;
+        drop(file);
         match segment::decode_header(&path, &whole)? {
             segment::Header::Valid { partition, start: s } if partition == id && s == start => {}
             segment::Header::Valid { partition, start: s } => {
@@ -236,10 +292,10 @@ fn analyze_partition(
             segment::Header::Torn => {
                 // The header is synced with the first records: nothing in
                 // this file was ever durable.
-                tracing::info!(path = %path.display(), "removing a log segment whose header was never synced");
-                drop(file);
-                storage.remove(&path)?;
-                storage.sync_dir(&dir)?;
+                log.actions.push(FileAction::Remove {
+                    path,
+                    why: "a log segment whose header was never synced",
+                });
                 ended = true;
                 continue;
             }
@@ -252,19 +308,26 @@ fn analyze_partition(
             let end = log.recovered.end;
             if let Some((offset, rec)) = scan.records.iter().find(|(_, r)| r.header.watermark > end)
             {
+                // The damage lies before this segment: name where the log
+                // ends too.
+                let ends_in = log
+                    .end_segment
+                    .as_ref()
+                    .map(|p| format!(" in {}", p.display()))
+                    .unwrap_or_default();
                 return Err(corruption(
                     &path,
                     segment::HEADER_SIZE + *offset,
                     format!(
-                        "log segment missing or damaged: this record was written after stream position {} was durable, but the log ends at {end}",
+                        "log segment missing or damaged: this record was written after stream position {} was durable, but the log ends at {end}{ends_in}",
                         rec.header.watermark
                     ),
                 ));
             }
-            tracing::info!(path = %path.display(), "removing a log segment written after the end of the durable log");
-            drop(file);
-            storage.remove(&path)?;
-            storage.sync_dir(&dir)?;
+            log.actions.push(FileAction::Remove {
+                path,
+                why: "a log segment written after the end of the durable log",
+            });
             ended = true;
             continue;
         }
@@ -281,7 +344,7 @@ fn analyze_partition(
         if let Some(cut) = unfinished_smo(records) {
             valid = records[cut].0;
             records = &records[..cut];
-            tracing::info!(path = %path.display(), offset = valid, "log ends inside a structure modification; truncating");
+            tracing::info!(path = %path.display(), offset = valid, "log ends inside a structure modification");
             stopped = None;
             log.torn_tails += 1;
             ended = true;
@@ -355,13 +418,12 @@ fn analyze_partition(
                 });
             }
         }
-        if valid < len {
-            // Cut the torn tail so new records follow the last valid one.
-            file.set_len(segment::HEADER_SIZE + valid)?;
-        }
-        // What recovery reads may include writes that were never synced.
-        // Redo and undo build on it, so it must not vanish in a later crash.
-        file.sync_data()?;
+        // Cut the torn tail so new records follow the last valid one.
+        log.actions.push(FileAction::Keep {
+            path: path.clone(),
+            len: (valid < len).then_some(segment::HEADER_SIZE + valid),
+        });
+        log.end_segment = Some(path);
         log.bytes += valid;
         log.recovered.clock = log.recovered.clock.max(max_gsn);
         log.recovered.segments.push((start, valid, max_gsn));
@@ -387,9 +449,9 @@ impl Recovery {
         self.logs.iter().map(|l| l.recovered.clone()).collect()
     }
 
-    /// Analysis (a thread per partition) and redo (on `threads` threads).
-    /// Records with a GSN at or below `floor` (the superblock's log floor)
-    /// are ignored.
+    /// Analysis, then its changes to the log's files, then redo (on
+    /// `threads` threads), with no check against checkpoint metadata.
+    /// Records with a GSN at or below `floor` are ignored.
     pub fn analyze_and_redo(
         storage: &dyn Storage,
         log_dir: &Path,
@@ -397,6 +459,26 @@ impl Recovery {
         threads: usize,
         floor: u64,
     ) -> Result<Recovery> {
+        let analysis = Analysis::read(storage, log_dir, floor)?;
+        analysis.apply(storage)?;
+        analysis.redo(pool, threads)
+    }
+}
+
+/// What analysis found in the log, before anything on disk is changed.
+pub struct Analysis {
+    log_dir: PathBuf,
+    logs: Vec<PartitionLog>,
+    winners: FxHashSet<u64>,
+    floor: u64,
+    report: RecoveryReport,
+}
+
+impl Analysis {
+    /// Analysis: read every partition below `log_dir` (a thread each) and
+    /// decide the winners. Reads only; records with a GSN at or below
+    /// `floor` are ignored.
+    pub fn read(storage: &dyn Storage, log_dir: &Path, floor: u64) -> Result<Analysis> {
         let t0 = Instant::now();
         let ids = partition_ids(storage, log_dir)?;
         let results: Vec<Result<PartitionLog>> = std::thread::scope(|s| {
@@ -447,7 +529,96 @@ impl Recovery {
             bytes = report.log_bytes,
             "log analysis done"
         );
+        Ok(Analysis {
+            log_dir: log_dir.to_path_buf(),
+            logs,
+            winners,
+            floor,
+            report,
+        })
+    }
 
+    /// Where each partition's log ends, as (partition, stream position),
+    /// for the partitions that keep a segment (in partition order): after
+    /// [`Analysis::apply`], what is known to be synced. (A partition
+    /// without segments resumes its stream at the position its last
+    /// segment's name gave, but no file holds that position.)
+    pub fn synced_ends(&self) -> Vec<(u32, u64)> {
+        self.logs
+            .iter()
+            .filter(|l| l.end_segment.is_some())
+            .map(|l| (l.recovered.id, l.recovered.end))
+            .collect()
+    }
+
+    /// The largest GSN of any record in the log, those at or below the
+    /// floor included, with the directory of its partition.
+    pub fn max_gsn(&self) -> Option<(u64, &Path)> {
+        self.logs
+            .iter()
+            .filter(|l| l.recovered.clock > 0)
+            .max_by_key(|l| l.recovered.clock)
+            .map(|l| (l.recovered.clock, l.dir.as_path()))
+    }
+
+    /// Refuse a log that ends before a position `synced` records as
+    /// durable for its partition (`(partition, position)`, from the
+    /// checkpoint metadata): those bytes were synced, so their loss is
+    /// damage, not a torn tail, and recovering without them could drop
+    /// acknowledged commits. `Error::LogTruncated` names the segment the
+    /// partition now ends in (its directory if it has none) and the
+    /// missing range. A partition whose directory is gone ends at 0.
+    pub fn check_synced(&self, synced: &[(u32, u64)]) -> Result<()> {
+        for &(id, expected_end) in synced {
+            let found = self.logs.iter().find(|l| l.recovered.id == id);
+            let found_end = found.map_or(0, |l| l.recovered.end);
+            if found_end < expected_end {
+                let path = found
+                    .and_then(|l| l.end_segment.clone())
+                    .unwrap_or_else(|| partition_dir(&self.log_dir, id));
+                return Err(Error::LogTruncated {
+                    partition: id,
+                    path,
+                    expected_end,
+                    found_end,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Make the changes analysis decided on (a thread per partition): cut
+    /// torn tails, remove segments that were never synced, sync every
+    /// segment kept. Afterwards every partition's log is durable up to its
+    /// end ([`Analysis::ends`]).
+    pub fn apply(&self, storage: &dyn Storage) -> Result<()> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .logs
+                .iter()
+                .map(|l| s.spawn(move || l.apply(storage)))
+                .collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::InvalidOptions("log analysis thread panicked".into()))
+                })
+            })
+        })?;
+        if self.logs.is_empty() {
+            return Ok(());
+        }
+        storage.sync_dir(&self.log_dir)
+    }
+
+    /// Redo (on `threads` threads) into `pool`, after [`Analysis::apply`].
+    pub fn redo(self, pool: &BufferPool, threads: usize) -> Result<Recovery> {
+        let Analysis {
+            logs,
+            winners,
+            floor,
+            mut report,
+            ..
+        } = self;
         let t1 = Instant::now();
         let redone = redo::redo(&logs, pool, threads.max(1), floor)?;
         let beyond_gap = redone.beyond_gap;
@@ -488,7 +659,9 @@ impl Recovery {
             report,
         })
     }
+}
 
+impl Recovery {
     /// Undo every loser, on one thread per log in `logs` (each marks its
     /// records as compensation and closes each loser with an end record).
     ///
@@ -548,7 +721,7 @@ impl Recovery {
                             for &(pi, ri) in &group.records {
                                 let r = &this.logs[pi].records[ri];
                                 log.begin_undo(r.txn);
-                                if this.undo_record(pool, log.page_log(), r)? {
+                                if this.undo_record(pool, log.page_log(), pi, r)? {
                                     undone.fetch_add(1, Ordering::Relaxed);
                                 }
                             }
@@ -604,7 +777,7 @@ impl Recovery {
         let mut compensated = 0;
         for &(pi, ri) in recs {
             let r = &self.logs[pi].records[ri];
-            let rec = decode_again(r)?;
+            let rec = decode_again(&self.logs[pi].dir, r)?;
             let key = match &rec.body {
                 RecordBody::Insert { key, .. }
                 | RecordBody::Update { key, .. }
@@ -694,10 +867,18 @@ impl Recovery {
         groups
     }
 
-    /// Revert one change logically through its tree. Returns false if the
-    /// key was already at its before-state (an earlier undo survived).
-    fn undo_record(&self, pool: &BufferPool, plog: &dyn PageLog, r: &Logged) -> Result<bool> {
-        let rec = decode_again(r)?;
+    /// Revert one change (`r`, of partition `pi`) logically through its
+    /// tree. Returns false if the key was already at its before-state (an
+    /// earlier undo survived).
+    fn undo_record(
+        &self,
+        pool: &BufferPool,
+        plog: &dyn PageLog,
+        pi: usize,
+        r: &Logged,
+    ) -> Result<bool> {
+        let dir = &self.logs[pi].dir;
+        let rec = decode_again(dir, r)?;
         let tree = BTree::open(r.tree as u64);
         match &rec.body {
             RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
@@ -721,7 +902,11 @@ impl Recovery {
                         return Err(corruption(
                             pool.file().path(),
                             r.page * pool.page_size() as u64,
-                            "undo of an update does not match the current value",
+                            format!(
+                                "undo of the update of record GSN {} of log partition {} does not match the current value (the page and the log disagree)",
+                                r.gsn,
+                                dir.display()
+                            ),
                         ))
                     }
                 }
@@ -740,13 +925,17 @@ struct UndoGroup {
     records: Vec<(usize, usize)>,
 }
 
-/// Decode a record kept since analysis (it decoded then).
-fn decode_again(r: &Logged) -> Result<record::Record<'_>> {
+/// Decode a record kept since analysis (it decoded then) of the partition
+/// in `dir`.
+fn decode_again<'a>(dir: &Path, r: &'a Logged) -> Result<record::Record<'a>> {
     record::decode(&r.bytes).map_err(|e| {
         corruption(
-            Path::new("log"),
+            dir,
             r.gsn,
-            format!("record decoded in analysis fails now: {e}"),
+            format!(
+                "record GSN {}: decoded in analysis, it fails now: {e}",
+                r.gsn
+            ),
         )
     })
 }

@@ -48,7 +48,6 @@ use crate::error::{Error, Result};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What redo decided and did.
@@ -81,11 +80,14 @@ type PageRecords = Vec<(usize, usize)>;
 /// A page's GSN on disk and the records its disk copy contains.
 type DiskState = (u64, u64, PageRecords);
 
-fn log_corruption(gsn: u64, detail: impl Into<String>) -> Error {
+/// A record of the log partition `log` is wrong in itself; the error
+/// names the partition's directory (the record's place in it is no longer
+/// known here, so its GSN stands for the offset).
+fn log_corruption(log: &PartitionLog, gsn: u64, detail: impl Into<String>) -> Error {
     Error::Corruption {
-        path: Path::new("log").to_path_buf(),
+        path: log.dir.clone(),
         offset: gsn,
-        detail: detail.into(),
+        detail: format!("record GSN {gsn}: {}", detail.into()),
     }
 }
 
@@ -167,8 +169,9 @@ pub(super) fn redo(
                 let prev = record(recs[i]).prev;
                 if prev >= at {
                     return Err(log_corruption(
+                        &logs[recs[i].0],
                         at,
-                        "a record's previous page GSN is not below its own",
+                        "its previous page GSN is not below its own",
                     ));
                 }
                 at = prev;
@@ -249,8 +252,9 @@ pub(super) fn redo(
                 pool,
                 on_disk,
                 format!(
-                    "structure modification at GSN {} is on disk for page {on_disk} but cannot be redone on page {stuck}",
-                    recs[start].gsn
+                    "structure modification at GSN {} (log partition {}) is on disk for page {on_disk} but cannot be redone on page {stuck}: the page holds changes the log does not (the log lost records, or the data file is from another time than the log)",
+                    recs[start].gsn,
+                    logs[pi].dir.display()
                 ),
             ));
         }
@@ -282,15 +286,21 @@ pub(super) fn redo(
                 }
                 debug_assert!(continues(r.prev, at, floor), "redo follows the page chain");
                 let rec = record::decode(&r.bytes).map_err(|e| {
-                    log_corruption(r.gsn, format!("record decoded in analysis fails now: {e}"))
+                    log_corruption(
+                        &logs[pi],
+                        r.gsn,
+                        format!("decoded in analysis, it fails now: {e}"),
+                    )
                 })?;
                 let data = guard.data_mut();
                 apply(data, &rec).map_err(|detail| Error::Corruption {
                     path: pool.file().path().to_path_buf(),
                     offset: pid * page_size as u64,
                     detail: format!(
-                        "redo of record GSN {} (made on page GSN {}) on page {pid} at GSN {at} (on disk {d}, log floor {floor}): {detail}",
-                        r.gsn, r.prev
+                        "redo of record GSN {} of log partition {} (made on page GSN {}) on page {pid} at GSN {at} (on disk {d}, log floor {floor}): {detail}",
+                        r.gsn,
+                        logs[pi].dir.display(),
+                        r.prev
                     ),
                 })?;
                 page::set_page_gsn(data, r.gsn);
