@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use waypoint::io::{CrashPolicy, OpenMode, SimStorage, Storage};
 use waypoint::wal::segment::HEADER_SIZE;
-use waypoint::{CommitProtocol, Database, Options};
+use waypoint::{CommitProtocol, Database, Options, PerWorkerOptions, Persistence};
 use waypoint_fuzz::fix_record_checksums;
 
 const DB: &str = "/db";
@@ -42,7 +42,10 @@ fn options(sim: &SimStorage) -> Options {
         page_size: Some(4096),
         buffer_pool_bytes: 64 * 4096,
         storage: Some(Arc::new(sim.clone())),
-        commit: CommitProtocol::FlushAll,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            commit: CommitProtocol::FlushAll,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     }
 }

@@ -26,7 +26,9 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use waypoint::{CommitProtocol, Database, Logging, Options, PendingCommit};
+use waypoint::{
+    CommitProtocol, Database, Options, PendingCommit, PerWorkerOptions, Persistence, SchemeKind,
+};
 
 /// What a run is given. [`DriverConfig::validate`] checks the ranges
 /// documented on the fields (and the engine's options with
@@ -51,8 +53,11 @@ pub struct DriverConfig {
     pub in_flight: usize,
     pub buffer_bytes: usize,
     pub page_size: usize,
+    /// The persistence scheme; the fields from `commit` to `log_direct_io`
+    /// (but `recovery_threads` and `direct_io`) are the per-worker
+    /// scheme's options, and unused under another scheme.
     #[serde(skip)]
-    pub logging: Logging,
+    pub scheme: SchemeKind,
     #[serde(skip)]
     pub commit: CommitProtocol,
     #[serde(skip)]
@@ -86,6 +91,7 @@ pub struct DriverConfig {
 impl Default for DriverConfig {
     fn default() -> Self {
         let engine = Options::default();
+        let log = PerWorkerOptions::default();
         DriverConfig {
             dir: None,
             out: None,
@@ -99,20 +105,20 @@ impl Default for DriverConfig {
             in_flight: 128,
             buffer_bytes: 1 << 30,
             page_size: 16384,
-            logging: Logging::PerWorker,
+            scheme: SchemeKind::PerWorker,
             commit: CommitProtocol::RfaGroup,
             checkpoint: waypoint::CheckpointMode::Continuous,
             wal_limit_bytes: 1 << 30,
             sync_interval_us: waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64,
-            segment_bytes: engine.wal_segment_bytes,
-            wal_preallocate: engine.wal_preallocate,
-            wal_zero_fill: engine.wal_zero_fill,
-            checkpoint_shards: engine.checkpoint_shards,
-            checkpoint_threads: engine.checkpoint_threads,
+            segment_bytes: log.wal_segment_bytes,
+            wal_preallocate: log.wal_preallocate,
+            wal_zero_fill: log.wal_zero_fill,
+            checkpoint_shards: log.checkpoint_shards,
+            checkpoint_threads: log.checkpoint_threads,
             recovery_threads: engine.recovery_threads,
             wal_archive: None,
             direct_io: engine.direct_io,
-            log_direct_io: engine.log_direct_io,
+            log_direct_io: log.log_direct_io,
             seed: 42,
             verify: true,
             pin: None,
@@ -165,21 +171,30 @@ impl DriverConfig {
         Options {
             page_size: Some(self.page_size),
             buffer_pool_bytes: self.buffer_bytes,
-            logging: self.logging,
-            commit: self.commit,
-            checkpoint: self.checkpoint,
-            wal_limit_bytes: self.wal_limit_bytes,
-            log_sync_interval: Duration::from_micros(self.sync_interval_us),
-            wal_segment_bytes: self.segment_bytes,
-            wal_preallocate: self.wal_preallocate,
-            wal_zero_fill: self.wal_zero_fill,
-            checkpoint_shards: self.checkpoint_shards,
-            checkpoint_threads: self.checkpoint_threads,
             recovery_threads: self.recovery_threads,
-            wal_archive_dir: self.wal_archive.clone(),
             direct_io: self.direct_io,
-            log_direct_io: self.log_direct_io,
+            persistence: self.persistence(),
             ..Options::default()
+        }
+    }
+
+    /// The scheme and, for the per-worker one, its options.
+    pub fn persistence(&self) -> Persistence {
+        match self.scheme {
+            SchemeKind::None => Persistence::None,
+            SchemeKind::PerWorker => Persistence::PerWorker(PerWorkerOptions {
+                commit: self.commit,
+                checkpoint: self.checkpoint,
+                wal_limit_bytes: self.wal_limit_bytes,
+                log_sync_interval: Duration::from_micros(self.sync_interval_us),
+                wal_segment_bytes: self.segment_bytes,
+                wal_preallocate: self.wal_preallocate,
+                wal_zero_fill: self.wal_zero_fill,
+                checkpoint_shards: self.checkpoint_shards,
+                checkpoint_threads: self.checkpoint_threads,
+                wal_archive_dir: self.wal_archive.clone(),
+                log_direct_io: self.log_direct_io,
+            }),
         }
     }
 
@@ -204,13 +219,6 @@ impl DriverConfig {
         }
         self.engine_options().validate()?;
         Ok(())
-    }
-}
-
-pub fn logging_name(l: Logging) -> &'static str {
-    match l {
-        Logging::None => "none",
-        Logging::PerWorker => "per-worker",
     }
 }
 

@@ -13,7 +13,9 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use waypoint::{CommitProtocol, Database, Error, Logging, Options, Table};
+use waypoint::{
+    CommitProtocol, Database, Error, Options, PerWorkerOptions, Persistence, SchemeKind, Table,
+};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineConfig {
@@ -32,11 +34,12 @@ pub struct EngineConfig {
     pub scan_length: usize,
     pub seed: u64,
     #[serde(skip)]
-    pub logging: Logging,
+    pub scheme: SchemeKind,
+    /// The per-worker scheme's commit protocol (unused under another).
     #[serde(skip)]
     pub commit: CommitProtocol,
-    /// Names of `logging` and `commit`, for the report.
-    pub logging_name: String,
+    /// Names of `scheme` and `commit`, for the report.
+    pub scheme_name: String,
     pub commit_name: String,
 }
 
@@ -46,8 +49,13 @@ impl EngineConfig {
         Options {
             page_size: Some(self.page_size),
             buffer_pool_bytes: self.buffer_bytes,
-            logging: self.logging,
-            commit: self.commit,
+            persistence: match self.scheme {
+                SchemeKind::None => Persistence::None,
+                SchemeKind::PerWorker => Persistence::PerWorker(PerWorkerOptions {
+                    commit: self.commit,
+                    ..PerWorkerOptions::default()
+                }),
+            },
             ..Options::default()
         }
     }
@@ -102,9 +110,9 @@ impl Default for EngineConfig {
             reads_per_txn: 10,
             scan_length: 100,
             seed: 42,
-            logging: Logging::PerWorker,
+            scheme: SchemeKind::PerWorker,
             commit: CommitProtocol::RfaGroup,
-            logging_name: "per-worker".into(),
+            scheme_name: "per-worker".into(),
             commit_name: "rfa-group".into(),
         }
     }
@@ -391,9 +399,10 @@ pub fn run(config: &EngineConfig, progress: Progress<'_>) -> Result<EngineReport
         close_seconds,
         reopen_seconds,
         verified_records: verified,
-        wal_bytes: stats.wal.appended_bytes,
-        wal_syncs: stats.wal.syncs,
-        wal_bytes_per_load_txn: stats.wal.appended_bytes as f64 / load_txns.max(1) as f64,
+        wal_bytes: stats.persistence.log.appended_bytes,
+        wal_syncs: stats.persistence.log.syncs,
+        wal_bytes_per_load_txn: stats.persistence.log.appended_bytes as f64
+            / load_txns.max(1) as f64,
     })
 }
 

@@ -2,7 +2,7 @@
 //! warm-up), the table printed for people, and the files `summary.json`
 //! and `series.csv`.
 
-use crate::driver::{logging_name, pin_name, DriverConfig};
+use crate::driver::{pin_name, DriverConfig};
 use crate::error::{BenchError, BenchResult};
 use crate::metrics::{csv_header, csv_row, Sample, Snapshot};
 use crate::report::Latency;
@@ -259,7 +259,7 @@ impl Summary {
             Latency::of(&overall_histogram(i.hists)),
         );
         let mut config = serde_json::to_value(i.driver).expect("config serializes");
-        config["logging"] = logging_name(i.driver.logging).into();
+        config["scheme"] = i.driver.scheme.name().into();
         config["commit"] = i.driver.commit.name().into();
         config["checkpoint"] = i.driver.checkpoint.name().into();
         config["pin"] = pin_name(i.driver.pin).into();

@@ -22,7 +22,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use waypoint::{CommitProtocol, Database, Error, Logging, Options, PendingCommit};
+use waypoint::{
+    CommitProtocol, Database, Error, Options, PendingCommit, PerWorkerOptions, Persistence,
+    SchemeKind,
+};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct UpdatesConfig {
@@ -38,7 +41,9 @@ pub struct UpdatesConfig {
     pub pipeline: usize,
     pub duration_secs: f64,
     #[serde(skip)]
-    pub logging: Logging,
+    pub scheme: SchemeKind,
+    /// The per-worker scheme's options (unused under another scheme):
+    /// `commit`, `sync_interval_us`, `wal_preallocate`, `wal_zero_fill`.
     #[serde(skip)]
     pub commit: CommitProtocol,
     pub commit_name: String,
@@ -72,12 +77,17 @@ impl UpdatesConfig {
     /// The engine's options of the run.
     pub fn engine_options(&self) -> Options {
         Options {
-            logging: self.logging,
-            commit: self.commit,
             buffer_pool_bytes: BUFFER_BYTES,
-            log_sync_interval: Duration::from_micros(self.sync_interval_us),
-            wal_preallocate: self.wal_preallocate,
-            wal_zero_fill: self.wal_zero_fill,
+            persistence: match self.scheme {
+                SchemeKind::None => Persistence::None,
+                SchemeKind::PerWorker => Persistence::PerWorker(PerWorkerOptions {
+                    commit: self.commit,
+                    log_sync_interval: Duration::from_micros(self.sync_interval_us),
+                    wal_preallocate: self.wal_preallocate,
+                    wal_zero_fill: self.wal_zero_fill,
+                    ..PerWorkerOptions::default()
+                }),
+            },
             ..Options::default()
         }
     }
@@ -190,7 +200,7 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
             })?;
         }
     }
-    let before = db.stats().wal;
+    let before = db.stats().persistence.log;
     let txns = AtomicU64::new(0);
     let aborts = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
@@ -271,7 +281,7 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
         Ok(())
     })?;
     let secs = start.elapsed().as_secs_f64();
-    let after = db.stats().wal;
+    let after = db.stats().persistence.log;
     let n = txns.load(Ordering::Relaxed);
     let commits = (after.commits - before.commits).max(1);
     let report = UpdatesReport {

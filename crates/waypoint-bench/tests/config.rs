@@ -174,7 +174,7 @@ fn engine_and_updates_configurations_out_of_range_are_refused() {
             disjoint: false,
             pipeline: 1,
             duration_secs: 1.0,
-            logging: waypoint::Logging::PerWorker,
+            scheme: waypoint::SchemeKind::PerWorker,
             commit: waypoint::CommitProtocol::RfaGroup,
             commit_name: "rfa-group".into(),
             sync_interval_us: 2000,

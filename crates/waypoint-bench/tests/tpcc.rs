@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::sync::Arc;
 use waypoint::io::{CrashPolicy, Fault, FaultKind, SimStorage};
-use waypoint::{Database, Options};
+use waypoint::{Database, Options, PerWorkerOptions, Persistence};
 use waypoint_bench::driver::{self, DriverConfig};
 use waypoint_bench::tpcc::schema::{Customer, Order, OrderLine};
 use waypoint_bench::tpcc::{self, Tpcc, TpccConfig};
@@ -318,8 +318,11 @@ fn sim_options(sim: &SimStorage) -> Options {
         page_size: Some(4096),
         // Smaller than the data: pages are evicted (and stolen) in the run.
         buffer_pool_bytes: 1 << 20,
-        wal_limit_bytes: 256 << 10,
         storage: Some(Arc::new(sim.clone())),
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            wal_limit_bytes: 256 << 10,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     }
 }

@@ -66,8 +66,14 @@ pub struct BenchArgs {
     /// tpcb, ycsb and voter).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// per-worker (a log partition per session, seed 000) or none.
+    /// Persistence scheme: per-worker (a log partition per session, seed
+    /// 000) or none (no log: the cost of logging). The flags from
+    /// --commit to --log-direct-io are the per-worker scheme's options
+    /// [default: per-worker].
     #[arg(long)]
+    pub scheme: Option<String>,
+    /// The former name of --scheme.
+    #[arg(long, hide = true)]
     pub logging: Option<String>,
     /// Commit protocol: rfa-group, group, rfa, flush-all or async.
     #[arg(long)]
@@ -174,6 +180,7 @@ struct FileOptions {
     page_size: Option<String>,
     seed: Option<u64>,
     out: Option<PathBuf>,
+    scheme: Option<String>,
     logging: Option<String>,
     commit: Option<String>,
     checkpoint: Option<String>,
@@ -238,6 +245,7 @@ impl BenchArgs {
             page_size,
             seed,
             out,
+            scheme,
             logging,
             commit,
             checkpoint,
@@ -302,8 +310,12 @@ impl BenchArgs {
         self.page_size.as_deref().unwrap_or("16KiB")
     }
 
-    pub fn logging_name(&self) -> &str {
-        self.logging.as_deref().unwrap_or("per-worker")
+    /// `--scheme` (or its former name `--logging`), or the default.
+    pub fn scheme_name(&self) -> &str {
+        self.scheme
+            .as_deref()
+            .or(self.logging.as_deref())
+            .unwrap_or(waypoint::SchemeKind::default().name())
     }
 
     pub fn commit_name(&self) -> &str {
@@ -327,19 +339,19 @@ impl BenchArgs {
     /// `--wal-preallocate`, or the engine's default.
     pub fn wal_preallocate(&self) -> bool {
         self.wal_preallocate
-            .unwrap_or(waypoint::Options::default().wal_preallocate)
+            .unwrap_or(waypoint::PerWorkerOptions::default().wal_preallocate)
     }
 
     /// `--wal-zero-fill`, or the engine's default.
     pub fn wal_zero_fill(&self) -> bool {
         self.wal_zero_fill
-            .unwrap_or(waypoint::Options::default().wal_zero_fill)
+            .unwrap_or(waypoint::PerWorkerOptions::default().wal_zero_fill)
     }
 
     /// `--log-direct-io`, or the engine's default.
     pub fn log_direct_io(&self) -> bool {
         self.log_direct_io
-            .unwrap_or(waypoint::Options::default().log_direct_io)
+            .unwrap_or(waypoint::PerWorkerOptions::default().log_direct_io)
     }
 
     /// `--segment-size` in bytes, or the engine's default.
@@ -362,12 +374,38 @@ impl BenchArgs {
         parse_size("page-size", self.page_size_name())
     }
 
-    pub fn logging(&self) -> Result<waypoint::Logging> {
-        match self.logging_name() {
-            "per-worker" => Ok(waypoint::Logging::PerWorker),
-            "none" => Ok(waypoint::Logging::None),
-            other => bail!("unknown --logging {other:?}; available: per-worker, none"),
+    /// The scheme, refusing an unknown name, `--scheme` and `--logging`
+    /// that disagree, and a per-worker option given with another scheme.
+    pub fn scheme(&self) -> Result<waypoint::SchemeKind> {
+        if let (Some(a), Some(b)) = (&self.scheme, &self.logging) {
+            if a != b {
+                bail!("--scheme {a:?} and --logging {b:?} disagree (--logging is the former name of --scheme)");
+            }
         }
+        let name = self.scheme_name();
+        let Some(kind) = waypoint::SchemeKind::parse(name) else {
+            let names: Vec<_> = waypoint::SchemeKind::ALL.iter().map(|k| k.name()).collect();
+            bail!("unknown --scheme {name:?}; available: {}", names.join(", "));
+        };
+        if kind != waypoint::SchemeKind::PerWorker {
+            let given = [
+                ("--commit", self.commit.is_some()),
+                ("--checkpoint", self.checkpoint.is_some()),
+                ("--wal-limit", self.wal_limit.is_some()),
+                ("--sync-interval", self.sync_interval.is_some()),
+                ("--segment-size", self.segment_size.is_some()),
+                ("--wal-preallocate", self.wal_preallocate.is_some()),
+                ("--wal-zero-fill", self.wal_zero_fill.is_some()),
+                ("--checkpoint-shards", self.checkpoint_shards.is_some()),
+                ("--checkpoint-threads", self.checkpoint_threads.is_some()),
+                ("--wal-archive", self.wal_archive.is_some()),
+                ("--log-direct-io", self.log_direct_io.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
+                bail!("{flag} is an option of the per-worker scheme, not of --scheme {name}");
+            }
+        }
+        Ok(kind)
     }
 
     pub fn commit(&self) -> Result<waypoint::CommitProtocol> {

@@ -25,7 +25,7 @@ pub(crate) fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         in_flight: args.in_flight.unwrap_or(d.in_flight),
         buffer_bytes: args.buffer_bytes()?,
         page_size: args.page_size_bytes()?,
-        logging: args.logging()?,
+        scheme: args.scheme()?,
         commit: args.commit()?,
         checkpoint: args.checkpoint()?,
         wal_limit_bytes: args.wal_limit_bytes()? as u64,
@@ -153,7 +153,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .validate(config.page_size)
         .map_err(|e| crate::args::name_flag(e, crate::args::BENCH_FLAGS))?;
     println!(
-        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, logging {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, pin {}, dir {}",
+        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, scheme {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, pin {}, dir {}",
         workload.name(),
         workload.config_json(),
         config.workers,
@@ -162,7 +162,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         config.warmup_secs,
         args.buffer_name(),
         args.page_size_name(),
-        args.logging_name(),
+        args.scheme_name(),
         args.commit_name(),
         config.checkpoint.name(),
         mib(config.wal_limit_bytes),

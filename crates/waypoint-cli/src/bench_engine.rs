@@ -32,9 +32,9 @@ fn check_fresh_dir(args: &BenchArgs) -> Result<()> {
 pub fn engine(args: &BenchArgs) -> Result<()> {
     check_fresh_dir(args)?;
     let config = EngineConfig {
-        logging: args.logging()?,
+        scheme: args.scheme()?,
         commit: args.commit()?,
-        logging_name: args.logging_name().to_string(),
+        scheme_name: args.scheme_name().to_string(),
         commit_name: args.commit_name().to_string(),
         dir: args.dir.clone(),
         workers: args.workers(),
@@ -51,8 +51,8 @@ pub fn engine(args: &BenchArgs) -> Result<()> {
         .map_err(|e| crate::args::name_flag(e, crate::args::BENCH_FLAGS))?;
     let data_mib = config.records as f64 * (8 + config.value_size) as f64 / (1 << 20) as f64;
     println!(
-        "waypoint bench engine: {} records of {} bytes (~{data_mib:.0} MiB), buffer {}, page {}, {} workers, {} s per timed phase, logging {}, commit {}",
-        config.records, config.value_size, args.buffer_name(), args.page_size_name(), config.workers, config.duration_secs, args.logging_name(), args.commit_name()
+        "waypoint bench engine: {} records of {} bytes (~{data_mib:.0} MiB), buffer {}, page {}, {} workers, {} s per timed phase, scheme {}, commit {}",
+        config.records, config.value_size, args.buffer_name(), args.page_size_name(), config.workers, config.duration_secs, args.scheme_name(), args.commit_name()
     );
     let progress = |phase: &str, second: u64, txns: u64| {
         println!("  [{phase:<10}] {second:>4} s  {txns:>12} txns");
@@ -82,7 +82,7 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         disjoint: args.disjoint,
         pipeline: args.in_flight.unwrap_or(1),
         duration_secs: args.duration(),
-        logging: args.logging()?,
+        scheme: args.scheme()?,
         commit: args.commit()?,
         commit_name: args.commit_name().to_string(),
         sync_interval_us: args.sync_interval_us(),
@@ -94,8 +94,8 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         .validate()
         .map_err(|e| crate::args::name_flag(e, crate::args::BENCH_FLAGS))?;
     println!(
-        "waypoint bench updates: {} records of {} bytes{}, {} updates per transaction, {} workers, {} in flight per worker, logging {}, commit {}, {} s",
-        config.records, config.value_size, if config.disjoint { " (a disjoint share per worker)" } else { "" }, config.updates_per_txn, config.workers, config.pipeline, args.logging_name(), args.commit_name(), config.duration_secs
+        "waypoint bench updates: {} records of {} bytes{}, {} updates per transaction, {} workers, {} in flight per worker, scheme {}, commit {}, {} s",
+        config.records, config.value_size, if config.disjoint { " (a disjoint share per worker)" } else { "" }, config.updates_per_txn, config.workers, config.pipeline, args.scheme_name(), args.commit_name(), config.duration_secs
     );
     let r = waypoint_bench::updates::run(&config).context("benchmark failed")?;
     println!(

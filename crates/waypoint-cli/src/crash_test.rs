@@ -37,7 +37,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use waypoint::{Database, Error, Options};
+use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence};
 use waypoint_bench::load::for_each_row;
 use waypoint_bench::registry;
 use waypoint_bench::summary::RecoverySummary;
@@ -204,8 +204,11 @@ pub fn child(args: CrashChildArgs) -> Result<()> {
     let options = Options {
         create_if_missing: false,
         buffer_pool_bytes: args.buffer,
-        commit: commit_protocol(&args.commit)?,
-        wal_limit_bytes: args.wal_limit,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            commit: commit_protocol(&args.commit)?,
+            wal_limit_bytes: args.wal_limit,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     };
     let db = Database::open(&args.dir, options).context("open")?;
@@ -325,7 +328,10 @@ fn open_options(buffer: usize, wal_limit: u64) -> Options {
     Options {
         create_if_missing: false,
         buffer_pool_bytes: buffer,
-        wal_limit_bytes: wal_limit,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            wal_limit_bytes: wal_limit,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     }
 }

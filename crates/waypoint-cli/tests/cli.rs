@@ -56,7 +56,34 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     fails_with_one_line(&["bench", "ycsb", "--frobnicate"], "--frobnicate");
     fails_with_one_line(&["bench", "ycsb", "--buffer", "lots"], "is not a size");
     fails_with_one_line(&["bench", "ycsb", "--preset", "q"], "preset");
-    fails_with_one_line(&["bench", "ycsb", "--logging", "central"], "--logging");
+    fails_with_one_line(
+        &["bench", "ycsb", "--logging", "central"],
+        "unknown --scheme \"central\"",
+    );
+    fails_with_one_line(
+        &["bench", "ycsb", "--scheme", "central"],
+        "available: per-worker, none",
+    );
+    // A per-worker option under another scheme is refused, naming it.
+    fails_with_one_line(
+        &["bench", "ycsb", "--scheme", "none", "--commit", "rfa"],
+        "--commit is an option of the per-worker scheme",
+    );
+    fails_with_one_line(
+        &["bench", "ycsb", "--scheme", "none", "--wal-limit", "1GiB"],
+        "--wal-limit is an option of the per-worker scheme",
+    );
+    fails_with_one_line(
+        &[
+            "bench",
+            "ycsb",
+            "--scheme",
+            "none",
+            "--logging",
+            "per-worker",
+        ],
+        "disagree",
+    );
     fails_with_one_line(
         &["bench", "ycsb", "--checkpoint-shards", "0"],
         "--checkpoint-shards 0 is out of range",
@@ -458,6 +485,32 @@ fn tiny_runs_end_to_end_with_a_config_file() {
     assert_eq!(v["verify"]["accounts"], 1000);
     assert_eq!(v["config"]["pin"], "off");
     assert_eq!(v["config"]["pinned"], false);
+}
+
+/// `--scheme` (and its TOML key) picks the persistence scheme; the summary
+/// says which, and `none` writes no log.
+#[test]
+fn the_scheme_is_chosen_by_flag_or_config_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("none.toml");
+    std::fs::write(&toml, "scheme = \"none\"\n").unwrap();
+    for (name, extra) in [
+        ("flag", vec!["--scheme", "none"]),
+        ("config", vec!["--config", toml.to_str().unwrap()]),
+        ("former-name", vec!["--logging", "none"]),
+    ] {
+        let out = dir.path().join(name);
+        let stdout = tiny_run("tpcb", &extra, &out);
+        assert!(stdout.contains("scheme none"), "{name}: {stdout}");
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(v["config"]["scheme"], "none", "{name}");
+        assert!(v["committed"].as_u64().unwrap() > 0, "{name}");
+        assert_eq!(v["wal_bytes"], 0, "{name}: {v}");
+    }
+    let out = dir.path().join("per-worker");
+    let stdout = tiny_run("tpcb", &["--scheme", "per-worker"], &out);
+    assert!(stdout.contains("scheme per-worker"), "{stdout}");
 }
 
 #[test]

@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use waypoint::io::{Fault, FaultKind, SimStorage};
-use waypoint::{Database, Options};
+use waypoint::{Database, Options, PerWorkerOptions, Persistence};
 
 /// A seed that has not finished after this long is reported as a failure
 /// (a hang) and left running in the background.
@@ -58,17 +58,20 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         page_size: Some(plan::PAGE_SIZE),
         buffer_pool_bytes: plan.buffer_pages * plan::PAGE_SIZE,
         storage: Some(Arc::new(sim.clone())),
-        commit: plan.protocol,
-        checkpoint: plan.checkpoint,
-        wal_limit_bytes: plan.wal_limit,
-        checkpoint_shards: plan.shards,
-        checkpoint_threads: plan.checkpoint_threads,
-        log_sync_interval: std::time::Duration::from_micros(plan.sync_interval_us),
-        // Small segments: runs roll over often, through the preallocated
-        // spares, and a 16 MiB spare per partition would make the
-        // simulated disk (plain vectors) slow and large.
-        wal_segment_bytes: SEGMENT_BYTES,
-        wal_zero_fill: plan.zero_fill,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            commit: plan.protocol,
+            checkpoint: plan.checkpoint,
+            wal_limit_bytes: plan.wal_limit,
+            checkpoint_shards: plan.shards,
+            checkpoint_threads: plan.checkpoint_threads,
+            log_sync_interval: std::time::Duration::from_micros(plan.sync_interval_us),
+            // Small segments: runs roll over often, through the preallocated
+            // spares, and a 16 MiB spare per partition would make the
+            // simulated disk (plain vectors) slow and large.
+            wal_segment_bytes: SEGMENT_BYTES,
+            wal_zero_fill: plan.zero_fill,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     }
 }

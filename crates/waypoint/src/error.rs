@@ -146,11 +146,14 @@ pub enum Error {
     /// Nothing is created in its place.
     #[error("{path} is missing: {detail}")]
     MissingFile { path: PathBuf, detail: String },
-    /// The database was not closed cleanly and keeps a log, but was opened
-    /// without one (`Logging::None`): opening it would skip recovery and
-    /// lose what only the log holds. Open it with logging first.
-    #[error("{path} was not closed cleanly and its log must be recovered: open it with logging on first")]
-    RecoveryNeeded { path: PathBuf },
+    /// The database was not closed cleanly by `scheme`, which keeps a log,
+    /// and was opened with another scheme: opening it would skip recovery
+    /// and lose what only the log holds. Open it with `scheme` first.
+    #[error("{path} was not closed cleanly by the {scheme} scheme and its log must be recovered: open it with that scheme first")]
+    RecoveryNeeded {
+        path: PathBuf,
+        scheme: crate::persist::SchemeKind,
+    },
     /// The files of the database do not belong together: `path` is from
     /// another time (or database) than the others, as `detail` says.
     #[error("{path} does not match the rest of the database: {detail}")]

@@ -18,11 +18,11 @@ pub mod wal;
 
 pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
 pub use checkpoint::CheckpointMode;
-pub use db::Logging;
-pub use db::{Database, Options, Stats};
+pub use db::{Database, Options, Persistence, Stats};
 pub use error::{Error, IoOp, Result};
+pub use persist::{PersistenceStats, SchemeKind};
 pub use txn::{CommitInfo, IndexEntry, PendingCommit, Session, Transaction};
-pub use wal::CommitProtocol;
+pub use wal::{CommitProtocol, PerWorkerOptions};
 
 /// The README's example, compiled and run as a doctest.
 #[doc = include_str!("../../../README.md")]

@@ -16,7 +16,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use waypoint::io::{CrashPolicy, SimStorage};
-use waypoint::{CheckpointMode, CommitProtocol, Database, Options};
+use waypoint::{CheckpointMode, CommitProtocol, Database, Options, PerWorkerOptions, Persistence};
 
 const ROWS: u32 = 2000;
 const LIMIT: u64 = 1 << 20;
@@ -32,11 +32,14 @@ fn options_with_threads(sim: &SimStorage, mode: CheckpointMode, threads: usize) 
         page_size: Some(4096),
         buffer_pool_bytes: 256 * 4096,
         storage: Some(Arc::new(sim.clone())),
-        commit: CommitProtocol::RfaGroup,
-        checkpoint: mode,
-        wal_limit_bytes: LIMIT,
-        checkpoint_shards: SHARDS,
-        checkpoint_threads: threads,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            commit: CommitProtocol::RfaGroup,
+            checkpoint: mode,
+            wal_limit_bytes: LIMIT,
+            checkpoint_shards: SHARDS,
+            checkpoint_threads: threads,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     }
 }
@@ -84,13 +87,13 @@ fn run(sim: &SimStorage, mode: CheckpointMode, threads: usize) -> (u64, Vec<u32>
                     n += 1;
                     if n.is_multiple_of(20) {
                         let stats = db.stats();
-                        if stats.wal.appended_bytes > 2 * LIMIT {
+                        if stats.persistence.log.appended_bytes > 2 * LIMIT {
                             max_disk.fetch_max(
-                                stats.wal.disk_bytes,
+                                stats.persistence.log.disk_bytes,
                                 std::sync::atomic::Ordering::Relaxed,
                             );
                         }
-                        if stats.wal.appended_bytes > 10 * LIMIT {
+                        if stats.persistence.log.appended_bytes > 10 * LIMIT {
                             return;
                         }
                     }
@@ -99,8 +102,16 @@ fn run(sim: &SimStorage, mode: CheckpointMode, threads: usize) -> (u64, Vec<u32>
         }
     });
     let stats = db.stats();
-    assert!(stats.checkpoint.increments > 0, "{:?}", stats.checkpoint);
-    assert!(stats.checkpoint.log_floor > 0, "{:?}", stats.checkpoint);
+    assert!(
+        stats.persistence.checkpoint.increments > 0,
+        "{:?}",
+        stats.persistence.checkpoint
+    );
+    assert!(
+        stats.persistence.checkpoint.log_floor > 0,
+        "{:?}",
+        stats.persistence.checkpoint
+    );
     std::mem::forget(db);
     (
         max_disk.into_inner(),
@@ -190,10 +201,11 @@ fn crash_inside(target: &str, seed: u64) {
     } else {
         CheckpointMode::Continuous
     };
-    let small = |sim: &SimStorage| Options {
-        wal_limit_bytes: 128 << 10,
-        checkpoint_shards: 4,
-        ..options(sim, mode)
+    let small = |sim: &SimStorage| {
+        options(sim, mode).with_per_worker(|o| {
+            o.wal_limit_bytes = 128 << 10;
+            o.checkpoint_shards = 4;
+        })
     };
     let db = Database::open("/db", small(&sim)).unwrap();
     let t = db.create_table("t").unwrap();
@@ -286,15 +298,16 @@ fn crashes_inside_log_appends_and_pruning_lose_no_acknowledged_update() {
 #[test]
 fn pruned_segments_go_to_the_archive_when_one_is_set() {
     let sim = SimStorage::new(9);
-    let archived = |sim: &SimStorage| Options {
-        wal_archive_dir: Some("archive".into()),
-        ..options(sim, CheckpointMode::Continuous)
+    let archived = |sim: &SimStorage| {
+        options(sim, CheckpointMode::Continuous).with_per_worker(|o| {
+            o.wal_archive_dir = Some("archive".into());
+        })
     };
     let db = Database::open("/db", archived(&sim)).unwrap();
     let t = db.create_table("t").unwrap();
     let mut s = db.session();
     let mut i = 0u32;
-    while db.stats().checkpoint.pruned_bytes == 0 {
+    while db.stats().persistence.checkpoint.pruned_bytes == 0 {
         let mut tx = s.begin().unwrap();
         tx.upsert(&t, &(i % ROWS).to_be_bytes(), &value(i % ROWS, i))
             .unwrap();
@@ -321,9 +334,9 @@ fn pruned_segments_go_to_the_archive_when_one_is_set() {
     };
     let (mut bytes, mut pruned) = (0, 0);
     for _ in 0..500 {
-        let before = db.stats().checkpoint.pruned_bytes;
+        let before = db.stats().persistence.checkpoint.pruned_bytes;
         bytes = archived_bytes();
-        pruned = db.stats().checkpoint.pruned_bytes;
+        pruned = db.stats().persistence.checkpoint.pruned_bytes;
         if before == pruned && bytes == pruned {
             break;
         }
@@ -355,9 +368,10 @@ fn pruned_segments_go_to_the_archive_when_one_is_set() {
 #[test]
 fn every_bit_flip_in_the_checkpoint_metadata_is_reported_with_file_and_offset() {
     let sim = SimStorage::new(77);
-    let opts = || Options {
-        wal_limit_bytes: 64 << 10,
-        ..options(&sim, CheckpointMode::Continuous)
+    let opts = || {
+        options(&sim, CheckpointMode::Continuous).with_per_worker(|o| {
+            o.wal_limit_bytes = 64 << 10;
+        })
     };
     let db = Database::open("/db", opts()).unwrap();
     let t = db.create_table("t").unwrap();

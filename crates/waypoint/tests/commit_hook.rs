@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use waypoint::btree::NoLog;
 use waypoint::persist::{CommitView, SessionLog};
-use waypoint::{Database, Logging, Options};
+use waypoint::{Database, Options, Persistence};
 
 type Seen = (u64, Vec<(u32, Vec<u8>, Option<Vec<u8>>)>, Vec<u64>);
 
@@ -42,7 +42,7 @@ fn a_session_log_sees_each_commits_tid_write_set_and_dependencies() {
     let db = Database::open(
         dir.path(),
         Options {
-            logging: Logging::None,
+            persistence: Persistence::None,
             ..Options::default()
         },
     )

@@ -27,19 +27,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use waypoint::io::{CrashPolicy, Fault, FaultKind, SimStorage};
 use waypoint::wal::CommitProtocol;
-use waypoint::{Database, Options};
+use waypoint::{Database, Options, PerWorkerOptions, Persistence};
 
 fn options(sim: &SimStorage, protocol: CommitProtocol) -> Options {
     Options {
         page_size: Some(4096),
         buffer_pool_bytes: 24 * 4096,
         storage: Some(Arc::new(sim.clone())),
-        commit: protocol,
-        // Small enough that checkpoint increments, pruning and metadata
-        // renames happen in most runs, so crashes land inside them too.
-        wal_limit_bytes: 64 << 10,
-        checkpoint_shards: 4,
-        checkpoint_threads: 2,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            // Small enough that checkpoint increments, pruning and metadata
+            // renames happen in most runs, so crashes land inside them too.
+            wal_limit_bytes: 64 << 10,
+            commit: protocol,
+            checkpoint_shards: 4,
+            checkpoint_threads: 2,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     }
 }

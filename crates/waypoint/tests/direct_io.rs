@@ -7,7 +7,7 @@
 //! The directory is below `CARGO_TARGET_TMPDIR` (the build's disk), not the
 //! system temporary directory, which may be a tmpfs without `O_DIRECT`.
 
-use waypoint::{Database, Options};
+use waypoint::{Database, Options, PerWorkerOptions, Persistence};
 
 fn options() -> Options {
     Options {
@@ -123,8 +123,11 @@ fn a_direct_log_is_open_with_o_direct_and_recovers_across_crashes() {
     let dir = tmp.path().join("db");
     let direct = supports_o_direct(tmp.path());
     let options = || Options {
-        log_direct_io: true,
         page_size: Some(4096),
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            log_direct_io: true,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     };
     const ROWS: u32 = 500;
@@ -214,8 +217,11 @@ fn a_file_system_without_o_direct_gets_buffered_log_files() {
     assert!(!supports_o_direct(tmp.path()), "ramfs refuses O_DIRECT");
     let dir = tmp.path().join("db");
     let options = || Options {
-        log_direct_io: true,
         page_size: Some(4096),
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            log_direct_io: true,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     };
     {

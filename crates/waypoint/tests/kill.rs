@@ -68,7 +68,7 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use waypoint::wal::CommitProtocol;
-use waypoint::{Database, Error, Options};
+use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence};
 
 const WORKERS: u32 = 3;
 /// Page size chosen at creation: small, so the tiny-pool cycles hold only
@@ -116,7 +116,10 @@ fn child_entry() {
         .and_then(|s| CommitProtocol::parse(&s))
         .expect("child protocol");
     let mut options = Options {
-        commit: protocol,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            commit: protocol,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     };
     if let Some(pool) = env_parse("WAYPOINT_KILL_CHILD_POOL") {
@@ -405,7 +408,10 @@ fn recover_and_verify(
     let db = Database::open(
         db_dir,
         Options {
-            commit: protocol,
+            persistence: Persistence::PerWorker(PerWorkerOptions {
+                commit: protocol,
+                ..PerWorkerOptions::default()
+            }),
             ..Options::default()
         },
     )

@@ -9,18 +9,23 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use waypoint::io::{CrashPolicy, Fault, FaultKind, SimStorage};
-use waypoint::{CommitProtocol, Database, Error, IoOp, Options, Table};
+use waypoint::{
+    CommitProtocol, Database, Error, IoOp, Options, PerWorkerOptions, Persistence, Table,
+};
 
 fn options(sim: &SimStorage, frames: usize) -> Options {
     Options {
         page_size: Some(4096),
         buffer_pool_bytes: frames * 4096,
         storage: Some(Arc::new(sim.clone())),
-        commit: CommitProtocol::RfaGroup,
-        // These tests fill the disk a few KiB past its use: the log must
-        // need space as it goes, not draw on a preallocated segment
-        // (`wal::spare` has its own full-disk test).
-        wal_preallocate: false,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            commit: CommitProtocol::RfaGroup,
+            // These tests fill the disk a few KiB past its use: the log
+            // must need space as it goes, not draw on a preallocated
+            // segment (`wal::spare` has its own full-disk test).
+            wal_preallocate: false,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     }
 }
@@ -626,7 +631,7 @@ fn a_small_disk_works_with_the_default_options() {
                 .unwrap_or_else(|e| panic!("round {round}: commit on the small disk: {e}"));
         }
     }
-    let limit = db.stats().checkpoint.wal_limit_bytes;
+    let limit = db.stats().persistence.checkpoint.wal_limit_bytes;
     assert!(
         (4 << 20..=DISK / 4).contains(&limit),
         "WAL limit {limit} on a {DISK}-byte disk"

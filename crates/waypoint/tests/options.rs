@@ -4,7 +4,7 @@
 //! and an error's text, printed whole with its chain, says each cause once.
 
 use std::time::Duration;
-use waypoint::{Database, Error, Options};
+use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence};
 
 /// The error and its `source()` chain joined as anyhow's `{:#}` prints it.
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
@@ -52,31 +52,64 @@ const BAD: &[(&str, Change)] = &[
     ("recovery_threads", |o| o.recovery_threads = 0),
     ("recovery_threads", |o| o.recovery_threads = 1025),
     ("recovery_threads", |o| o.recovery_threads = usize::MAX),
-    ("wal_segment_bytes", |o| o.wal_segment_bytes = 0),
-    ("wal_segment_bytes", |o| o.wal_segment_bytes = 1),
-    ("wal_segment_bytes", |o| o.wal_segment_bytes = 4095),
-    ("wal_segment_bytes", |o| o.wal_segment_bytes = (1 << 30) + 1),
-    ("wal_segment_bytes", |o| o.wal_segment_bytes = u64::MAX),
-    ("checkpoint_shards", |o| o.checkpoint_shards = 0),
-    ("checkpoint_shards", |o| o.checkpoint_shards = 4097),
-    ("checkpoint_shards", |o| o.checkpoint_shards = 1_000_000),
-    ("checkpoint_threads", |o| o.checkpoint_threads = 0),
-    ("checkpoint_threads", |o| o.checkpoint_threads = 257),
-    ("wal_limit_bytes", |o| o.wal_limit_bytes = 0),
+    ("wal_segment_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_segment_bytes = 0
+    }),
+    ("wal_segment_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_segment_bytes = 1
+    }),
+    ("wal_segment_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_segment_bytes = 4095
+    }),
+    ("wal_segment_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_segment_bytes = (1 << 30) + 1
+    }),
+    ("wal_segment_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_segment_bytes = u64::MAX
+    }),
+    ("checkpoint_shards", |o| {
+        o.persistence.per_worker_mut().unwrap().checkpoint_shards = 0
+    }),
+    ("checkpoint_shards", |o| {
+        o.persistence.per_worker_mut().unwrap().checkpoint_shards = 4097
+    }),
+    ("checkpoint_shards", |o| {
+        o.persistence.per_worker_mut().unwrap().checkpoint_shards = 1_000_000
+    }),
+    ("checkpoint_threads", |o| {
+        o.persistence.per_worker_mut().unwrap().checkpoint_threads = 0
+    }),
+    ("checkpoint_threads", |o| {
+        o.persistence.per_worker_mut().unwrap().checkpoint_threads = 257
+    }),
+    ("wal_limit_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 0
+    }),
     // `--wal-limit 1B`: a load stood still behind a checkpoint increment
     // per byte of log.
-    ("wal_limit_bytes", |o| o.wal_limit_bytes = 1),
-    ("wal_limit_bytes", |o| o.wal_limit_bytes = 64 * 4096 - 1),
     ("wal_limit_bytes", |o| {
-        o.checkpoint_shards = 4096;
-        o.wal_limit_bytes = 4096 * 4096 - 1;
+        o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 1
     }),
-    ("wal_limit_bytes", |o| o.wal_limit_bytes = (1 << 50) + 1),
-    ("wal_limit_bytes", |o| o.wal_limit_bytes = u64::MAX),
+    ("wal_limit_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 64 * 4096 - 1
+    }),
+    ("wal_limit_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().checkpoint_shards = 4096;
+        o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 4096 * 4096 - 1;
+    }),
+    ("wal_limit_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_limit_bytes = (1 << 50) + 1
+    }),
+    ("wal_limit_bytes", |o| {
+        o.persistence.per_worker_mut().unwrap().wal_limit_bytes = u64::MAX
+    }),
     ("log_sync_interval", |o| {
-        o.log_sync_interval = Duration::from_secs(1) + Duration::from_nanos(1)
+        o.persistence.per_worker_mut().unwrap().log_sync_interval =
+            Duration::from_secs(1) + Duration::from_nanos(1)
     }),
-    ("log_sync_interval", |o| o.log_sync_interval = Duration::MAX),
+    ("log_sync_interval", |o| {
+        o.persistence.per_worker_mut().unwrap().log_sync_interval = Duration::MAX
+    }),
 ];
 
 #[test]
@@ -113,8 +146,8 @@ fn options_out_of_range_together_name_both() {
         o.validate().unwrap_err().to_string()
     };
     let m = msg(|o| {
-        o.checkpoint_shards = 128;
-        o.wal_limit_bytes = 256 << 10;
+        o.persistence.per_worker_mut().unwrap().checkpoint_shards = 128;
+        o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 256 << 10;
     });
     assert!(
         m.contains("wal_limit_bytes = 256 KiB") && m.contains("checkpoint_shards 128"),
@@ -122,12 +155,18 @@ fn options_out_of_range_together_name_both() {
     );
     // Each alone is in range.
     let shards = Options {
-        checkpoint_shards: 128,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            checkpoint_shards: 128,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     };
     shards.validate().unwrap();
     let limit = Options {
-        wal_limit_bytes: 256 << 10,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            wal_limit_bytes: 256 << 10,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     };
     limit.validate().unwrap();
@@ -147,25 +186,25 @@ fn defaults_and_range_ends_are_valid() {
         },
         |o| o.recovery_threads = 1,
         |o| o.recovery_threads = 1024,
-        |o| o.wal_segment_bytes = 4096,
-        |o| o.wal_segment_bytes = 1 << 30,
+        |o| o.persistence.per_worker_mut().unwrap().wal_segment_bytes = 4096,
+        |o| o.persistence.per_worker_mut().unwrap().wal_segment_bytes = 1 << 30,
         |o| {
-            o.checkpoint_shards = 1;
-            o.wal_limit_bytes = 4096;
+            o.persistence.per_worker_mut().unwrap().checkpoint_shards = 1;
+            o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 4096;
         },
-        |o| o.checkpoint_shards = 4096,
-        |o| o.checkpoint_threads = 256,
+        |o| o.persistence.per_worker_mut().unwrap().checkpoint_shards = 4096,
+        |o| o.persistence.per_worker_mut().unwrap().checkpoint_threads = 256,
         // More threads than shards: no more increments run at once than
         // there are shards.
         |o| {
-            o.checkpoint_shards = 1;
-            o.checkpoint_threads = 2;
-            o.wal_limit_bytes = 4096;
+            o.persistence.per_worker_mut().unwrap().checkpoint_shards = 1;
+            o.persistence.per_worker_mut().unwrap().checkpoint_threads = 2;
+            o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 4096;
         },
-        |o| o.wal_limit_bytes = 64 * 4096,
-        |o| o.wal_limit_bytes = 1 << 50,
-        |o| o.log_sync_interval = Duration::ZERO,
-        |o| o.log_sync_interval = Duration::from_secs(1),
+        |o| o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 64 * 4096,
+        |o| o.persistence.per_worker_mut().unwrap().wal_limit_bytes = 1 << 50,
+        |o| o.persistence.per_worker_mut().unwrap().log_sync_interval = Duration::ZERO,
+        |o| o.persistence.per_worker_mut().unwrap().log_sync_interval = Duration::from_secs(1),
     ];
     for (i, change) in edges.iter().enumerate() {
         let mut o = Options::default();
@@ -196,11 +235,14 @@ fn the_buffer_is_bounded_by_the_machines_memory_and_small_options_work() {
         page_size: Some(4096),
         buffer_pool_bytes: 16 * 4096,
         recovery_threads: 1,
-        wal_segment_bytes: 4096,
-        checkpoint_shards: 1,
-        checkpoint_threads: 1,
-        wal_limit_bytes: 4096,
-        log_sync_interval: Duration::ZERO,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            wal_segment_bytes: 4096,
+            checkpoint_shards: 1,
+            checkpoint_threads: 1,
+            wal_limit_bytes: 4096,
+            log_sync_interval: Duration::ZERO,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     };
     let db = Database::open(tmp.path(), small.clone()).unwrap();

@@ -27,7 +27,7 @@ use waypoint::db::{DATA_FILE, DOUBLE_WRITE_FILE, NEW_DATA_FILE, WAL_DIR};
 use waypoint::io::{CrashPolicy, OpenMode, SimStorage, Storage};
 use waypoint::wal::partition::{parse_segment_name, partition_dir};
 use waypoint::wal::segment::HEADER_SIZE;
-use waypoint::{Database, Error, Logging, Options};
+use waypoint::{Database, Error, Options, Persistence, SchemeKind};
 
 const DIR: &str = "/db";
 const ROWS: u32 = 300;
@@ -267,9 +267,10 @@ fn a_partition_whose_segments_are_all_gone_is_refused_naming_its_directory() {
 #[test]
 fn a_cut_segment_before_the_last_is_reported_with_where_the_log_ends() {
     let sim = SimStorage::new(13);
-    let opts = || Options {
-        wal_segment_bytes: 64 << 10,
-        ..options(&sim)
+    let opts = || {
+        options(&sim).with_per_worker(|o| {
+            o.wal_segment_bytes = 64 << 10;
+        })
     };
     let db = Database::open(
         DIR,
@@ -442,11 +443,14 @@ fn a_crashed_database_with_a_log_is_not_opened_without_one() {
     match refused(
         &sim,
         Options {
-            logging: Logging::None,
+            persistence: Persistence::None,
             ..options(&sim)
         },
     ) {
-        Error::RecoveryNeeded { path } => assert_eq!(path, dir().join(DATA_FILE)),
+        Error::RecoveryNeeded { path, scheme } => {
+            assert_eq!(path, dir().join(DATA_FILE));
+            assert_eq!(scheme, SchemeKind::PerWorker);
+        }
         e => panic!("expected RecoveryNeeded, got {e:?}"),
     }
     // With the log it recovers.

@@ -3,14 +3,17 @@
 
 use std::sync::Arc;
 use waypoint::io::{CrashPolicy, SimStorage};
-use waypoint::{CommitProtocol, Database, Options};
+use waypoint::{CommitProtocol, Database, Options, PerWorkerOptions, Persistence};
 
 fn options(sim: &SimStorage, commit: CommitProtocol) -> Options {
     Options {
         page_size: Some(4096),
         buffer_pool_bytes: 64 * 4096,
         storage: Some(Arc::new(sim.clone())),
-        commit,
+        persistence: Persistence::PerWorker(PerWorkerOptions {
+            commit,
+            ..PerWorkerOptions::default()
+        }),
         ..Options::default()
     }
 }
@@ -43,10 +46,15 @@ fn pipelined_commits_are_durable_once_their_handles_resolve() {
             p.wait().unwrap();
         }
         let stats = db.stats();
-        assert!(stats.wal.commits >= 64, "{:?}", stats.wal);
+        assert!(
+            stats.persistence.log.commits >= 64,
+            "{:?}",
+            stats.persistence.log
+        );
         // The session's own partition holds its 64 commits' records.
         let own = stats
-            .wal
+            .persistence
+            .log
             .per_partition
             .iter()
             .max_by_key(|p| p.records)
@@ -54,26 +62,27 @@ fn pipelined_commits_are_durable_once_their_handles_resolve() {
         assert!(
             own.records >= 64 * 2 && own.durable_bytes == own.appended_bytes,
             "{:?}",
-            stats.wal.per_partition
+            stats.persistence.log.per_partition
         );
         assert_eq!(
             stats
-                .wal
+                .persistence
+                .log
                 .per_partition
                 .iter()
                 .map(|p| p.appended_bytes)
                 .sum::<u64>(),
-            stats.wal.appended_bytes
+            stats.persistence.log.appended_bytes
         );
         assert_eq!(
-            stats.wal.remote_flush_fraction(),
+            stats.persistence.log.remote_flush_fraction(),
             0.0,
             "one session has no remote dependencies"
         );
         assert!(
-            stats.wal.syncs >= 1 && stats.wal.syncs <= 64 + 2,
+            stats.persistence.log.syncs >= 1 && stats.persistence.log.syncs <= 64 + 2,
             "{commit:?}: {:?}",
-            stats.wal
+            stats.persistence.log
         );
         drop(s);
         drop(t);
@@ -114,20 +123,18 @@ fn insert_and_kill(sim: &SimStorage, options: Options, n: u32) {
 /// Flush-all options with log segments of `bytes`: several segments for a
 /// few hundred small commits.
 fn small_segments(sim: &SimStorage, bytes: u64) -> Options {
-    Options {
-        wal_segment_bytes: bytes,
-        ..options(sim, CommitProtocol::FlushAll)
-    }
+    options(sim, CommitProtocol::FlushAll).with_per_worker(|o| {
+        o.wal_segment_bytes = bytes;
+    })
 }
 
 /// [`insert_and_kill`] into one growing log segment, which it returns
 /// (without preallocation: the first segment would give way to a spare as
 /// soon as one is ready, and the tests below damage one known segment).
 fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
-    let options = Options {
-        wal_preallocate: false,
-        ..options(sim, CommitProtocol::FlushAll)
-    };
+    let options = options(sim, CommitProtocol::FlushAll).with_per_worker(|o| {
+        o.wal_preallocate = false;
+    });
     insert_and_kill(sim, options, n);
     let dir = std::path::Path::new("/db/wal");
     let mut segments = Vec::new();
@@ -504,7 +511,7 @@ fn reading_rows_of_an_earlier_run_is_no_remote_dependency() {
     assert_eq!(tx.get(&t, b"k1").unwrap(), Some(b"v".to_vec()));
     tx.upsert(&t, b"k2", b"w").unwrap();
     tx.commit().unwrap();
-    let wal = db.stats().wal;
+    let wal = db.stats().persistence.log;
     assert_eq!(wal.commits, 1);
     assert_eq!(wal.remote_flush_commits, 0, "{wal:?}");
 }
@@ -579,10 +586,11 @@ fn stale_tails(sim: &SimStorage, skip: usize) -> usize {
 #[test]
 fn recycled_segments_recover_every_commit_after_power_loss() {
     let sim = SimStorage::new(43);
-    let options = || Options {
-        wal_limit_bytes: 128 << 10,
-        checkpoint_shards: 4,
-        ..small_segments(&sim, 8 << 10)
+    let options = || {
+        small_segments(&sim, 8 << 10).with_per_worker(|o| {
+            o.wal_limit_bytes = 128 << 10;
+            o.checkpoint_shards = 4;
+        })
     };
     let mut committed = 0u32;
     for (round, policy) in [
@@ -625,7 +633,7 @@ fn recycled_segments_recover_every_commit_after_power_loss() {
             }
             target += 200;
         }
-        let wal = db.stats().wal;
+        let wal = db.stats().persistence.log;
         assert!(wal.segments_recycled >= 5, "round {round}: {wal:?}");
         drop((s, t));
         std::mem::forget(db);

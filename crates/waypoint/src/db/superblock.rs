@@ -14,6 +14,9 @@
 //!         the log (`wal/`) and the checkpoint metadata (version 2, with
 //!         each partition's synced position) exist and are needed (0 from
 //!         builds before checkpoint metadata 2, whose crashes may lack both)
+//!  74  1  the persistence scheme that last opened or closed it
+//!         (`SchemeKind`'s tag: 1 none, 2 per-worker; 0 from builds before
+//!         the tag, which ran one of those two)
 //!  80  8  the epoch at the last clean close (TIDs restart above it)
 //!  88  8  log floor: every log record with a GSN at or below it is
 //!         reflected in the data file (written at clean close, before the
@@ -27,6 +30,7 @@
 use crate::buffer::page::{self, PageId, PageKind, PAGE_HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, StorageFile};
+use crate::persist::SchemeKind;
 
 pub const MAGIC: &[u8; 8] = b"WAYPOINT";
 pub const DB_FORMAT_VERSION: u32 = 1;
@@ -42,6 +46,9 @@ pub struct Superblock {
     /// directory and the checkpoint metadata must exist until a clean
     /// close (see the module header).
     pub log_required: bool,
+    /// The scheme that last opened or closed the database (None: written
+    /// before the tag existed).
+    pub scheme: Option<SchemeKind>,
     pub epoch: u64,
     pub log_floor: u64,
 }
@@ -103,6 +110,16 @@ impl Superblock {
             free_list_head: u64_at(64),
             clean: data[72] == 1,
             log_required: data[73] == 1,
+            scheme: match data[74] {
+                0 => None,
+                tag => Some(SchemeKind::from_tag(tag).ok_or_else(|| {
+                    corruption(
+                        file,
+                        74,
+                        format!("superblock names unknown scheme tag {tag}"),
+                    )
+                })?),
+            },
             epoch: u64_at(80).min(crate::txn::epoch::MAX_EPOCH),
             log_floor: u64_at(88),
         })
@@ -121,6 +138,7 @@ impl Superblock {
         data[64..72].copy_from_slice(&self.free_list_head.to_le_bytes());
         data[72] = self.clean as u8;
         data[73] = self.log_required as u8;
+        data[74] = self.scheme.map_or(0, SchemeKind::tag);
         data[80..88].copy_from_slice(&self.epoch.to_le_bytes());
         data[88..96].copy_from_slice(&self.log_floor.to_le_bytes());
         page::seal(data);

@@ -12,6 +12,14 @@
 //! `on_commit` returned and the [`DurableWait`] it left (if any) reports
 //! durable.
 
+mod none;
+mod scheme;
+
+pub(crate) use none::NoneOpening;
+pub use none::NoneScheme;
+pub(crate) use scheme::{OpenContext, Opening};
+pub use scheme::{PersistenceStats, Scheme, SchemeKind};
+
 use crate::btree::PageLog;
 use crate::error::{Error, Result};
 

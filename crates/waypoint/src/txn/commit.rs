@@ -9,10 +9,10 @@
 
 use super::epoch::{next_tid, ABSENT_BIT};
 use super::locks::{LockTable, StripeGuard};
+use super::shared::DbShared;
 use super::transaction::{LockedRecord, Transaction};
 use crate::btree::BTree;
 use crate::catalog;
-use crate::db::DbShared;
 use crate::error::{Error, Result};
 use crate::persist::{CommitView, DurableWait, WriteSet, WriteView};
 use std::sync::atomic::Ordering;

@@ -24,12 +24,13 @@
 //! buffered writes, scans), `commit` (steps 1-3 and 5, rollback),
 //! `validate` (step 4 and why its order is serializable), `locks` (the
 //! commit-lock stripes and session slots), `epoch` (the epoch clock and
-//! the TID rule).
+//! the TID rule), `shared` (what the database and its sessions share).
 
 mod commit;
 pub mod epoch;
 pub(crate) mod locks;
 mod session;
+pub(crate) mod shared;
 mod transaction;
 mod validate;
 

@@ -7,8 +7,8 @@
 //! the same TID.
 
 use super::locks::LockOwner;
+use super::shared::DbShared;
 use super::transaction::Transaction;
-use crate::db::DbShared;
 use crate::error::{Error, Result};
 use crate::persist::{NoSessionLog, SessionLog};
 use std::collections::BTreeMap;

@@ -8,10 +8,10 @@
 
 use super::epoch::ABSENT_BIT;
 use super::session::Session;
+use super::shared::DbShared;
 use crate::btree::BTree;
 use crate::buffer::FrameHint;
 use crate::catalog::{self, Index, Table, TableInfo};
-use crate::db::DbShared;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};

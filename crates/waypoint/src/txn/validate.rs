@@ -28,9 +28,9 @@
 
 use super::epoch::ABSENT_BIT;
 use super::locks::LockTable;
+use super::shared::DbShared;
 use super::transaction::{as_ref_bound, scan_tree, LockedRecord, Transaction};
 use crate::catalog;
-use crate::db::DbShared;
 use crate::error::{Error, Result};
 
 impl Transaction<'_> {

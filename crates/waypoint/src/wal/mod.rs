@@ -22,13 +22,17 @@
 
 pub mod blocks;
 pub mod log;
+mod options;
 pub mod partition;
 pub mod record;
 pub mod recovery;
 mod redo;
+pub(crate) mod scheme;
 pub mod segment;
 pub mod spare;
 #[cfg(test)]
 mod test_support;
 
 pub use log::{CommitProtocol, CommitTicket, PartitionLogStats, Wal, WalSessionLog, WalStats};
+pub use options::PerWorkerOptions;
+pub use scheme::PerWorkerScheme;

@@ -1,0 +1,77 @@
+//! The `none` scheme: no log, no checkpoints, no recovery. Changes are
+//! durable only after a clean close writes every page (seed 000 Table 1's
+//! first row: what a transaction costs without logging).
+//!
+//! Invariant: a database under this scheme is consistent on disk only
+//! after a clean close; a crash may lose or tear everything since the
+//! last one, and the superblock's unclean mark says so to the next open.
+
+use super::scheme::{OpenContext, Opening, PersistenceStats, Scheme, SchemeKind};
+use super::{NoSessionLog, SessionLog};
+use crate::buffer::BufferPool;
+use crate::error::Result;
+use crate::wal::recovery::RecoveryReport;
+use std::sync::Arc;
+
+/// Opening the `none` scheme: nothing to check, prepare or recover.
+pub(crate) struct NoneOpening;
+
+impl Opening for NoneOpening {
+    fn prepare(&mut self, _ctx: &OpenContext<'_>) -> Result<bool> {
+        Ok(false)
+    }
+
+    fn recover(
+        self: Box<Self>,
+        _ctx: &OpenContext<'_>,
+        _pool: &Arc<BufferPool>,
+        _repaired_torn_pages: usize,
+    ) -> Result<Arc<dyn Scheme>> {
+        Ok(Arc::new(NoneScheme))
+    }
+}
+
+/// The scheme without a log.
+#[derive(Debug, Default)]
+pub struct NoneScheme;
+
+impl Scheme for NoneScheme {
+    fn kind(&self) -> SchemeKind {
+        SchemeKind::None
+    }
+
+    fn session_log(&self, _slot: u16) -> Result<Box<dyn SessionLog>> {
+        Ok(Box::new(NoSessionLog::default()))
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn recovery_report(&self) -> Option<&RecoveryReport> {
+        None
+    }
+
+    fn stop_services(&self) {}
+
+    fn seal_for_clean_close(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    fn remove_log_after_clean_close(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn shutdown(&self) {}
+
+    fn stats(&self) -> PersistenceStats {
+        PersistenceStats {
+            scheme: SchemeKind::None,
+            ..PersistenceStats::default()
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

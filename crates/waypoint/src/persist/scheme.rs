@@ -1,0 +1,179 @@
+//! The scheme side of the seam: what the database asks of a persistence
+//! scheme once it is open, and the names and counters schemes share.
+//!
+//! A scheme is opened by the function of its folder (`persist::none`,
+//! `wal::scheme` for the per-worker WAL), which recovers and starts the
+//! scheme's background services; from then on the database holds it as
+//! an `Arc<dyn Scheme>` and knows nothing of its types. Adding a scheme is
+//! a folder, a [`SchemeKind`] and a match arm in `db::open_scheme`.
+//!
+//! Invariant: between [`Scheme::seal_for_clean_close`] and
+//! [`Scheme::remove_log_after_clean_close`] the database writes the
+//! superblock that records the clean close; a scheme deletes nothing a
+//! crash before that superblock could still need.
+
+use super::SessionLog;
+use crate::buffer::BufferPool;
+use crate::checkpoint::{meta, CheckpointStats};
+use crate::db::Superblock;
+use crate::error::Result;
+use crate::io::Storage;
+use crate::wal::recovery::RecoveryReport;
+use crate::wal::WalStats;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Which persistence scheme a database runs, as its files record it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SchemeKind {
+    /// No log: durable only after a clean close (the cost of logging).
+    None,
+    /// Seed 000: a log partition per session, GSNs, RFA, continuous
+    /// checkpoints, steal with undo.
+    #[default]
+    PerWorker,
+}
+
+impl SchemeKind {
+    /// Every scheme, in the order `waypoint --scheme` lists them.
+    pub const ALL: [SchemeKind; 2] = [SchemeKind::PerWorker, SchemeKind::None];
+
+    /// The name options, files and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchemeKind::None => "none",
+            SchemeKind::PerWorker => "per-worker",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// The tag the superblock stores (0 is no scheme recorded: a database
+    /// written before the tag existed, which ran the per-worker scheme or
+    /// none, both clean in the same data file).
+    pub(crate) fn tag(self) -> u8 {
+        match self {
+            SchemeKind::None => 1,
+            SchemeKind::PerWorker => 2,
+        }
+    }
+
+    pub(crate) fn from_tag(tag: u8) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.tag() == tag)
+    }
+
+    /// After a crash, must this scheme recover from its log before the
+    /// database can be read?
+    pub fn recovers_from_log(self) -> bool {
+        match self {
+            SchemeKind::None => false,
+            SchemeKind::PerWorker => true,
+        }
+    }
+
+    /// Is a clean close of this scheme a data file that every other
+    /// paged scheme reads as its own clean state? Then a cleanly closed
+    /// database may be reopened under another such scheme.
+    pub fn clean_state_is_the_data_file(self) -> bool {
+        match self {
+            SchemeKind::None | SchemeKind::PerWorker => true,
+        }
+    }
+}
+
+impl std::fmt::Display for SchemeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a scheme is opened with: the database's files as the open found
+/// them, before anything was written.
+pub(crate) struct OpenContext<'a> {
+    pub storage: &'a Arc<dyn Storage>,
+    pub dir: &'a Path,
+    pub superblock: &'a Superblock,
+    /// `checkpoint.waypoint`, if present.
+    pub checkpoint: Option<&'a meta::Meta>,
+    /// The log floor: every record at or below it is in the data file.
+    pub floor: u64,
+    pub recovery_threads: usize,
+    /// The epoch this process's TIDs start at; older TIDs were written
+    /// before the open.
+    pub first_epoch: u64,
+}
+
+/// A scheme being opened, after its checks (which only read) passed.
+/// The database then writes in this order: [`Opening::prepare`], the
+/// superblock's unclean mark, the double-write repair is already done,
+/// [`Opening::recover`].
+pub(crate) trait Opening {
+    /// Make durable what the scheme needs after an unclean stop, before
+    /// the superblock marks the database unclean. Returns whether the
+    /// scheme's log is required until the next clean close (the
+    /// superblock's `log_required`).
+    fn prepare(&mut self, ctx: &OpenContext<'_>) -> Result<bool>;
+
+    /// Recover into `pool` and start the scheme's services.
+    fn recover(
+        self: Box<Self>,
+        ctx: &OpenContext<'_>,
+        pool: &Arc<BufferPool>,
+        repaired_torn_pages: usize,
+    ) -> Result<Arc<dyn Scheme>>;
+}
+
+/// What a persistence scheme did, readable at any time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PersistenceStats {
+    pub scheme: SchemeKind,
+    /// The log: bytes appended, records, syncs, bytes on disk, commits
+    /// (and, for the per-worker scheme, RFA's remote flushes). Zero
+    /// without a log.
+    pub log: WalStats,
+    /// Checkpoints: increments, pages written, the log floor, pruning.
+    pub checkpoint: CheckpointStats,
+    /// Time transactions waited at begin for the checkpointer to bring the
+    /// log under its limit.
+    pub backpressure: std::time::Duration,
+}
+
+/// An open persistence scheme, as the database and its sessions use it.
+pub trait Scheme: Send + Sync {
+    fn kind(&self) -> SchemeKind;
+
+    /// The log of session slot `slot` (the system slots log catalog
+    /// changes).
+    fn session_log(&self, slot: u16) -> Result<Box<dyn SessionLog>>;
+
+    /// `Err(LogFull)` once the log's disk is full: writes are refused,
+    /// reads go on.
+    fn check_writable(&self) -> Result<()>;
+
+    /// What recovery did when the database was opened; `None` for a
+    /// scheme without a log.
+    fn recovery_report(&self) -> Option<&RecoveryReport>;
+
+    /// A close begins: stop background services (the checkpointer) before
+    /// commits are quiesced.
+    fn stop_services(&self);
+
+    /// Clean close, once every dirty page is in the data file: make the
+    /// log durable, stop its writers, and return the log floor the
+    /// superblock records (every record at or below it is in the pages).
+    fn seal_for_clean_close(&self) -> Result<u64>;
+
+    /// Clean close, after the superblock recorded it: remove the log.
+    fn remove_log_after_clean_close(&self) -> Result<()>;
+
+    /// The end of a close, clean or not: stop every thread. Errors are
+    /// logged, not returned (nothing is left to do about them).
+    fn shutdown(&self);
+
+    fn stats(&self) -> PersistenceStats;
+
+    /// The concrete scheme, for tests and tools that need its internals.
+    fn as_any(&self) -> &dyn std::any::Any;
+}

@@ -1,0 +1,110 @@
+//! The persistence seam from the outside: a database runs the scheme its
+//! options name (`Options::persistence`), reports it, records it in the
+//! superblock, and refuses to be misread by another scheme.
+//!
+//! The `none` scheme (`persist/none.rs`) is the smallest scheme behind the
+//! seam: its own file, one `Persistence` variant and one match arm in
+//! `db::open`, no code in `txn`, `btree` or `buffer`.
+
+use std::sync::Arc;
+use waypoint::db::{Superblock, DATA_FILE, WAL_DIR};
+use waypoint::io::{OpenMode, SimStorage, Storage};
+use waypoint::{Database, Error, Options, Persistence, SchemeKind};
+
+const DIR: &str = "/db";
+
+fn options(sim: &SimStorage, persistence: Persistence) -> Options {
+    Options {
+        page_size: Some(4096),
+        buffer_pool_bytes: 64 * 4096,
+        storage: Some(Arc::new(sim.clone())),
+        persistence,
+        ..Options::default()
+    }
+}
+
+fn recorded_scheme(sim: &SimStorage) -> Option<SchemeKind> {
+    let file = sim
+        .open(
+            &std::path::Path::new(DIR).join(DATA_FILE),
+            OpenMode::ReadOnly,
+        )
+        .unwrap();
+    Superblock::read(file.as_ref()).unwrap().scheme
+}
+
+fn fill(db: &Database, rows: u32) {
+    let t = db.open_or_create_table("t").unwrap();
+    let mut s = db.session();
+    let mut tx = s.begin().unwrap();
+    for i in 0..rows {
+        tx.upsert(&t, &i.to_be_bytes(), &[i as u8; 100]).unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+fn count(db: &Database) -> usize {
+    let t = db.table("t").unwrap();
+    let mut s = db.session();
+    let mut tx = s.begin().unwrap();
+    tx.scan(&t, .., usize::MAX).unwrap().len()
+}
+
+#[test]
+fn the_none_scheme_runs_through_the_seam_with_no_log() {
+    let sim = SimStorage::new(1);
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    assert_eq!(db.scheme(), SchemeKind::None);
+    fill(&db, 500);
+    let stats = db.stats();
+    assert_eq!(stats.persistence.scheme, SchemeKind::None);
+    assert_eq!(stats.persistence.log.appended_bytes, 0);
+    assert!(db.recovery_report().is_none());
+    assert!(db.wal().is_none());
+    assert!(!sim.exists(&std::path::Path::new(DIR).join(WAL_DIR)));
+    db.close().unwrap();
+    assert_eq!(recorded_scheme(&sim), Some(SchemeKind::None));
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    assert_eq!(count(&db), 500);
+}
+
+/// A cleanly closed database is its data file under both schemes, so it
+/// may switch between them; the superblock follows.
+#[test]
+fn a_cleanly_closed_database_switches_between_none_and_per_worker() {
+    let sim = SimStorage::new(2);
+    let db = Database::open(DIR, options(&sim, Persistence::default())).unwrap();
+    fill(&db, 300);
+    db.close().unwrap();
+    assert_eq!(recorded_scheme(&sim), Some(SchemeKind::PerWorker));
+
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    assert_eq!(count(&db), 300);
+    fill(&db, 400);
+    db.close().unwrap();
+    assert_eq!(recorded_scheme(&sim), Some(SchemeKind::None));
+
+    let db = Database::open(DIR, options(&sim, Persistence::default())).unwrap();
+    assert_eq!(db.scheme(), SchemeKind::PerWorker);
+    assert_eq!(count(&db), 400);
+}
+
+/// Left open by the per-worker scheme, the database needs that scheme's
+/// recovery: another scheme is refused, naming the one to use, and the
+/// files stay as they were.
+#[test]
+fn a_database_left_open_by_the_per_worker_scheme_is_refused_by_another() {
+    let sim = SimStorage::new(3);
+    let db = Database::open(DIR, options(&sim, Persistence::default())).unwrap();
+    fill(&db, 200);
+    // Running: the superblock names the scheme that left it open.
+    assert_eq!(recorded_scheme(&sim), Some(SchemeKind::PerWorker));
+    std::mem::forget(db);
+    sim.crash(waypoint::io::CrashPolicy::KeepAll);
+    match Database::open(DIR, options(&sim, Persistence::None)) {
+        Err(Error::RecoveryNeeded { scheme, .. }) => assert_eq!(scheme, SchemeKind::PerWorker),
+        r => panic!("expected RecoveryNeeded, got {r:?}"),
+    }
+    let db = Database::open(DIR, options(&sim, Persistence::default())).unwrap();
+    assert_eq!(count(&db), 200);
+}
