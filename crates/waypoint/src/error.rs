@@ -171,6 +171,16 @@ pub enum Error {
         "buffer pool exhausted: all {frames} frames are pinned or dirty and could not be written"
     )]
     BufferPoolExhausted { frames: usize },
+    /// The data file holds the most pages a page id can name: no page can
+    /// be allocated. Reads go on; writes that need a new page fail.
+    #[error("{path} is full: it holds the most pages a page id can name ({pages})")]
+    DataFileFull { path: PathBuf, pages: u64 },
+    /// A background or helper thread of the engine panicked (a bug in the
+    /// engine or in an application's index extractor run there): `what`
+    /// says which. The operation it served failed; nothing was
+    /// acknowledged on its behalf.
+    #[error("internal error: {what}")]
+    Internal { what: String },
 }
 
 fn fmt_offset(offset: Option<u64>) -> String {

@@ -605,9 +605,10 @@ impl BufferPool {
                 let pid = self.next_page_id.fetch_add(1, Ordering::AcqRel);
                 if pid >= MAX_PAGES {
                     self.next_page_id.fetch_sub(1, Ordering::AcqRel);
-                    return Err(Error::InvalidOptions(format!(
-                        "the data file is full: {MAX_PAGES} pages"
-                    )));
+                    return Err(Error::DataFileFull {
+                        path: self.file().path().to_path_buf(),
+                        pages: MAX_PAGES,
+                    });
                 }
                 (pid, 0)
             }
@@ -1427,6 +1428,31 @@ mod tests {
             frames,
         };
         BufferPool::start(config, file, 1, Vec::new()).unwrap()
+    }
+
+    /// A data file whose page ids are used up refuses new pages with its
+    /// own error, naming the file, and takes no id beyond the last.
+    #[test]
+    fn allocating_past_the_last_page_id_is_data_file_full() {
+        let sim = SimStorage::new(1);
+        sim.create_dir_all(Path::new("/db")).unwrap();
+        let file = sim
+            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
+            .unwrap();
+        let config = PoolConfig {
+            page_size: 4096,
+            frames: 16,
+        };
+        let pool = BufferPool::start(config, file, MAX_PAGES, Vec::new()).unwrap();
+        match pool.allocate(PageKind::BtreeLeaf) {
+            Err(Error::DataFileFull { path, pages }) => {
+                assert_eq!(path, Path::new("/db/data"));
+                assert_eq!(pages, MAX_PAGES);
+            }
+            r => panic!("expected DataFileFull, got {:?}", r.map(|g| g.page_id())),
+        }
+        assert_eq!(pool.next_page_id(), MAX_PAGES);
+        pool.stop();
     }
 
     /// A budget the machine cannot map is an error, not an abort, and

@@ -377,9 +377,9 @@ impl State {
                 let mine = self.increment(&[*first]);
                 others.into_iter().fold(mine, |acc, h| {
                     let r = h.join().unwrap_or_else(|_| {
-                        Err(crate::error::Error::InvalidOptions(
-                            "checkpoint thread panicked".into(),
-                        ))
+                        Err(crate::error::Error::Internal {
+                            what: "a checkpoint increment thread panicked".into(),
+                        })
                     });
                     acc.and(r)
                 })

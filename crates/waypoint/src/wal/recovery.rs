@@ -490,7 +490,9 @@ impl Analysis {
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(Error::InvalidOptions("log analysis thread panicked".into()))
+                        Err(Error::Internal {
+                            what: "a log analysis thread panicked".into(),
+                        })
                     })
                 })
                 .collect()
@@ -600,7 +602,9 @@ impl Analysis {
                 .collect();
             handles.into_iter().try_for_each(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(Error::InvalidOptions("log analysis thread panicked".into()))
+                    Err(Error::Internal {
+                        what: "a log analysis thread panicked".into(),
+                    })
                 })
             })
         })?;
@@ -731,8 +735,11 @@ impl Recovery {
                 })
                 .collect();
             handles.into_iter().try_for_each(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::InvalidOptions("undo thread panicked".into())))
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Internal {
+                        what: "an undo thread panicked".into(),
+                    })
+                })
             })
         })?;
         // A loser's end record may become durable only after every

@@ -121,9 +121,11 @@ fn parallel<T: Send>(
             .collect();
         let mut out = Vec::with_capacity(pages.len());
         for h in handles {
-            let part = h
-                .join()
-                .unwrap_or_else(|_| Err(Error::InvalidOptions("redo thread panicked".into())))?;
+            let part = h.join().unwrap_or_else(|_| {
+                Err(Error::Internal {
+                    what: "a redo thread panicked".into(),
+                })
+            })?;
             out.extend(part);
         }
         Ok(out)
