@@ -180,9 +180,9 @@ impl DriverConfig {
 
     /// The scheme and, for the per-worker one, its options.
     pub fn persistence(&self) -> Persistence {
-        match self.scheme {
-            SchemeKind::None => Persistence::None,
-            SchemeKind::PerWorker => Persistence::PerWorker(PerWorkerOptions {
+        Persistence::of(
+            self.scheme,
+            PerWorkerOptions {
                 commit: self.commit,
                 checkpoint: self.checkpoint,
                 wal_limit_bytes: self.wal_limit_bytes,
@@ -194,8 +194,8 @@ impl DriverConfig {
                 checkpoint_threads: self.checkpoint_threads,
                 wal_archive_dir: self.wal_archive.clone(),
                 log_direct_io: self.log_direct_io,
-            }),
-        }
+            },
+        )
     }
 
     /// Check every field against its documented range, and the engine's

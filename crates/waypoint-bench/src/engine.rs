@@ -49,13 +49,13 @@ impl EngineConfig {
         Options {
             page_size: Some(self.page_size),
             buffer_pool_bytes: self.buffer_bytes,
-            persistence: match self.scheme {
-                SchemeKind::None => Persistence::None,
-                SchemeKind::PerWorker => Persistence::PerWorker(PerWorkerOptions {
+            persistence: Persistence::of(
+                self.scheme,
+                PerWorkerOptions {
                     commit: self.commit,
                     ..PerWorkerOptions::default()
-                }),
-            },
+                },
+            ),
             ..Options::default()
         }
     }

@@ -78,16 +78,16 @@ impl UpdatesConfig {
     pub fn engine_options(&self) -> Options {
         Options {
             buffer_pool_bytes: BUFFER_BYTES,
-            persistence: match self.scheme {
-                SchemeKind::None => Persistence::None,
-                SchemeKind::PerWorker => Persistence::PerWorker(PerWorkerOptions {
+            persistence: Persistence::of(
+                self.scheme,
+                PerWorkerOptions {
                     commit: self.commit,
                     log_sync_interval: Duration::from_micros(self.sync_interval_us),
                     wal_preallocate: self.wal_preallocate,
                     wal_zero_fill: self.wal_zero_fill,
                     ..PerWorkerOptions::default()
-                }),
-            },
+                },
+            ),
             ..Options::default()
         }
     }

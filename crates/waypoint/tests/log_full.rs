@@ -605,14 +605,12 @@ fn a_small_disk_works_with_the_default_options() {
     const DISK: u64 = 48 << 20;
     let sim = SimStorage::new(48);
     sim.set_space_limit(Some(DISK));
-    let db = Database::open(
-        "/db",
-        Options {
-            storage: Some(Arc::new(sim.clone())),
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    // The default options but the simulated disk.
+    let defaults = || Options {
+        storage: Some(Arc::new(sim.clone())),
+        ..Options::default()
+    };
+    let db = Database::open("/db", defaults()).unwrap();
     let t = db.create_table("t").unwrap();
     let mut s = db.session();
     // 4 MiB of rows, then rewritten ten times: about 45 MiB of log, on a
@@ -638,14 +636,7 @@ fn a_small_disk_works_with_the_default_options() {
     );
     drop(s);
     db.close().unwrap();
-    let db = Database::open(
-        "/db",
-        Options {
-            storage: Some(Arc::new(sim.clone())),
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = Database::open("/db", defaults()).unwrap();
     let t = db.table("t").unwrap();
     let mut s = db.session();
     let mut tx = s.begin().unwrap();

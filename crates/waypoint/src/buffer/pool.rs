@@ -1418,6 +1418,11 @@ mod tests {
 
     /// A pool of `frames` 4 KiB frames over `/db/data` on a simulated disk.
     fn sim_pool(frames: usize) -> Arc<BufferPool> {
+        sim_pool_from(frames, 1)
+    }
+
+    /// The same, with page ids handed out from `next_page_id`.
+    fn sim_pool_from(frames: usize, next_page_id: PageId) -> Arc<BufferPool> {
         let sim = SimStorage::new(1);
         sim.create_dir_all(Path::new("/db")).unwrap();
         let file = sim
@@ -1427,23 +1432,14 @@ mod tests {
             page_size: 4096,
             frames,
         };
-        BufferPool::start(config, file, 1, Vec::new()).unwrap()
+        BufferPool::start(config, file, next_page_id, Vec::new()).unwrap()
     }
 
     /// A data file whose page ids are used up refuses new pages with its
     /// own error, naming the file, and takes no id beyond the last.
     #[test]
     fn allocating_past_the_last_page_id_is_data_file_full() {
-        let sim = SimStorage::new(1);
-        sim.create_dir_all(Path::new("/db")).unwrap();
-        let file = sim
-            .open(Path::new("/db/data"), OpenMode::CreateIfMissing)
-            .unwrap();
-        let config = PoolConfig {
-            page_size: 4096,
-            frames: 16,
-        };
-        let pool = BufferPool::start(config, file, MAX_PAGES, Vec::new()).unwrap();
+        let pool = sim_pool_from(16, MAX_PAGES);
         match pool.allocate(PageKind::BtreeLeaf) {
             Err(Error::DataFileFull { path, pages }) => {
                 assert_eq!(path, Path::new("/db/data"));

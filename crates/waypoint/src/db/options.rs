@@ -30,6 +30,15 @@ impl Default for Persistence {
 }
 
 impl Persistence {
+    /// The scheme `kind`, with `per_worker` as its options where it is
+    /// the per-worker scheme (ignored otherwise).
+    pub fn of(kind: SchemeKind, per_worker: PerWorkerOptions) -> Self {
+        match kind {
+            SchemeKind::None => Persistence::None,
+            SchemeKind::PerWorker => Persistence::PerWorker(per_worker),
+        }
+    }
+
     pub fn kind(&self) -> SchemeKind {
         match self {
             Persistence::None => SchemeKind::None,
