@@ -63,21 +63,21 @@ pub struct DriverConfig {
     #[serde(skip)]
     pub checkpoint: waypoint::CheckpointMode,
     pub wal_limit_bytes: u64,
-    /// `Options::log_sync_interval`, in microseconds.
+    /// `PerWorkerOptions::log_sync_interval`, in microseconds.
     pub sync_interval_us: u64,
-    /// `Options::wal_segment_bytes`.
+    /// `PerWorkerOptions::wal_segment_bytes`.
     pub segment_bytes: u64,
-    /// `Options::wal_preallocate`.
+    /// `PerWorkerOptions::wal_preallocate`.
     pub wal_preallocate: bool,
-    /// `Options::wal_zero_fill`.
+    /// `PerWorkerOptions::wal_zero_fill`.
     pub wal_zero_fill: bool,
     pub checkpoint_shards: usize,
     pub checkpoint_threads: usize,
     pub recovery_threads: usize,
-    /// `Options::wal_archive_dir`.
+    /// `PerWorkerOptions::wal_archive_dir`.
     pub wal_archive: Option<PathBuf>,
     pub direct_io: bool,
-    /// `Options::log_direct_io`.
+    /// `PerWorkerOptions::log_direct_io`.
     pub log_direct_io: bool,
     pub seed: u64,
     /// Run the workload's invariant check after the workers stop.

@@ -47,11 +47,11 @@ pub struct UpdatesConfig {
     #[serde(skip)]
     pub commit: CommitProtocol,
     pub commit_name: String,
-    /// `Options::log_sync_interval`, in microseconds.
+    /// `PerWorkerOptions::log_sync_interval`, in microseconds.
     pub sync_interval_us: u64,
-    /// `Options::wal_preallocate`.
+    /// `PerWorkerOptions::wal_preallocate`.
     pub wal_preallocate: bool,
-    /// `Options::wal_zero_fill`.
+    /// `PerWorkerOptions::wal_zero_fill`.
     pub wal_zero_fill: bool,
     pub seed: u64,
 }

@@ -78,7 +78,7 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
 
 const DIR: &str = "/db";
 
-/// `Options::wal_segment_bytes` of every simulated run.
+/// `PerWorkerOptions::wal_segment_bytes` of every simulated run.
 pub const SEGMENT_BYTES: u64 = 64 << 10;
 
 /// What the workload acknowledged, per workload kind.

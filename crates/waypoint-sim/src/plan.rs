@@ -98,7 +98,7 @@ pub struct Plan {
     /// many operations into the (then unclean) close.
     pub close_freeze_after: u64,
     pub crash: CrashPolicy,
-    /// Sync pacing (`Options::log_sync_interval`), in microseconds: 0 syncs
+    /// Sync pacing (`PerWorkerOptions::log_sync_interval`), in microseconds: 0 syncs
     /// whenever a commit is waiting, the default paces. Drawn last, so a
     /// seed's other choices are what they were before this draw existed.
     pub sync_interval_us: u64,
@@ -109,7 +109,7 @@ pub struct Plan {
     /// the log writes whole aligned blocks and rewrites its partial last
     /// block. Drawn after the sync interval, for the same reason.
     pub direct_log: bool,
-    /// `Options::wal_zero_fill`: off in one seed in four (new segments grow
+    /// `PerWorkerOptions::wal_zero_fill`: off in one seed in four (new segments grow
     /// until pruned ones are recycled). Drawn last, for the same reason.
     pub zero_fill: bool,
 }

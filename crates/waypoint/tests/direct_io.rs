@@ -113,7 +113,7 @@ fn open_segments(dir: &std::path::Path) -> Vec<(String, bool)> {
     out
 }
 
-/// `Options::log_direct_io` on a real file system: the log's segments are
+/// `PerWorkerOptions::log_direct_io` on a real file system: the log's segments are
 /// open with `O_DIRECT`, written in whole blocks, and what was committed
 /// survives three crashes in a row, each reopen recovering the last and
 /// starting a new segment after the recovered ones.

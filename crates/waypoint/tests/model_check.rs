@@ -262,7 +262,7 @@ fn latch_model_catches_a_release_that_does_not_move_the_version() {
 /// commit record, releases the keys (early lock release), then waits as
 /// `on_commit` decides:
 /// - a page whose GSN is above GSN_flushed (taken at the first write) and
-///   whose last writer is another partition: needsRemoteFlush (RFA, §3.2);
+///   whose last writer is another partition: needsRemoteFlush (RFA, seed 000 §3.2);
 /// - an overwritten key whose TID (ending in its writer's slot) is above
 ///   that partition's durable commit TID: needsRemoteFlush (read
 ///   dependency);

@@ -99,7 +99,7 @@ struct Frame {
     /// GSN of the newest copy of this page known to be durable in the data
     /// file (seed 000 §3.4: the checkpointer's and provider's progress).
     persisted_gsn: AtomicU64,
-    /// Log partition of the last writer (Remote Flush Avoidance, §3.2).
+    /// Log partition of the last writer (Remote Flush Avoidance, seed 000 §3.2).
     last_writer: AtomicU32,
     /// Stream position in `last_writer`'s partition just after the last
     /// record on this page (for the WAL-rule assertion).

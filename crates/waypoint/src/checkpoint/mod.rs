@@ -1,5 +1,5 @@
 //! Checkpointing: writing dirty pages so the log can be pruned and recovery
-//! stays bounded (seed 000 §3.3–§3.4, Fig. 4–6).
+//! stays bounded (seed 000 §3.3–§3.4, Fig. 4–5).
 //!
 //! - **Continuous** (default): the buffer pool is split into S shards (frame
 //!   index modulo S). Each time 1/S of the WAL limit has reached stage 2 of
@@ -8,7 +8,7 @@
 //!   time, only to copy it; no latch during I/O). Before it starts, the
 //!   increment takes GSN_min, below every GSN logged afterwards; when its
 //!   writes are synced, GSN_min becomes the shard's checkpointed GSN.
-//! - **Full** (the PostgreSQL-style baseline of §3.3): when the log on disk
+//! - **Full** (the PostgreSQL-style baseline of seed 000 §3.3): when the log on disk
 //!   reaches the WAL limit, write every shard at once, then prune. The log
 //!   keeps growing while that burst runs (up to about twice the limit, when
 //!   back-pressure holds new transactions).
@@ -124,7 +124,7 @@ pub struct CheckpointStats {
     pub pruned_bytes: u64,
     /// Log bytes in segment files at the last look.
     pub wal_disk_bytes: u64,
-    /// The WAL limit in force: `Options::wal_limit_bytes`, or less on a
+    /// The WAL limit in force: `PerWorkerOptions::wal_limit_bytes`, or less on a
     /// small disk ([`limit_for_disk`]).
     pub wal_limit_bytes: u64,
 }

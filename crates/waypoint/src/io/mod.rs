@@ -51,7 +51,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
         self.open(path, mode)
     }
     /// Open a log segment or a segment's spare for writing: with
-    /// `Options::log_direct_io`, [`RealStorage`] opens it with `O_DIRECT`
+    /// `PerWorkerOptions::log_direct_io`, [`RealStorage`] opens it with `O_DIRECT`
     /// where the file system allows it. Such a file says so
     /// ([`StorageFile::is_direct`]), and the log writes it in whole aligned
     /// blocks only (`wal::blocks`).

@@ -1,6 +1,7 @@
 //! Writing a log segment in whole aligned blocks, for segment files opened
-//! with `O_DIRECT` (`Options::log_direct_io`; seed 000 §3.1: the log is
-//! written to the SSD directly, not through the operating system's cache).
+//! with `O_DIRECT` (`PerWorkerOptions::log_direct_io`; seed 000 §3.1 puts
+//! the log's second stage on SSD; §3.8 bypasses the operating system's
+//! cache with `O_DIRECT`, there for the database file).
 //!
 //! `O_DIRECT` takes only writes of whole 4 KiB blocks at aligned offsets
 //! from aligned memory, while the log ends wherever its last record ends.

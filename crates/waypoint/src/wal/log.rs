@@ -8,7 +8,7 @@
 //!
 //! Dependencies a commit must see durable before it is acknowledged:
 //! - *physical*: earlier records of other partitions on pages it modified.
-//!   RFA (§3.2): if a page's GSN is above GSN_flushed (taken at transaction
+//!   RFA (seed 000 §3.2): if a page's GSN is above GSN_flushed (taken at transaction
 //!   start) and its last writer is another partition, set needsRemoteFlush;
 //! - *read*: records it read or overwrote that another session installed
 //!   but whose commit record may not be durable yet (locks are released
@@ -166,11 +166,11 @@ pub struct Wal {
     /// floor): recovery would ignore it.
     min_clock: u64,
     segment_size: AtomicU64,
-    /// `Options::wal_preallocate`, for every partition.
+    /// `PerWorkerOptions::wal_preallocate`, for every partition.
     preallocate: AtomicBool,
-    /// `Options::wal_zero_fill`, for every partition.
+    /// `PerWorkerOptions::wal_zero_fill`, for every partition.
     zero_fill: AtomicBool,
-    /// `Options::log_sync_interval` in microseconds, for every partition.
+    /// `PerWorkerOptions::log_sync_interval` in microseconds, for every partition.
     sync_interval_us: AtomicU64,
     /// Where recovery found each partition's end and GSN clock.
     recovered: RwLock<Vec<RecoveredPartition>>,
@@ -293,7 +293,7 @@ impl Wal {
         self.segment_size.load(Ordering::Relaxed)
     }
 
-    /// Segment size for every partition (`Options::wal_segment_bytes`).
+    /// Segment size for every partition (`PerWorkerOptions::wal_segment_bytes`).
     pub fn set_segment_size(&self, bytes: u64) {
         self.segment_size.store(bytes, Ordering::Relaxed);
         for p in self.all().iter() {
@@ -301,7 +301,7 @@ impl Wal {
         }
     }
 
-    /// Segment preallocation for every partition (`Options::wal_preallocate`).
+    /// Segment preallocation for every partition (`PerWorkerOptions::wal_preallocate`).
     pub fn set_preallocate(&self, on: bool) {
         self.preallocate.store(on, Ordering::Relaxed);
         for p in self.all().iter() {
@@ -309,7 +309,7 @@ impl Wal {
         }
     }
 
-    /// Zero-filled spares for every partition (`Options::wal_zero_fill`).
+    /// Zero-filled spares for every partition (`PerWorkerOptions::wal_zero_fill`).
     pub fn set_zero_fill(&self, on: bool) {
         self.zero_fill.store(on, Ordering::Relaxed);
         for p in self.all().iter() {
@@ -317,7 +317,7 @@ impl Wal {
         }
     }
 
-    /// Sync pacing for every partition (`Options::log_sync_interval`).
+    /// Sync pacing for every partition (`PerWorkerOptions::log_sync_interval`).
     pub fn set_sync_interval(&self, interval: std::time::Duration) {
         let us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
         self.sync_interval_us.store(us, Ordering::Relaxed);
@@ -427,7 +427,7 @@ impl Wal {
         Arc::clone(&self.open.read())
     }
 
-    /// GSN_flushed of §3.2: every record of every partition with a GSN at
+    /// GSN_flushed of seed 000 §3.2: every record of every partition with a GSN at
     /// or below it is durable.
     pub fn flushed_gsn(&self) -> u64 {
         let parts = self.all();

@@ -50,7 +50,7 @@ pub const CHUNK_SIZE: usize = 256 << 10;
 /// How long a partition's writer waits for more group commits before it
 /// syncs for a lazy (group) request.
 pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(500);
-/// Default of `Options::log_sync_interval`: under continuous load a
+/// Default of `PerWorkerOptions::log_sync_interval`: under continuous load a
 /// partition's writer starts a sync at most this often, unless a thread is
 /// blocked waiting for durability (see [`Partition::wait_durable`]).
 pub const SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(2);
@@ -61,7 +61,7 @@ pub const SYNC_BATCH: usize = 128 << 10;
 // chunk would never end one by itself.
 const _: () = assert!(SYNC_BATCH < CHUNK_SIZE);
 /// By default a segment is closed and a new one started once it exceeds
-/// this size (`Options::wal_segment_bytes`).
+/// this size (`PerWorkerOptions::wal_segment_bytes`).
 pub const SEGMENT_SIZE: u64 = 16 << 20;
 
 /// Raised by the first partition of a log whose write fails with `ENOSPC`:
@@ -245,7 +245,7 @@ pub struct Partition {
     durable_commit_tid: AtomicU64,
     segment_size: AtomicU64,
     /// Least time between the starts of two syncs while nobody is blocked
-    /// waiting (`Options::log_sync_interval`), in microseconds.
+    /// waiting (`PerWorkerOptions::log_sync_interval`), in microseconds.
     sync_interval_us: AtomicU64,
     segments: Mutex<Vec<Segment>>,
     /// Some segment's name is durable (`Segment::named`): from then on the
@@ -264,7 +264,7 @@ pub struct Partition {
     /// The files the next segment is renamed from: recycled segments, and
     /// a zero-filled spare.
     spare: Arc<Spare>,
-    /// Use the spare (`Options::wal_preallocate`).
+    /// Use the spare (`PerWorkerOptions::wal_preallocate`).
     preallocate: AtomicBool,
     /// The current segment's partial last block, for `O_DIRECT` segment
     /// files; made at the first write to one.
@@ -419,7 +419,7 @@ impl Partition {
 
     /// With preallocation on: zero-fill a spare whenever no pruned segment
     /// is queued for reuse (the default), or let new segments grow until
-    /// one is (`Options::wal_zero_fill`). Set before `set_segment_size`.
+    /// one is (`PerWorkerOptions::wal_zero_fill`). Set before `set_segment_size`.
     pub fn set_zero_fill(&self, on: bool) {
         self.spare.set_zero_fill(on);
     }

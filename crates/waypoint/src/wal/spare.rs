@@ -21,7 +21,7 @@
 //! the zeros cost more than they save: they double the log's bytes until
 //! pruning starts, and their syncs queue ahead of the log's (commit p99 24 ms against 14 ms growing;
 //! docs/BENCHMARKS.md, "Session 17"). So zero-filling can be switched off
-//! (`Options::wal_zero_fill`) and recycling kept: new segments then grow
+//! (`PerWorkerOptions::wal_zero_fill`) and recycling kept: new segments then grow
 //! until pruned ones are queued.
 //!
 //! Invariants:
@@ -135,7 +135,7 @@ pub struct Spare {
     took_recycled: AtomicU64,
     took_zeroed: AtomicU64,
     /// Zero-fill a spare while no recycled segment is queued
-    /// (`Options::wal_zero_fill`); off, only recycled segments are handed
+    /// (`PerWorkerOptions::wal_zero_fill`); off, only recycled segments are handed
     /// out and the thread never starts.
     zero_fill: AtomicBool,
 }
