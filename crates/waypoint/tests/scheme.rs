@@ -23,14 +23,18 @@ fn options(sim: &SimStorage, persistence: Persistence) -> Options {
     }
 }
 
-fn recorded_scheme(sim: &SimStorage) -> Option<SchemeKind> {
+fn superblock(sim: &SimStorage) -> Superblock {
     let file = sim
         .open(
             &std::path::Path::new(DIR).join(DATA_FILE),
             OpenMode::ReadOnly,
         )
         .unwrap();
-    Superblock::read(file.as_ref()).unwrap().scheme
+    Superblock::read(file.as_ref()).unwrap()
+}
+
+fn recorded_scheme(sim: &SimStorage) -> Option<SchemeKind> {
+    superblock(sim).scheme
 }
 
 fn fill(db: &Database, rows: u32) {
@@ -77,12 +81,17 @@ fn a_cleanly_closed_database_switches_between_none_and_per_worker() {
     fill(&db, 300);
     db.close().unwrap();
     assert_eq!(recorded_scheme(&sim), Some(SchemeKind::PerWorker));
+    let floor = superblock(&sim).log_floor;
+    assert!(floor > 0, "the per-worker close records its floor");
 
     let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
     assert_eq!(count(&db), 300);
     fill(&db, 400);
     db.close().unwrap();
     assert_eq!(recorded_scheme(&sim), Some(SchemeKind::None));
+    // Nothing was logged: the floor (above every page's GSN) is kept, so
+    // the per-worker scheme's next GSNs and redo start above it.
+    assert_eq!(superblock(&sim).log_floor, floor);
 
     let db = Database::open(DIR, options(&sim, Persistence::default())).unwrap();
     assert_eq!(db.scheme(), SchemeKind::PerWorker);

@@ -23,17 +23,23 @@ impl Opening for NoneOpening {
 
     fn recover(
         self: Box<Self>,
-        _ctx: &OpenContext<'_>,
+        ctx: &OpenContext<'_>,
         _pool: &Arc<BufferPool>,
         _repaired_torn_pages: usize,
     ) -> Result<Arc<dyn Scheme>> {
-        Ok(Arc::new(NoneScheme))
+        Ok(Arc::new(NoneScheme { floor: ctx.floor }))
     }
 }
 
 /// The scheme without a log.
 #[derive(Debug, Default)]
-pub struct NoneScheme;
+pub struct NoneScheme {
+    /// The log floor the database was opened with. Nothing is logged, so
+    /// it is still the floor at a clean close: every GSN a page carries is
+    /// at or below it. Writing 0 instead would let a later open under a
+    /// scheme with a log start from a floor below the pages' GSNs.
+    floor: u64,
+}
 
 impl Scheme for NoneScheme {
     fn kind(&self) -> SchemeKind {
@@ -55,7 +61,7 @@ impl Scheme for NoneScheme {
     fn stop_services(&self) {}
 
     fn seal_for_clean_close(&self) -> Result<u64> {
-        Ok(0)
+        Ok(self.floor)
     }
 
     fn remove_log_after_clean_close(&self) -> Result<()> {
