@@ -304,7 +304,8 @@ mod commit {
         /// (`Wal::set_broken_rfa_for_tests`).
         NoRemoteFlush,
         /// The writer publishes `durable_gsn` before `durable` (the order
-        /// before RELIABILITY.md finding 9): a page writer trusting the new
+        /// before the fix in RELIABILITY.md, "the WAL-rule check fired on
+        /// synced pages"): a page writer trusting the new
         /// GSN_flushed reads the old position, and the pool's independent
         /// WAL-rule check refuses a page whose log is in fact synced.
         GsnBeforePosition,
@@ -866,7 +867,8 @@ fn commit_model_catches_a_pipelined_successor_that_flushes_only_its_own_partitio
 
 /// The check can fail: a writer that publishes GSN_flushed before the
 /// durable position makes the WAL-rule check after the gate refuse a page
-/// whose log is synced (RELIABILITY.md finding 9, seen in the engine as a
+/// whose log is synced (RELIABILITY.md, "the WAL-rule check fired on
+/// synced pages", seen in the engine as a
 /// poisoned pool about once in 6-26 runs of a bank test).
 #[test]
 #[should_panic(expected = "WAL-rule check")]
