@@ -278,7 +278,7 @@ fn latch_model_catches_a_release_that_does_not_move_the_version() {
 /// them at once), with a page writer asking the WAL gate for page X in
 /// some. The ground truth: what the writers synced. At each
 /// acknowledgement the commit must be *recoverable* as recovery decides it
-/// (ARCHITECTURE "the gap rule"): its commit record synced, every earlier
+/// (docs/decisions/022-recovery-and-the-gap-rule.md): its commit record synced, every earlier
 /// record on each page it changed synced (else redo stops at a gap), and
 /// every commit it read or overwrote recoverable too (else recovery undoes
 /// that one under it).
@@ -849,7 +849,7 @@ fn commit_model_catches_gsn_flushed_ignoring_a_reserved_gsn() {
 
 /// The check can fail: the paper's page-GSN check alone misses a read
 /// dependency on a commit whose record is durable but whose commit record
-/// is not (ARCHITECTURE "Durability").
+/// is not (docs/decisions/011-commit-dependencies-and-protocols.md).
 #[test]
 #[should_panic(expected = "recovery would not keep")]
 fn commit_model_catches_a_missing_tid_check() {
