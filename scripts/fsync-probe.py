@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Raw write + fdatasync latency by how the file's blocks were prepared
-(docs/BENCHMARKS.md, "Session 6: segment preallocation").
+(docs/BENCHMARKS.md, "2026-11-22: segment preallocation").
 
 For each write size, 2,000 rounds of pwrite + fdatasync into a file that is
   appended   -- grows with every write (each sync commits the new size),

@@ -6,7 +6,8 @@ INTERVAL ms, for SECS seconds; prints the operations per second.
 
 Run it beside `waypoint bench tpcc --logging none` (scripts/io-tax.sh) to
 measure what this machine charges the engine's vCPUs for I/O that no
-engine code does (docs/BENCHMARKS.md, "Session 17").
+engine code does (docs/BENCHMARKS.md, "2026-11-23: what the
+log's I/O costs on this VM").
 Usage: scripts/io-sidecar.py DIR SECS [--threads 2] [--size 32768]
        [--interval-ms 2] [--no-sync]
 """

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Log-segment-like syncs by how the file's blocks were prepared, with the
-block requests each sync costs (docs/BENCHMARKS.md, "Session 17").
+block requests each sync costs (docs/BENCHMARKS.md,
+"2026-11-23: what the log's I/O costs on this VM").
 
 For 3 s each: 32 KiB O_DIRECT write at the next offset, fdatasync, 2-ms
 sleep, into a file that is

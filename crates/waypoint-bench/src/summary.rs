@@ -47,8 +47,8 @@ pub struct Summary {
     /// Largest log size on disk seen after the warm-up.
     pub wal_disk_max_bytes: u64,
     /// Log file syncs per second (all partitions): on a machine with few
-    /// cores each one costs the workers CPU (docs/BENCHMARKS.md, "Session
-    /// 8").
+    /// cores each one costs the workers CPU (docs/BENCHMARKS.md, "2026-11-22:
+    /// fewer writer wake-ups, GSN_flushed without locks").
     pub wal_syncs_per_sec: f64,
     /// Log segments started after the warm-up from a recycled segment file
     /// (no zeros written), and from a zero-filled spare.

@@ -599,7 +599,7 @@ fn simulate_200_seeds_passes() {
 /// acknowledged before they are durable, the hidden `--unsafe-async`).
 /// Only a few seeds lose an acknowledged commit (those whose crash lands
 /// while commits wait for a paced sync: with 20 seeds, 1 or 2, and now and
-/// then none, which failed CI once in session 9), so it runs 200.
+/// then none, which failed CI once on 2026-11-22), so it runs 200.
 #[test]
 fn simulate_reports_failures_with_a_reproduction_command() {
     let o = waypoint(&[

@@ -102,8 +102,8 @@ fn a_seed_always_makes_the_same_choices() {
 /// The seeds' plans from before TPC-C was added are unchanged: a seed that
 /// does not draw TPC-C makes the choices it made then (three recorded in
 /// `docs/RELIABILITY.md`, one per old workload and fault kind). The sync
-/// interval and the direct log, drawn after everything else (sessions 9
-/// and 13), only add their suffixes.
+/// interval and the direct log, drawn after everything else (added on
+/// 2026-11-22 and 2026-11-23), only add their suffixes.
 #[test]
 fn seeds_that_do_not_draw_tpcc_keep_their_plans() {
     for (seed, then) in [
@@ -382,7 +382,8 @@ fn tpcc_checks_report_stock_out_of_step_with_the_order_lines() {
 /// a checkpoint increment waited for the latch of a page a splitting
 /// worker held while that worker waited for a frame, and every frame it
 /// could have had sat unwritten in the increment's batch. Increments now
-/// skip latched pages and come back to them (RELIABILITY finding 10;
+/// skip latched pages and come back to them (RELIABILITY.md, "a checkpoint
+/// increment starved a splitting worker of frames";
 /// `buffer::pool::tests::a_checkpoint_increment_does_not_wait_for_a_latch_while_holding_staged_pages`).
 #[test]
 fn checkpoint_increments_do_not_starve_a_splitting_worker_of_frames() {
@@ -402,7 +403,8 @@ fn checkpoint_increments_do_not_starve_a_splitting_worker_of_frames() {
 /// log, the pages of the failed commits held 21 of 22 frames and two
 /// sessions spun in their commits past the seed's 180 s limit, each read
 /// evicting the page it needed next. They now fail with a typed error
-/// (RELIABILITY finding 11; `tests/log_full.rs`,
+/// (RELIABILITY.md, "with the log full, a read could spin for good in a
+/// tiny pool"; `tests/log_full.rs`,
 /// `reads_fail_instead_of_spinning_when_unwritable_pages_hold_the_pool`).
 #[test]
 fn sessions_do_not_spin_when_a_full_log_leaves_a_tiny_pool_no_frames() {

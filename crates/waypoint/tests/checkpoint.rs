@@ -122,7 +122,8 @@ fn run(sim: &SimStorage, mode: CheckpointMode, threads: usize) -> (u64, Vec<u32>
     )
 }
 
-/// The documented slack over the limit (ARCHITECTURE.md, checkpointing):
+/// The documented slack over the limit
+/// (docs/decisions/020-checkpointing-and-the-prune-rule.md, "Bounds"):
 /// one increment's worth of log, plus the newest segment each partition
 /// keeps and one more per partition being written.
 fn slack(partitions: u64) -> u64 {
@@ -135,7 +136,8 @@ fn check(mode: CheckpointMode, threads: usize) {
     let (max_disk, versions) = run(&sim, mode, threads);
     // Full checkpoints start at the limit and the log grows while they run,
     // until back-pressure holds it at twice the limit past the stage-2
-    // count of the checkpointer's last look (ARCHITECTURE.md, "Bounds").
+    // count of the checkpointer's last look (docs/decisions/
+    // 020-checkpointing-and-the-prune-rule.md, "Bounds").
     // One limit of burst was too tight: a checkpointer slowed by a loaded
     // machine let the log reach 2.6-2.9 MB against 2.5 MiB in 9 of 40
     // runs (2026-11-23, on 43eb41e, alongside a parallel build).

@@ -3,7 +3,8 @@
 //! working in the same `Database`, nothing is acknowledged afterwards, and
 //! once space is freed a reopen recovers every acknowledged commit (the
 //! failed ones absent, none in part). EIO and failed `fdatasync`s on the log
-//! still poison. See README "Durability" and ARCHITECTURE "A full log disk".
+//! still poison. See README "Durability" and
+//! docs/decisions/021-full-log-disk.md.
 
 use std::collections::BTreeMap;
 use std::path::Path;

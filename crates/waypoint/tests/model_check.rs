@@ -278,7 +278,7 @@ fn latch_model_catches_a_release_that_does_not_move_the_version() {
 /// them at once), with a page writer asking the WAL gate for page X in
 /// some. The ground truth: what the writers synced. At each
 /// acknowledgement the commit must be *recoverable* as recovery decides it
-/// (ARCHITECTURE "the gap rule"): its commit record synced, every earlier
+/// (docs/decisions/022-recovery-and-the-gap-rule.md): its commit record synced, every earlier
 /// record on each page it changed synced (else redo stops at a gap), and
 /// every commit it read or overwrote recoverable too (else recovery undoes
 /// that one under it).
@@ -304,7 +304,8 @@ mod commit {
         /// (`Wal::set_broken_rfa_for_tests`).
         NoRemoteFlush,
         /// The writer publishes `durable_gsn` before `durable` (the order
-        /// before RELIABILITY.md finding 9): a page writer trusting the new
+        /// before the fix in RELIABILITY.md, "the WAL-rule check fired on
+        /// synced pages"): a page writer trusting the new
         /// GSN_flushed reads the old position, and the pool's independent
         /// WAL-rule check refuses a page whose log is in fact synced.
         GsnBeforePosition,
@@ -848,7 +849,7 @@ fn commit_model_catches_gsn_flushed_ignoring_a_reserved_gsn() {
 
 /// The check can fail: the paper's page-GSN check alone misses a read
 /// dependency on a commit whose record is durable but whose commit record
-/// is not (ARCHITECTURE "Durability").
+/// is not (docs/decisions/011-commit-dependencies-and-protocols.md).
 #[test]
 #[should_panic(expected = "recovery would not keep")]
 fn commit_model_catches_a_missing_tid_check() {
@@ -866,7 +867,8 @@ fn commit_model_catches_a_pipelined_successor_that_flushes_only_its_own_partitio
 
 /// The check can fail: a writer that publishes GSN_flushed before the
 /// durable position makes the WAL-rule check after the gate refuse a page
-/// whose log is synced (RELIABILITY.md finding 9, seen in the engine as a
+/// whose log is synced (RELIABILITY.md, "the WAL-rule check fired on
+/// synced pages", seen in the engine as a
 /// poisoned pool about once in 6-26 runs of a bank test).
 #[test]
 #[should_panic(expected = "WAL-rule check")]

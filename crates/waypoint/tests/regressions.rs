@@ -17,7 +17,7 @@ fn sim_db(seed: u64) -> (SimStorage, Database) {
     (sim, db)
 }
 
-/// Review finding 1 (2026-11-22): TIDs were not unique across sessions:
+/// Found by a review (2026-11-22): TIDs were not unique across sessions:
 /// any session's first commit of an epoch got exactly `epoch << 32`. A key
 /// deleted by one transaction and re-inserted by another could then carry
 /// the very TID a concurrent reader had seen on the old record, and the
@@ -55,7 +55,7 @@ fn reinserted_key_never_reuses_a_tid_a_reader_saw() {
     }
 }
 
-/// Review finding 2 (2026-11-22): a clean close could skip a page that was
+/// Found by a review (2026-11-22): a clean close could skip a page that was
 /// modified while the page provider had its older copy in writeback: the
 /// flush saw `writeback` set, only waited for it, and returned with the
 /// newer image never written, though the superblock said clean. The flush

@@ -14,8 +14,8 @@
 //! transfer still installing during the re-run could install its last
 //! record and release its locks between the two, and the audit committed
 //! with one half of the transfer (totals off by the amount moved, a few
-//! audits in a thousand with 2,000 accounts). `ARCHITECTURE.md`,
-//! "Serializable validation", has the argument why the fixed order
+//! audits in a thousand with 2,000 accounts). `docs/decisions/
+//! 010-serializable-validation.md` has the argument why the fixed order
 //! catches every interleaving; `tests/model_check.rs` (`scan`) checks it
 //! on a model with the old order as a broken variant.
 //!

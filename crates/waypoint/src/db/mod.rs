@@ -23,7 +23,7 @@
 //! [`Error::LogFull`], every later write and DDL is refused with it, reads
 //! (`get`, `scan`, read-only transactions) go on, and `close` fails with it;
 //! after space is freed, a reopen recovers every acknowledged commit (see
-//! README "Durability" and ARCHITECTURE.md "A full log disk").
+//! README "Durability" and docs/decisions/021-full-log-disk.md).
 
 mod close;
 mod open;

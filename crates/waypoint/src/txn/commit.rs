@@ -220,8 +220,8 @@ impl Transaction<'_> {
                 // record's room, and any split for it, is taken here, in key
                 // order. An empty placeholder grew at install instead, where
                 // a split cannot tell in-order inserts from random growth
-                // and leaves half-empty pages (ARCHITECTURE.md, "Page
-                // splits").
+                // and leaves half-empty pages (docs/decisions/
+                // 006-page-splits-at-the-insertion-point.md).
                 w.table.tree.insert(pool, log, key, placeholder, v, *hint)?;
             }
             for (index, _, new_key) in index_changes {

@@ -14,7 +14,7 @@
 //! the transfer installed its last record after the re-run read it, and
 //! released its stripes before they were checked.
 //!
-//! Why the order suffices (ARCHITECTURE.md, "Serializable validation",
+//! Why the order suffices (docs/decisions/010-serializable-validation.md
 //! has the same argument with the phantom case): suppose a committed
 //! writer W's effects were seen partially: the transaction read W's
 //! version of x and a version older than W's of y. W holds y's stripe

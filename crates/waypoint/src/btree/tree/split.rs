@@ -8,7 +8,7 @@
 //! the split could need before changing anything (`Spares`), then splits
 //! bottom-up, each split handing its separator to the level above. Where a
 //! node splits is `NodeMut::split_index_for`'s choice (node.rs;
-//! ARCHITECTURE.md, "Page splits").
+//! docs/decisions/006-page-splits-at-the-insertion-point.md).
 //!
 //! Invariants kept: the root page id never changes (a root grows by moving
 //! its content into two new children, `split_root`); a failed allocation
@@ -78,7 +78,8 @@ struct Smo<'p> {
 }
 
 /// A change to an existing node that its log record can describe in a few
-/// bytes instead of the page's image (ARCHITECTURE.md, "Page splits").
+/// bytes instead of the page's image
+/// (docs/decisions/007-structure-modifications-all-or-nothing.md).
 #[derive(Debug)]
 enum NodeChange {
     /// The node kept the left half of a split at this slot.

@@ -1,7 +1,8 @@
 //! Tests of the tree as a whole (their operations span descent, point
 //! operations, structure modifications and scans): a model check with
 //! eviction, leaf hints, concurrent writers and scans, and the fill of
-//! pages under in-order inserts (ARCHITECTURE.md, "Page splits").
+//! pages under in-order inserts
+//! (docs/decisions/006-page-splits-at-the-insertion-point.md).
 
 use super::descent::DESCENTS;
 use super::*;
