@@ -110,7 +110,7 @@ impl Default for DriverConfig {
             commit: CommitProtocol::RfaGroup,
             checkpoint: waypoint::CheckpointMode::Continuous,
             wal_limit_bytes: 1 << 30,
-            sync_interval_us: waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64,
+            sync_interval_us: log.log_sync_interval.as_micros() as u64,
             segment_bytes: log.wal_segment_bytes,
             wal_preallocate: log.wal_preallocate,
             wal_zero_fill: log.wal_zero_fill,
@@ -271,12 +271,12 @@ impl Counters {
 
 /// A database directory must be missing, empty, or hold a database.
 pub fn check_dir(dir: &std::path::Path) -> BenchResult<()> {
-    let exists = dir.join(waypoint::db::DATA_FILE).exists();
+    let exists = dir.join(waypoint::DATA_FILE).exists();
     if !exists && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
         return Err(BenchError::Config(format!(
             "{} is not a waypoint database (no {}) and not empty",
             dir.display(),
-            waypoint::db::DATA_FILE
+            waypoint::DATA_FILE
         )));
     }
     Ok(())
@@ -296,7 +296,7 @@ fn open(
         }
     };
     check_dir(&dir)?;
-    let exists = dir.join(waypoint::db::DATA_FILE).exists();
+    let exists = dir.join(waypoint::DATA_FILE).exists();
     let options = Options {
         create_if_missing: !exists,
         ..config.engine_options()

@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use waypoint::wal::recovery::RecoveryReport;
+use waypoint::RecoveryReport;
 
 /// Per transaction type, over the measured window.
 #[derive(Debug, Clone, Serialize)]

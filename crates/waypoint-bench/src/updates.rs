@@ -112,9 +112,7 @@ impl UpdatesConfig {
                     return Err(out_of_range(name, n, "at least 1"));
                 }
             }
-            let page_size = options
-                .page_size
-                .unwrap_or(waypoint::buffer::page::DEFAULT_PAGE_SIZE);
+            let page_size = options.page_size.unwrap_or(waypoint::DEFAULT_PAGE_SIZE);
             let max = Database::max_value_len_for(page_size);
             if !(1..=max).contains(&self.value_size) {
                 return Err(out_of_range(

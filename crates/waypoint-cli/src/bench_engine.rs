@@ -18,7 +18,7 @@ fn write_summary(args: &BenchArgs, json: String) -> Result<()> {
 
 fn check_fresh_dir(args: &BenchArgs) -> Result<()> {
     if let Some(dir) = &args.dir {
-        if dir.join(waypoint::db::DATA_FILE).exists() {
+        if dir.join(waypoint::DATA_FILE).exists() {
             bail!(
                 "{} already holds a database; the {} benchmark needs an empty directory",
                 dir.display(),

@@ -374,7 +374,7 @@ fn new_workload(args: &CrashTestArgs) -> Result<Box<dyn Workload>> {
 /// close cleanly.
 fn prepare(dir: &Path, args: &CrashTestArgs, buffer: usize) -> Result<String> {
     waypoint_bench::driver::check_dir(dir)?;
-    let exists = dir.join(waypoint::db::DATA_FILE).exists();
+    let exists = dir.join(waypoint::DATA_FILE).exists();
     let db = Database::open(
         dir,
         Options {
@@ -624,7 +624,7 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
         );
     }
     new_workload(&args)?
-        .validate(waypoint::buffer::page::DEFAULT_PAGE_SIZE)
+        .validate(waypoint::DEFAULT_PAGE_SIZE)
         .map_err(|e| crate::args::name_flag(e, flags))?;
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -643,7 +643,7 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
             (Some(t), d)
         }
     };
-    if args.dir.is_some() && dir.join(waypoint::db::DATA_FILE).exists() {
+    if args.dir.is_some() && dir.join(waypoint::DATA_FILE).exists() {
         require_database(&dir)?;
     }
     let exe = std::env::current_exe().context("cannot find the waypoint binary")?;

@@ -37,7 +37,7 @@ pub struct InspectArgs {
 
 /// Refuse a directory without a data file before anything opens it.
 pub fn require_database(dir: &Path) -> Result<()> {
-    let data = dir.join(waypoint::db::DATA_FILE);
+    let data = dir.join(waypoint::DATA_FILE);
     if !dir.is_dir() {
         bail!("{} does not exist or is not a directory", dir.display());
     }
@@ -45,7 +45,7 @@ pub fn require_database(dir: &Path) -> Result<()> {
         bail!(
             "{} is not a waypoint database (no {})",
             dir.display(),
-            waypoint::db::DATA_FILE
+            waypoint::DATA_FILE
         );
     }
     // Opening would initialise an empty data file as a new database.
@@ -53,7 +53,7 @@ pub fn require_database(dir: &Path) -> Result<()> {
         bail!(
             "{} is not a waypoint database ({} is empty)",
             dir.display(),
-            waypoint::db::DATA_FILE
+            waypoint::DATA_FILE
         );
     }
     Ok(())

@@ -107,6 +107,8 @@ fn inject(sim: &SimStorage, f: &plan::PlannedFault) {
 }
 
 /// The run itself; `Err` says which phase or check failed.
+// `options_in` carries only the broken-RFA switch this far.
+#[cfg_attr(not(feature = "testing"), allow(unused_variables))]
 fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     let sim = SimStorage::new(plan.seed);
     sim.set_direct_log(plan.direct_log);
@@ -126,6 +128,7 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     }
     // 2. The workload, until the disk freezes (or fails and then freezes).
     let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("reopen: {e}"))?;
+    #[cfg(feature = "testing")]
     if options_in.broken_rfa {
         if let Some(wal) = db.wal() {
             wal.set_broken_rfa_for_tests(true);

@@ -60,7 +60,8 @@ pub struct SimOptions {
     /// last ones on power loss by design.
     pub unsafe_async: bool,
     /// UNSAFE, same purpose: switch off the RFA dependency check
-    /// (`Wal::set_broken_rfa_for_tests`).
+    /// (`Wal::set_broken_rfa_for_tests`; `testing` feature only).
+    #[cfg(feature = "testing")]
     pub broken_rfa: bool,
     /// Multiplies the transactions per session (default 1.0).
     pub scale: Option<f64>,

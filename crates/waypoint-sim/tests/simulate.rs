@@ -186,6 +186,7 @@ fn the_simulator_reports_lost_async_commits() {
 /// session's not-yet-durable commit is acknowledged after flushing only its
 /// own log; some crash then loses what it depended on.
 #[test]
+#[cfg(feature = "testing")]
 fn the_simulator_reports_a_broken_rfa_check() {
     let options = SimOptions {
         workload: Some(Workload::Bank),

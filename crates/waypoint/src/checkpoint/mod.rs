@@ -125,7 +125,8 @@ pub struct CheckpointStats {
     /// Log bytes in segment files at the last look.
     pub wal_disk_bytes: u64,
     /// The WAL limit in force: `PerWorkerOptions::wal_limit_bytes`, or less on a
-    /// small disk ([`limit_for_disk`]).
+    /// small disk (a quarter of its free space, at least 4 MiB:
+    /// `checkpoint::limit_for_disk`).
     pub wal_limit_bytes: u64,
 }
 

@@ -100,13 +100,13 @@ pub struct Stats {
 impl Database {
     /// The per-worker scheme's log manager (None under another scheme).
     /// For tests and tools.
-    #[doc(hidden)]
+    #[cfg(feature = "internals")]
     pub fn wal(&self) -> Option<&Arc<crate::wal::Wal>> {
         self.per_worker().map(|p| p.wal())
     }
 
     /// The per-worker scheme, if the database runs it. For tests and tools.
-    #[doc(hidden)]
+    #[cfg(feature = "internals")]
     pub fn per_worker(&self) -> Option<&crate::wal::PerWorkerScheme> {
         self.inner.shared.scheme.as_any().downcast_ref()
     }
@@ -115,7 +115,7 @@ impl Database {
     /// metadata now, if any moved since it was last written, rather than
     /// at the checkpointer's next look (at most every
     /// [`crate::checkpoint::MARK_INTERVAL`]). For tests and tools.
-    #[doc(hidden)]
+    #[cfg(feature = "internals")]
     pub fn record_synced_log(&self) -> Result<()> {
         match self.per_worker() {
             Some(p) => p.record_synced(),

@@ -96,8 +96,11 @@ pub struct Options {
     /// checkpoint metadata are written at unaligned offsets and stay
     /// buffered; the log has `log_direct_io`).
     pub direct_io: bool,
-    /// The file system to use; `None` is the real one. Tests pass a
-    /// [`crate::io::SimStorage`].
+    /// The file system to use; `None` is the real one ([`RealStorage`]).
+    /// Tests pass the simulated disk (`io::SimStorage`, with the
+    /// `internals` feature).
+    ///
+    /// [`RealStorage`]: crate::io::RealStorage
     pub storage: Option<Arc<dyn Storage>>,
     /// Threads for redo and undo (analysis runs a thread per log
     /// partition). Range: 1 to 1024.

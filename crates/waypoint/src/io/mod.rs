@@ -13,9 +13,12 @@
 //! so the simulation sees every write the engine makes.
 
 mod real;
+// The simulated disk serves tests and the simulator only.
+#[cfg(any(test, feature = "internals"))]
 mod sim;
 
 pub use real::RealStorage;
+#[cfg(any(test, feature = "internals"))]
 pub use sim::{CrashPolicy, Fault, FaultKind, SimStats, SimStorage};
 
 use crate::error::Result;

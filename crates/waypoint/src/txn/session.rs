@@ -48,8 +48,15 @@ impl Session {
         self.slot
     }
 
-    /// Replace the session's log hooks (used by log schemes).
+    /// Replace the session's log hooks (the scheme's; public with the
+    /// `internals` feature, for tests that plug in a log of their own).
+    #[cfg(feature = "internals")]
     pub fn set_log(&mut self, log: Box<dyn SessionLog>) {
+        self.log = log;
+    }
+
+    #[cfg(not(feature = "internals"))]
+    pub(crate) fn set_log(&mut self, log: Box<dyn SessionLog>) {
         self.log = log;
     }
 

@@ -179,6 +179,7 @@ pub struct Wal {
     chained_commits: AtomicU64,
     /// Test-only: ignore remote dependencies (proves the crash tests catch
     /// a broken RFA check).
+    #[cfg(feature = "testing")]
     broken_rfa: std::sync::atomic::AtomicBool,
     /// Per session slot, its transactions whose records recovery may still
     /// need to undo (the prune rule's "oldest active transaction").
@@ -267,6 +268,7 @@ impl Wal {
             commits: AtomicU64::new(0),
             remote_commits: AtomicU64::new(0),
             chained_commits: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
             unresolved: parking_lot::Mutex::new(HashMap::new()),
             stage2: Arc::new(AtomicU64::new(0)),
@@ -343,9 +345,21 @@ impl Wal {
         self.full.is_full()
     }
 
-    #[doc(hidden)]
+    /// Ignore remote dependencies at commit: a broken RFA check, which the
+    /// crash tests and the simulator must catch (`testing` feature only).
+    #[cfg(feature = "testing")]
     pub fn set_broken_rfa_for_tests(&self, broken: bool) {
         self.broken_rfa.store(broken, Ordering::Relaxed);
+    }
+
+    /// Whether the broken-RFA switch is on: a constant `false` without the
+    /// `testing` feature, so the production commit path checks nothing.
+    #[inline(always)]
+    fn broken_rfa(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.broken_rfa.load(Ordering::Relaxed);
+        #[cfg(not(feature = "testing"))]
+        false
     }
 
     /// The partition of session slot `slot`, opened on first use.
@@ -1039,13 +1053,13 @@ impl SessionLog for WalSessionLog {
                 chained = Some(prev.clone());
             }
         }
-        if !self.wal.broken_rfa.load(Ordering::Relaxed)
+        if !self.wal.broken_rfa()
             && !st.needs_remote
             && self.any_remote_unflushed(observed)
         {
             st.needs_remote = true;
         }
-        if self.wal.broken_rfa.load(Ordering::Relaxed) {
+        if self.wal.broken_rfa() {
             st.needs_remote = false;
             chained = None;
         }

@@ -83,7 +83,7 @@ pub struct PerWorkerOptions {
     /// bypassing the page cache's copy and writeback; the zero-filling of
     /// spare segments too. A file system that refuses `O_DIRECT` gets
     /// buffered log files (with a warning). Only the real file system
-    /// reads this; a [`crate::io::SimStorage`] has its own switch. On by
+    /// reads this; the simulated disk (`SimStorage`) has its own switch. On by
     /// default: 2-worker TPC-C ran 7.7% faster (docs/BENCHMARKS.md, the
     /// page-cache bypass A/B of 2026-11-23).
     pub log_direct_io: bool,

@@ -592,7 +592,7 @@ impl Analysis {
     /// Make the changes analysis decided on (a thread per partition): cut
     /// torn tails, remove segments that were never synced, sync every
     /// segment kept. Afterwards every partition's log is durable up to its
-    /// end ([`Analysis::ends`]).
+    /// end ([`Analysis::synced_ends`]).
     pub fn apply(&self, storage: &dyn Storage) -> Result<()> {
         std::thread::scope(|s| {
             let handles: Vec<_> = self
