@@ -1275,7 +1275,7 @@ impl super::recovery::UndoLog for WalSessionLog {
 mod tests {
     use super::*;
     use crate::btree::BTree;
-    use crate::buffer::{BufferPool, PoolConfig};
+    use crate::buffer::{BufferPool, PageWritePolicy, PoolConfig};
     use crate::io::{OpenMode, SimStorage};
 
     fn setup(protocol: CommitProtocol) -> (Arc<BufferPool>, Arc<Wal>, BTree, BTree) {
@@ -1302,7 +1302,7 @@ mod tests {
         )
         .unwrap();
         let wal = Wal::new(Arc::new(sim), Path::new("/db/wal"), protocol, Vec::new(), 0).unwrap();
-        pool.set_flush_gate(Arc::clone(&wal) as Arc<dyn FlushGate>);
+        pool.set_page_write_policy(PageWritePolicy::StealBehindGate(wal.clone()));
         let mut sys = wal.session_log(100).unwrap();
         sys.on_begin();
         let a = BTree::create(&pool, &sys).unwrap();
@@ -1335,11 +1335,11 @@ mod tests {
         s1.on_begin();
         a.insert(&pool, &s1, b"k", 1 << 16 | 1, b"v", None).unwrap();
         commit(&mut s1, 1 << 16 | 1, &[]);
-        pool.set_flush_gate(Arc::new(PanickingGate));
+        pool.set_page_write_policy(PageWritePolicy::StealBehindGate(Arc::new(PanickingGate)));
         let flush = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.flush_all()));
         assert!(flush.is_err(), "the gate's panic goes on");
         assert!(pool.check_healthy().is_err(), "poisoned");
-        pool.set_flush_gate(Arc::clone(&wal) as Arc<dyn FlushGate>);
+        pool.set_page_write_policy(PageWritePolicy::StealBehindGate(wal.clone()));
         assert!(pool.checkpoint_shard(0, 1).is_err(), "refused, not waiting");
         assert!(pool.stats().dirty_pages > 0, "the pages are dirty again");
     }
@@ -1367,7 +1367,7 @@ mod tests {
         pool.flush_all().unwrap();
         assert_eq!(pool.stats().wal_rule_violations, 0);
         a.insert(&pool, &s1, b"k2", 5, b"v", None).unwrap();
-        pool.set_flush_gate(Arc::new(BrokenGate));
+        pool.set_page_write_policy(PageWritePolicy::StealBehindGate(Arc::new(BrokenGate)));
         let err = pool.flush_all().unwrap_err();
         assert!(err.to_string().contains("WAL rule violated"), "{err}");
         assert_eq!(pool.stats().wal_rule_violations, 1);

@@ -265,9 +265,11 @@ impl BufferPool {
     }
 
     /// A new page of `kind`, exclusively latched and dirty. Reuses a freed
-    /// page id if there is one.
+    /// page id if there is one. Refused with `MemoryFull` once dirty pages
+    /// kept in memory fill the pool ([`BufferPool::check_writable`]).
     pub fn allocate(&self, kind: PageKind) -> Result<ExclusiveGuard<'_>> {
         self.check_healthy()?;
+        self.check_writable()?;
         let reused = self.free_pages.lock().pop();
         let (pid, gsn) = match reused {
             Some(free) => free,

@@ -9,7 +9,8 @@
 //!   eviction);
 //! - [`writeback`]: batches of page copies written and synced, shared by
 //!   the provider, flushes and checkpoint increments;
-//! - [`policy`]: the [`FlushGate`] (the WAL rule's seam).
+//! - [`policy`]: the [`PageWritePolicy`] a persistence scheme chooses, and
+//!   the [`FlushGate`] (the WAL rule's seam) of the one that steals.
 //!
 //! Translation is arithmetic, as in vmcache: page ids are dense, so the page
 //! table is a two-level array of atomics indexed by page id (no hash table,
@@ -28,9 +29,11 @@
 //! Invariants:
 //! - a frame is evicted only when clean, not in writeback and exclusively
 //!   latched; a page is never in two writeback batches at once;
-//! - WAL rule (DESIGN.md invariant 1): before a batch is written, the
-//!   [`FlushGate`] is asked to make the log durable up to the batch's
-//!   largest page GSN;
+//! - WAL rule (DESIGN.md invariant 1): under a policy that steals behind a
+//!   gate, before a batch is written the [`FlushGate`] is asked to make
+//!   the log durable up to the batch's largest page GSN;
+//! - under [`PageWritePolicy::KeepDirtyInMemory`] no dirty page is written
+//!   before the clean close's [`BufferPool::flush_all`];
 //! - persisted-GSN rule (invariant 4): a frame's persisted GSN is raised
 //!   only after the batch's `sync_data` returned Ok.
 //!
@@ -40,6 +43,9 @@
 //! gate's limit ([`FlushGate::write_limit`]) and writes and evicts only
 //! the other pages, so reads go on. Flushes and checkpoint increments fail
 //! with the error instead of skipping pages (they must not claim progress).
+//! A pool that keeps dirty pages in memory meets the same situation for
+//! good once they fill it: it refuses new pages and writes with
+//! [`Error::MemoryFull`] while frames are still left for reads.
 //!
 //! [`HybridLatch`]: super::latch::HybridLatch
 
@@ -54,7 +60,7 @@ mod writeback;
 
 pub use frame::{WRITER_READ_FROM_DISK, WRITER_UNKNOWN};
 pub use guards::{ExclusiveGuard, FrameHint, OptimisticGuard, SharedGuard};
-pub use policy::FlushGate;
+pub use policy::{FlushGate, PageWritePolicy};
 pub use writeback::Writer;
 
 use super::page::{self, PageId};
@@ -127,10 +133,22 @@ pub struct BufferPool {
     /// modifications once set (fjall/redb "poisoned" habit).
     failure: Mutex<Option<String>>,
     failed: AtomicBool,
-    gate: parking_lot::RwLock<Option<Arc<dyn FlushGate>>>,
+    /// When dirty pages may be written: the persistence scheme's choice.
+    policy: parking_lot::RwLock<PageWritePolicy>,
+    /// Whether `policy` keeps dirty pages in memory, for the paths that
+    /// take a frame (no lock there).
+    keeps_dirty: AtomicBool,
+    /// Frames taken since the last count of what dirty pages kept in
+    /// memory leave (`provider::count_frames_now_and_then`).
+    takes_since_count: std::sync::atomic::AtomicUsize,
     /// The page provider stages only pages with a GSN at or below this
-    /// (`u64::MAX` until the gate reports the log full).
+    /// (`u64::MAX` until the policy's gate reports the log full).
     write_limit: AtomicU64,
+    /// Under [`PageWritePolicy::KeepDirtyInMemory`]: dirty pages left
+    /// fewer frames than the read reserve (`provider::read_reserve`). They
+    /// are never written while running, so this is never cleared; new
+    /// pages and writes are refused from then on.
+    memory_full: AtomicBool,
     /// The double-write file: every batch is written and synced there before
     /// it is written in place, so a page torn by a crash during the in-place
     /// write is repaired from its copy at the next open. The mutex also
@@ -214,8 +232,11 @@ impl BufferPool {
             free_pages: Mutex::new(free_pages.into_iter().map(|p| (p, 0)).collect()),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
-            gate: parking_lot::RwLock::new(None),
+            policy: parking_lot::RwLock::new(PageWritePolicy::default()),
+            keeps_dirty: AtomicBool::new(false),
+            takes_since_count: Default::default(),
             write_limit: AtomicU64::new(u64::MAX),
+            memory_full: AtomicBool::new(false),
             double_write: Mutex::new(None),
             counters: Counters::default(),
             provider_wake: Mutex::new(false),
@@ -240,9 +261,13 @@ impl BufferPool {
         &self.file
     }
 
-    /// Install the WAL rule's gate (the log layer calls this at open).
-    pub fn set_flush_gate(&self, gate: Arc<dyn FlushGate>) {
-        *self.gate.write() = Some(gate);
+    /// Install the persistence scheme's page-write policy (`db::open`
+    /// does, before recovery touches a page).
+    pub fn set_page_write_policy(&self, policy: PageWritePolicy) {
+        let mut current = self.policy.write();
+        self.keeps_dirty
+            .store(policy.keeps_dirty_pages(), Ordering::Relaxed);
+        *current = policy;
     }
 
     /// Write every batch through `file` first (see `double_write`).
@@ -310,9 +335,9 @@ impl BufferPool {
     /// make durable.
     fn learn_write_limit(&self) {
         let limit = self
-            .gate
+            .policy
             .read()
-            .as_ref()
+            .gate()
             .map_or(u64::MAX, |g| g.write_limit());
         self.write_limit.store(limit, Ordering::Release);
     }

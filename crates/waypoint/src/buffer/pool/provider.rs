@@ -4,6 +4,12 @@
 //! chance: an access to a cool page makes it hot again), staging cool
 //! dirty pages for writeback and evicting cool clean ones.
 //!
+//! Under a policy that keeps dirty pages in memory the provider evicts
+//! clean pages only, and whoever takes frames counts now and then what
+//! the dirty pages leave: once fewer frames than the read reserve are
+//! left, new pages and writes are refused ([`Error::MemoryFull`]), so the
+//! reserve's frames keep reads going.
+//!
 //! Invariant: a frame is evicted only when clean, not in writeback and
 //! exclusively latched, and its page-table entry is cleared under that
 //! latch.
@@ -21,8 +27,9 @@ use std::time::{Duration, Instant};
 /// How long a worker waits for a free frame before reporting exhaustion.
 const FRAME_WAIT_LIMIT: Duration = Duration::from_secs(10);
 /// While the log is full, a dirty page it cannot vouch for is never written
-/// and so never evicted. With fewer frames than this left besides such
-/// pages, a wait for a frame fails at once: a read that descends the tree
+/// and so never evicted (nor is any dirty page while the policy keeps them
+/// in memory). With fewer frames than this left besides such pages, a wait
+/// for a frame fails at once: a read that descends the tree
 /// (an optimistic guard on a parent while its child loads) gets its frame
 /// by the eviction of the very parent it must validate, restarts, and
 /// would do so for good, the wait never timing out since frames keep
@@ -46,9 +53,13 @@ impl BufferPool {
         let mut free = self.free_frames.lock();
         loop {
             if let Some(idx) = free.pop() {
-                if free.len() < self.free_target {
-                    drop(free);
+                let low = free.len() < self.free_target;
+                drop(free);
+                if low {
                     self.wake_provider();
+                }
+                if self.keeps_dirty.load(Ordering::Relaxed) {
+                    self.count_frames_now_and_then();
                 }
                 return Ok(idx);
             }
@@ -63,14 +74,7 @@ impl BufferPool {
                 });
             }
             drop(free);
-            let limit = self.write_limit.load(Ordering::Acquire);
-            if limit != u64::MAX
-                && self.frames.len() - self.unwritable_frames(limit) < MIN_USABLE_FRAMES
-            {
-                return Err(Error::BufferPoolExhausted {
-                    frames: self.frames.len(),
-                });
-            }
+            self.check_frames_left()?;
             self.wake_provider();
             free = self.free_frames.lock();
             self.frames_available
@@ -78,16 +82,100 @@ impl BufferPool {
         }
     }
 
-    /// Frames the page provider cannot free while the log vouches only up
-    /// to GSN `limit`: dirty pages above it, and dirty pages latched
-    /// exclusively (in use; counted as unwritable to be safe).
-    fn unwritable_frames(&self, limit: u64) -> usize {
+    /// The largest page GSN the page provider may write now; `None` while
+    /// the policy keeps dirty pages in memory.
+    pub(super) fn provider_write_limit(&self) -> Option<u64> {
+        if self.keeps_dirty.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.write_limit.load(Ordering::Acquire))
+    }
+
+    /// For a wait for a frame, while dirty pages the provider may not write
+    /// fill the pool: an error at once if fewer than [`MIN_USABLE_FRAMES`]
+    /// are left besides them.
+    fn check_frames_left(&self) -> Result<()> {
+        let limit = self.provider_write_limit();
+        if limit == Some(u64::MAX) {
+            return Ok(());
+        }
+        let usable = self.frames.len() - self.unwritable_frames(limit);
+        if limit.is_none() {
+            self.note_frames_left(usable);
+        }
+        if usable >= MIN_USABLE_FRAMES {
+            return Ok(());
+        }
+        Err(match limit {
+            None => self.memory_full_error(),
+            Some(_) => Error::BufferPoolExhausted {
+                frames: self.frames.len(),
+            },
+        })
+    }
+
+    /// Frames kept for reads while dirty pages stay in memory: below this
+    /// many frames besides them, new pages and writes are refused. Above
+    /// [`MIN_USABLE_FRAMES`] by more than the frames taken between two
+    /// counts (`count_frames_now_and_then`).
+    fn read_reserve(&self) -> usize {
+        MIN_USABLE_FRAMES + 2 * self.free_target
+    }
+
+    /// While dirty pages stay in memory: count the frames left besides
+    /// them once every `free_target` frames taken. Frames are taken from
+    /// the free list without looking, so the count bounds how far they
+    /// can go below the read reserve unseen, at a cost per frame taken of
+    /// `frames / free_target` loads.
+    fn count_frames_now_and_then(&self) {
+        if self.takes_since_count.fetch_add(1, Ordering::Relaxed) + 1 >= self.free_target {
+            self.takes_since_count.store(0, Ordering::Relaxed);
+            self.note_frames_left(self.frames.len() - self.unwritable_frames(None));
+        }
+    }
+
+    /// While dirty pages stay in memory: `usable` frames are left besides
+    /// them. Below the read reserve the pool is full for good (nothing
+    /// cleans a page while running).
+    fn note_frames_left(&self, usable: usize) {
+        if usable < self.read_reserve() && !self.memory_full.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                frames = self.frames.len(),
+                usable,
+                "the buffer pool is full of pages kept in memory: new pages and writes are refused (buffer_pool_bytes)"
+            );
+        }
+    }
+
+    /// `Err(MemoryFull)` once dirty pages the policy keeps in memory leave
+    /// too few frames for reads to go on besides new pages: the database
+    /// then takes no more writes (reads go on) until it is reopened.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.memory_full.load(Ordering::Acquire) {
+            return Err(self.memory_full_error());
+        }
+        Ok(())
+    }
+
+    fn memory_full_error(&self) -> Error {
+        Error::MemoryFull {
+            buffer_pool_bytes: (self.frames.len() * self.page_size) as u64,
+        }
+    }
+
+    /// Frames the page provider cannot free: dirty pages above GSN `limit`
+    /// (all of them for `None`), and dirty pages latched exclusively (in
+    /// use; counted as unwritable to be safe).
+    fn unwritable_frames(&self, limit: Option<u64>) -> usize {
         (0..self.frames.len() as u32)
             .filter(|&idx| {
                 let frame = &self.frames[idx as usize];
                 if !frame.dirty.load(Ordering::Acquire) {
                     return false;
                 }
+                let Some(limit) = limit else {
+                    return true;
+                };
                 if !frame.latch.try_shared() {
                     return true;
                 }
@@ -142,7 +230,7 @@ impl BufferPool {
         if self.write_limit.load(Ordering::Acquire) != u64::MAX {
             self.learn_write_limit();
         }
-        let limit = self.write_limit.load(Ordering::Acquire);
+        let limit = self.provider_write_limit();
         let mut scanned = 0;
         while cooling.len() < self.cool_target && scanned < n {
             let idx = *clock_hand;
@@ -166,9 +254,13 @@ impl BufferPool {
                 continue; // re-heated or gone: it will be cooled again later
             }
             if frame.dirty.load(Ordering::Acquire) {
-                if !batch.is_full() && !self.stage(batch, idx, false, limit) && limit != u64::MAX {
-                    // Possibly above what the full log can vouch for: out
-                    // of the queue (it would clog it), cooled again later.
+                let may_write = limit.is_some_and(|limit| {
+                    batch.is_full() || self.stage(batch, idx, false, limit) || limit == u64::MAX
+                });
+                if !may_write {
+                    // Kept in memory, or possibly above what the full log
+                    // can vouch for: out of the queue (it would clog it),
+                    // cooled again later.
                     frame.cool.store(false, Ordering::Relaxed);
                     continue;
                 }

@@ -4,10 +4,11 @@
 //! flushes and checkpoint increments share this one path.
 //!
 //! Invariants: a page is never in two batches at once (staging claims the
-//! frame's `writeback` flag); before a batch is written the [`FlushGate`]
-//! makes the log durable up to its largest page GSN, and the pool checks
-//! each page's last record independently (the WAL rule); a frame's
-//! persisted GSN rises only after the batch's `fdatasync` returned Ok.
+//! frame's `writeback` flag); under a policy with a [`FlushGate`], before
+//! a batch is written the gate makes the log durable up to its largest
+//! page GSN, and the pool checks each page's last record independently
+//! (the WAL rule); a frame's persisted GSN rises only after the batch's
+//! `fdatasync` returned Ok.
 //!
 //! [`FlushGate`]: super::FlushGate
 
@@ -122,7 +123,7 @@ impl BufferPool {
 
     fn write_batch_inner(&self, batch: &mut WritebackBatch) -> Result<()> {
         let max_gsn = batch.items.iter().map(|i| i.gsn).max().unwrap_or(0);
-        let gate = self.gate.read().clone();
+        let gate = self.policy.read().gate().cloned();
         if let Some(gate) = gate {
             gate.ensure_durable(max_gsn)?;
             // The invariant, checked apart from how the gate enforced it.
@@ -170,6 +171,9 @@ impl BufferPool {
     /// page that is dirty while its older copy is in writeback (by the
     /// provider) cannot be staged yet, so the pass repeats until no frame is
     /// dirty or in writeback.
+    ///
+    /// The clean close's write: it writes under every page-write policy,
+    /// also one that keeps dirty pages in memory while the database runs.
     pub fn flush_all(&self) -> Result<()> {
         self.check_healthy()?;
         let mut batch = WritebackBatch::new(self.page_size, WRITEBACK_BATCH_PAGES);
@@ -207,8 +211,15 @@ impl BufferPool {
     /// the writeback buffer, never during I/O. A page the page provider is
     /// writing meanwhile is waited for and, if it changed during that
     /// write, written again. Returns the number of pages this call wrote.
+    ///
+    /// Not for a policy that keeps dirty pages in memory: its scheme
+    /// checkpoints from its own state, never from pages.
     pub fn checkpoint_shard(&self, shard: usize, shards: usize) -> Result<u64> {
         assert!(shard < shards, "shard {shard} of {shards}");
+        assert!(
+            !self.keeps_dirty.load(Ordering::Relaxed),
+            "a page checkpoint under a policy that keeps dirty pages in memory"
+        );
         self.check_healthy()?;
         let mut batch = WritebackBatch::new(self.page_size, WRITEBACK_BATCH_PAGES);
         let mut written = 0u64;
