@@ -171,6 +171,14 @@ pub enum Error {
         "buffer pool exhausted: all {frames} frames are pinned or dirty and could not be written"
     )]
     BufferPoolExhausted { frames: usize },
+    /// The persistence scheme keeps changed pages in memory until a clean
+    /// close (it never writes them to the data file while running), and
+    /// they fill the buffer pool: too few frames are left besides them for
+    /// new pages. New pages and writes are refused from then on; reads
+    /// keep working, and nothing is lost or damaged. Close the database
+    /// and reopen it with a larger `buffer_pool_bytes`.
+    #[error("the buffer pool (buffer_pool_bytes = {buffer_pool_bytes}) is full of changes kept in memory: writes are refused, reads keep working; reopen the database with a larger buffer_pool_bytes")]
+    MemoryFull { buffer_pool_bytes: u64 },
     /// The data file holds the most pages a page id can name: no page can
     /// be allocated. Reads go on; writes that need a new page fail.
     #[error("{path} is full: it holds the most pages a page id can name ({pages})")]

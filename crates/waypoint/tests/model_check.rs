@@ -8,11 +8,11 @@
 //!   source file with `crate::sync` mapped to shuttle (see `src/sync.rs`).
 //! - [`commit`]: a reduced model of the log partitions' group commit, the
 //!   durable-GSN publication and RFA's needsRemoteFlush bookkeeping
-//!   (`wal/partition.rs`, `wal/log.rs`).
+//!   (`wal/partition.rs`, `wal/log/`).
 //! - [`wake`]: the log writer's wake-up protocol (`partition::WriterWait`):
 //!   no flush request is lost, waited for or not.
 //! - [`writeback`]: a reduced model of a frame's writeback state
-//!   (`buffer/pool.rs`: stage, write_batch, eviction, checkpoint_shard).
+//!   (`buffer/pool/`: stage, write_batch, eviction, checkpoint_shard).
 //! - [`scan`]: commit-time validation of scans and point reads against a
 //!   writer that installs and releases meanwhile (`txn::validate`).
 //!
@@ -1248,7 +1248,7 @@ fn wake_model_catches_a_writer_that_goes_idle_without_looking_again() {
     find_bug(|| wake::model(wake::Bug::NoIdleRecheck));
 }
 
-/// A frame's writeback state (`buffer/pool.rs`), reduced to one frame with
+/// A frame's writeback state (`buffer/pool/writeback.rs`), reduced to one frame with
 /// the real latch: a worker modifies the page (marking it dirty first, as
 /// `ExclusiveGuard::data_mut` does) while the page provider stages it
 /// (shared latch, claim `writeback`, copy, clear `dirty`), writes and syncs

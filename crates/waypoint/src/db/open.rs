@@ -1,7 +1,8 @@
 //! The open path: refuse what is not a database or lost data (reading
 //! only), create a new database, check the scheme the files were written
-//! by, then hand over to the scheme (`persist::Opening`): prepare, mark
-//! the superblock unclean, recover, load the catalog.
+//! by, then hand over to the scheme (`persist::Opening`): prepare (and
+//! install the scheme's page-write policy in the pool), mark the
+//! superblock unclean, recover, load the catalog.
 //!
 //! Invariant: nothing is written before every check passed, and a new
 //! data file appears only whole (written under a temporary name, then
@@ -171,14 +172,15 @@ impl Database {
         )?;
         pool.set_double_write(dw_file);
         let opened = (|| {
-            let log_required = opening.prepare(&ctx)?;
+            let prepared = opening.prepare(&ctx)?;
+            pool.set_page_write_policy(prepared.page_writes);
             // The free list now lives in memory only. Mark the superblock
             // so an unclean stop leaks those pages instead of handing them
             // out twice after the next open.
             Superblock {
                 free_list_head: 0,
                 clean: false,
-                log_required,
+                log_required: prepared.log_required,
                 scheme: Some(requested),
                 ..superblock.clone()
             }

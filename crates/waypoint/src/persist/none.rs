@@ -2,13 +2,16 @@
 //! durable only after a clean close writes every page (seed 000 Table 1's
 //! first row: what a transaction costs without logging).
 //!
+//! Pages are written freely ([`PageWritePolicy::WriteFreely`]): at
+//! eviction and at the clean close, with no log to order them.
+//!
 //! Invariant: a database under this scheme is consistent on disk only
 //! after a clean close; a crash may lose or tear everything since the
 //! last one, and the superblock's unclean mark says so to the next open.
 
-use super::scheme::{OpenContext, Opening, PersistenceStats, Scheme, SchemeKind};
+use super::scheme::{OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind};
 use super::{NoSessionLog, SessionLog};
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::error::Result;
 use crate::wal::recovery::RecoveryReport;
 use std::sync::Arc;
@@ -17,8 +20,11 @@ use std::sync::Arc;
 pub(crate) struct NoneOpening;
 
 impl Opening for NoneOpening {
-    fn prepare(&mut self, _ctx: &OpenContext<'_>) -> Result<bool> {
-        Ok(false)
+    fn prepare(&mut self, _ctx: &OpenContext<'_>) -> Result<Prepared> {
+        Ok(Prepared {
+            log_required: false,
+            page_writes: PageWritePolicy::WriteFreely,
+        })
     }
 
     fn recover(

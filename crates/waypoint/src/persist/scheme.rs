@@ -7,13 +7,19 @@
 //! an `Arc<dyn Scheme>` and knows nothing of its types. Adding a scheme is
 //! a folder, a [`SchemeKind`] and a match arm in `db::open_scheme`.
 //!
+//! The scheme also says when the buffer pool may write a dirty page
+//! ([`PageWritePolicy`], returned by [`Opening::prepare`]): steal behind
+//! its log's flush gate (the paged schemes with a log), write freely (no
+//! log), or never while running (memory-resident schemes). `db::open`
+//! installs it before recovery touches a page.
+//!
 //! Invariant: between [`Scheme::seal_for_clean_close`] and
 //! [`Scheme::remove_log_after_clean_close`] the database writes the
 //! superblock that records the clean close; a scheme deletes nothing a
 //! crash before that superblock could still need.
 
 use super::SessionLog;
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::checkpoint::{meta, CheckpointStats};
 use crate::db::Superblock;
 use crate::error::Result;
@@ -105,16 +111,24 @@ pub(crate) struct OpenContext<'a> {
     pub first_epoch: u64,
 }
 
+/// What a scheme being opened asks of the database once it is prepared.
+pub(crate) struct Prepared {
+    /// Whether the scheme's log is required until the next clean close
+    /// (the superblock's `log_required`).
+    pub log_required: bool,
+    /// When the buffer pool may write dirty pages, from recovery on.
+    pub page_writes: PageWritePolicy,
+}
+
 /// A scheme being opened, after its checks (which only read) passed.
-/// The database then writes in this order: [`Opening::prepare`], the
-/// superblock's unclean mark, the double-write repair is already done,
-/// [`Opening::recover`].
+/// The database then writes in this order: [`Opening::prepare`] (and
+/// installs its page-write policy in the pool), the superblock's unclean
+/// mark, the double-write repair is already done, [`Opening::recover`].
 pub(crate) trait Opening {
     /// Make durable what the scheme needs after an unclean stop, before
-    /// the superblock marks the database unclean. Returns whether the
-    /// scheme's log is required until the next clean close (the
-    /// superblock's `log_required`).
-    fn prepare(&mut self, ctx: &OpenContext<'_>) -> Result<bool>;
+    /// the superblock marks the database unclean, and say whether the log
+    /// is required and how pages may be written.
+    fn prepare(&mut self, ctx: &OpenContext<'_>) -> Result<Prepared>;
 
     /// Recover into `pool` and start the scheme's services.
     fn recover(

@@ -52,10 +52,12 @@ impl DbShared {
         self.pool.check_healthy()
     }
 
-    /// `check_open`, and `Err(LogFull)` once the log's disk is full: the
-    /// database then takes no more writes (reads go on).
+    /// `check_open`, and `Err(LogFull)` once the log's disk is full or
+    /// `Err(MemoryFull)` once the pages a scheme keeps in memory fill the
+    /// pool: the database then takes no more writes (reads go on).
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.check_open()?;
+        self.pool.check_writable()?;
         self.scheme.check_writable()
     }
 

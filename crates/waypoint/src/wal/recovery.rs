@@ -445,10 +445,6 @@ pub struct Recovery {
 }
 
 impl Recovery {
-    pub fn partitions(&self) -> Vec<RecoveredPartition> {
-        self.logs.iter().map(|l| l.recovered.clone()).collect()
-    }
-
     /// Analysis, then its changes to the log's files, then redo (on
     /// `threads` threads), with no check against checkpoint metadata.
     /// Records with a GSN at or below `floor` are ignored.
@@ -475,6 +471,12 @@ pub struct Analysis {
 }
 
 impl Analysis {
+    /// Where each partition ends and its GSN clock: what the log manager
+    /// continues from (redo changes neither).
+    pub fn partitions(&self) -> Vec<RecoveredPartition> {
+        self.logs.iter().map(|l| l.recovered.clone()).collect()
+    }
+
     /// Analysis: read every partition below `log_dir` (a thread each) and
     /// decide the winners. Reads only; records with a GSN at or below
     /// `floor` are ignored.

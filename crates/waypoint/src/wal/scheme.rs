@@ -2,7 +2,9 @@
 //! checks the log against the superblock and the checkpoint metadata,
 //! recovers (analysis, redo, undo: §3.7), and starts the log writers and
 //! the checkpointer (§3.4); running, it gives each session its log
-//! partition; a clean close seals the log and deletes it.
+//! partition; a clean close seals the log and deletes it. Its pages are
+//! written by steal behind the log manager's flush gate (the WAL rule),
+//! from recovery on.
 //!
 //! Invariant: nothing is written before the checks pass (an open refused
 //! for what it found changes no file), and the checkpoint metadata with
@@ -12,12 +14,14 @@
 use super::options::PerWorkerOptions;
 use super::recovery::{Analysis, RecoveryReport};
 use super::Wal;
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::checkpoint::{self, meta, CheckpointConfig, CheckpointMode, Checkpointer};
 use crate::db::{Superblock, DATA_FILE, WAL_DIR};
 use crate::error::{Error, Result};
 use crate::io::Storage;
-use crate::persist::{OpenContext, Opening, PersistenceStats, Scheme, SchemeKind, SessionLog};
+use crate::persist::{
+    OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog,
+};
 use crate::txn::epoch::SYSTEM_SLOT;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,6 +34,9 @@ pub(crate) struct PerWorkerOpening {
     wal_limit: u64,
     /// The synced positions the metadata records after `prepare`.
     synced: Vec<(u32, u64)>,
+    /// The log manager, continuing the log where analysis found it ends:
+    /// made by `prepare`, its gate the page-write policy's from then on.
+    wal: Option<Arc<Wal>>,
 }
 
 /// Check the log of the database being opened; reads only.
@@ -54,11 +61,12 @@ pub(crate) fn open(ctx: &OpenContext<'_>, options: &PerWorkerOptions) -> Result<
         analysis,
         wal_limit,
         synced: Vec::new(),
+        wal: None,
     }))
 }
 
 impl Opening for PerWorkerOpening {
-    fn prepare(&mut self, ctx: &OpenContext<'_>) -> Result<bool> {
+    fn prepare(&mut self, ctx: &OpenContext<'_>) -> Result<Prepared> {
         // Before the superblock says the log and the metadata are
         // required, both exist, durably: the log's directory, and the
         // metadata with every partition's recovered end as its synced
@@ -71,7 +79,28 @@ impl Opening for PerWorkerOpening {
         self.analysis.apply(ctx.storage.as_ref())?;
         self.synced = self.analysis.synced_ends();
         meta::write(ctx.storage.as_ref(), ctx.dir, ctx.floor, &self.synced)?;
-        Ok(true)
+        // The log manager exists before redo, so every page write from
+        // then on passes its gate. Redo opens no partition: until undo
+        // logs, the gate vouches for what analysis found durable.
+        let w = Wal::new(
+            Arc::clone(ctx.storage),
+            &log_dir,
+            self.options.commit,
+            self.analysis.partitions(),
+            ctx.floor,
+        )?;
+        w.set_preallocate(self.options.wal_preallocate);
+        w.set_zero_fill(self.options.wal_zero_fill);
+        w.set_segment_size(segment_bytes(&self.options, self.wal_limit));
+        w.set_sync_interval(self.options.log_sync_interval);
+        if let Some(archive) = &self.options.wal_archive_dir {
+            w.set_archive_dir(ctx.dir.join(archive));
+        }
+        self.wal = Some(Arc::clone(&w));
+        Ok(Prepared {
+            log_required: true,
+            page_writes: PageWritePolicy::StealBehindGate(w),
+        })
     }
 
     fn recover(
@@ -85,24 +114,10 @@ impl Opening for PerWorkerOpening {
             analysis,
             wal_limit,
             synced,
+            wal,
         } = *self;
+        let w = wal.expect("recover follows prepare");
         let mut recovery = analysis.redo(pool, ctx.recovery_threads)?;
-        let partitions = recovery.partitions();
-        let w = Wal::new(
-            Arc::clone(ctx.storage),
-            &ctx.dir.join(WAL_DIR),
-            options.commit,
-            partitions,
-            ctx.floor,
-        )?;
-        w.set_preallocate(options.wal_preallocate);
-        w.set_zero_fill(options.wal_zero_fill);
-        w.set_segment_size(segment_bytes(&options, wal_limit));
-        w.set_sync_interval(options.log_sync_interval);
-        if let Some(archive) = &options.wal_archive_dir {
-            w.set_archive_dir(ctx.dir.join(archive));
-        }
-        pool.set_flush_gate(Arc::clone(&w) as Arc<dyn crate::buffer::FlushGate>);
         // One log per undo thread, in slots no session holds yet.
         let mut undo_logs = (0..ctx.recovery_threads as u16)
             .map(|i| w.session_log(SYSTEM_SLOT - i))

@@ -2,10 +2,10 @@
 //! disk whose log and pages the tests then steer record by record.
 
 use crate::btree::BTree;
-use crate::buffer::{BufferPool, FlushGate, PoolConfig};
+use crate::buffer::{BufferPool, PageWritePolicy, PoolConfig};
 use crate::io::{OpenMode, SimStorage, Storage};
 use crate::persist::SessionLog;
-use crate::wal::recovery::Recovery;
+use crate::wal::recovery::{Analysis, Recovery};
 use crate::wal::{CommitProtocol, Wal};
 use std::path::Path;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ pub fn small_tree(sim: &SimStorage) -> (Arc<BufferPool>, Arc<Wal>, BTree) {
         0,
     )
     .unwrap();
-    pool.set_flush_gate(Arc::clone(&wal) as Arc<dyn FlushGate>);
+    pool.set_page_write_policy(PageWritePolicy::StealBehindGate(wal.clone()));
     let mut sys = wal.session_log(100).unwrap();
     sys.on_begin();
     let tree = BTree::create(&pool, &sys).unwrap();
@@ -80,16 +80,17 @@ pub fn durable(wal: &Wal, slot: u16) {
 /// slots on the recovered partitions (as `Database::open` does).
 pub fn recover(sim: &SimStorage, threads: usize, undo_threads: u16) -> (Arc<BufferPool>, Recovery) {
     let pool = pool(sim);
-    let mut recovery =
-        Recovery::analyze_and_redo(sim, Path::new("/db/wal"), &pool, threads, 0).unwrap();
+    let analysis = Analysis::read(sim, Path::new("/db/wal"), 0).unwrap();
+    analysis.apply(sim).unwrap();
     let wal = Wal::new(
         Arc::new(sim.clone()),
         Path::new("/db/wal"),
         CommitProtocol::Rfa,
-        recovery.partitions(),
+        analysis.partitions(),
         0,
     )
     .unwrap();
+    let mut recovery = analysis.redo(&pool, threads).unwrap();
     let mut undo_logs: Vec<_> = (0..undo_threads)
         .map(|i| wal.session_log(u16::MAX - i).unwrap())
         .collect();

@@ -1,0 +1,314 @@
+//! The commit protocols (seed 000 §2.4, §3.2): a commit record in the
+//! session's own partition, and what the commit must then wait for before
+//! it is acknowledged, as a [`CommitTicket`].
+//!
+//! Dependencies a commit must see durable before it is acknowledged:
+//! - *physical*: earlier records of other partitions on pages it modified.
+//!   RFA (seed 000 §3.2): if a page's GSN is above GSN_flushed (taken at transaction
+//!   start) and its last writer is another partition, set needsRemoteFlush;
+//! - *read*: records it read or overwrote that another session installed
+//!   but whose commit record may not be durable yet (locks are released
+//!   before durability). A record's TID names its writer's slot, so the
+//!   check is exact: a TID above that partition's durable commit TID sets
+//!   needsRemoteFlush. (The paper's page GSN check alone misses this: a
+//!   page record can be durable while its transaction's commit is not.)
+//!
+//! A remote-dependent commit captures every partition's appended position
+//! after its own commit record and waits for all of them; its commit record
+//! carries that vector, so recovery can refuse it if a dependency did not
+//! survive a crash (ARCHITECTURE.md, "the gap rule").
+//!
+//! Invariant 2 (commit rule): `wait_durable` returns only when the commit
+//! record and every record it depends on are durable, per the chosen
+//! [`CommitProtocol`] (for `Async` it returns at once and says so).
+
+use super::WalSessionLog;
+use crate::error::Result;
+use crate::persist::CommitView;
+use crate::txn::epoch::{epoch_of, SLOT_BITS};
+use crate::wal::partition::Partition;
+use crate::wal::record::{self, RecordBody};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// How a commit becomes durable before it is acknowledged.
+///
+/// What survives: a *process crash* (kill -9) loses nothing the kernel
+/// accepted, a *power loss* loses everything not `fdatasync`ed.
+///
+/// Under every protocol but `Async`, a commit whose log write or sync fails
+/// is not acknowledged: it fails with [`crate::Error::Poisoned`] (EIO, a
+/// failed `fdatasync`: never retried) or, if the log's disk is full
+/// (`ENOSPC` on a write), with [`crate::Error::LogFull`], after which the
+/// database refuses writes but keeps serving reads until it is reopened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommitProtocol {
+    /// Flush every partition up to this commit before acknowledging it.
+    /// Survives process crash and power loss.
+    FlushAll,
+    /// Remote Flush Avoidance: flush only the own partition unless the
+    /// transaction depends on another partition's unflushed records.
+    /// Survives process crash and power loss.
+    Rfa,
+    /// Passive group commit: flush the own partition, then wait until every
+    /// partition is durable up to this commit (their writers flush for their
+    /// own commits). Survives process crash and power loss.
+    Group,
+    /// Group commit with RFA: wait for the own partition only when no
+    /// remote dependency exists. Survives process crash and power loss. The
+    /// default: these machines have no persistent memory.
+    #[default]
+    RfaGroup,
+    /// Acknowledge at once; the writer flushes in the background. A process
+    /// crash loses nothing the kernel accepted; a power loss loses the last
+    /// commits (never partially).
+    Async,
+}
+
+impl CommitProtocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            CommitProtocol::FlushAll => "flush-all",
+            CommitProtocol::Rfa => "rfa",
+            CommitProtocol::Group => "group",
+            CommitProtocol::RfaGroup => "rfa-group",
+            CommitProtocol::Async => "async",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            CommitProtocol::FlushAll,
+            CommitProtocol::Rfa,
+            CommitProtocol::Group,
+            CommitProtocol::RfaGroup,
+            CommitProtocol::Async,
+        ]
+        .into_iter()
+        .find(|p| p.name() == s)
+    }
+}
+
+/// What a commit still has to wait for before it is acknowledged.
+#[derive(Debug, Clone)]
+pub struct CommitTicket {
+    pub(super) targets: Vec<(Arc<Partition>, u64)>,
+    /// A remote-dependent commit's TID, published as durable after the
+    /// wait (its own partition alone does not make it durable).
+    pub(super) remote_tid: Option<u64>,
+    /// A blocking commit: the waiter syncs its own partition (the first
+    /// target) itself (`Partition::sync_to`) rather than through the writer.
+    pub(super) sync_own: bool,
+}
+
+impl crate::persist::DurableWait for CommitTicket {
+    fn is_durable(&self) -> bool {
+        CommitTicket::is_durable(self)
+    }
+    fn wait(&self) -> Result<()> {
+        CommitTicket::wait(self)
+    }
+}
+
+impl CommitTicket {
+    pub fn is_durable(&self) -> bool {
+        self.targets.iter().all(|(p, pos)| p.durable() >= *pos)
+    }
+
+    pub fn wait(&self) -> Result<()> {
+        for (i, (p, pos)) in self.targets.iter().enumerate() {
+            if i == 0 && self.sync_own {
+                p.sync_to(*pos)?;
+            } else {
+                p.wait_durable(*pos)?;
+            }
+        }
+        if let (Some(tid), Some((own, _))) = (self.remote_tid, self.targets.first()) {
+            own.mark_commit_durable(tid);
+        }
+        Ok(())
+    }
+}
+
+impl WalSessionLog {
+    /// Did this transaction read or overwrite a record whose commit (by
+    /// another session) may not be durable yet?
+    fn any_remote_unflushed(&self, observed: &[u64]) -> bool {
+        let parts = self.wal.partitions.read();
+        for &tid in observed {
+            let writer = (tid & ((1 << SLOT_BITS) - 1)) as u16;
+            // A TID of an epoch before this process started was made
+            // durable (and recovered) before it; its slot may belong to
+            // another session now.
+            if writer == self.slot || tid == 0 || epoch_of(tid) < self.wal.first_epoch() {
+                continue;
+            }
+            // No partition: written before this process started, durable.
+            if let Some(Some(p)) = parts.get(writer as usize) {
+                if p.durable_commit_tid() < tid {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// The commit protocol: append the commit record (if the transaction
+    /// wrote) and leave the ticket of what it must wait for.
+    pub(super) fn commit(&mut self, commit: &CommitView<'_>) -> Result<()> {
+        let tid = commit.tid();
+        let observed = commit.depends_on();
+        let mut st = self.state.borrow_mut();
+        if let Err(e) = self.partition.check_healthy() {
+            // Read-only on a stopped partition: this session's own
+            // commits that are not durable now never will be, and a
+            // read of one must not be acknowledged.
+            let own = self.partition.durable_commit_tid();
+            if !st.wrote
+                && observed
+                    .iter()
+                    .any(|&t| t != 0 && (t & ((1 << SLOT_BITS) - 1)) as u16 == self.slot && t > own)
+            {
+                return Err(e);
+            }
+        }
+        // A pipelined predecessor that waits for other partitions makes this
+        // commit wait for them too (found in review: otherwise an own-only
+        // flush acknowledged a successor whose predecessor was then undone).
+        // It waits for the positions the predecessor recorded, no further:
+        // taking the other partitions' current ends instead made every
+        // successor remote in turn, so one remote commit with commits in
+        // flight kept the whole session remote for good.
+        let mut chained: Option<CommitTicket> = None;
+        if let Some(prev) = &self.unresolved_remote {
+            if prev.is_durable() {
+                if let (Some(t), Some((own, _))) = (prev.remote_tid, prev.targets.first()) {
+                    own.mark_commit_durable(t);
+                }
+                self.unresolved_remote = None;
+            } else {
+                chained = Some(prev.clone());
+            }
+        }
+        if !self.wal.broken_rfa()
+            && !st.needs_remote
+            && self.any_remote_unflushed(observed)
+        {
+            st.needs_remote = true;
+        }
+        if self.wal.broken_rfa() {
+            st.needs_remote = false;
+            chained = None;
+        }
+        let protocol = self.wal.protocol;
+        if !st.wrote {
+            // Waiting for everything appended is conservative for a chained
+            // read-only commit; it writes no record to keep small.
+            st.needs_remote |= chained.is_some();
+            // Read-only: no commit record. It may still have read another
+            // session's commit that is not durable yet, and must not be
+            // acknowledged before it is.
+            self.pending = st.needs_remote.then(|| CommitTicket {
+                targets: self
+                    .wal
+                    .all()
+                    .iter()
+                    .map(|p| (Arc::clone(p), p.appended()))
+                    .collect(),
+                remote_tid: None,
+                sync_own: false,
+            });
+            if let Some(t) = &self.pending {
+                for (p, pos) in &t.targets {
+                    p.request_flush(*pos);
+                }
+            }
+            return Ok(());
+        }
+        let flush_others =
+            st.needs_remote || matches!(protocol, CommitProtocol::FlushAll | CommitProtocol::Group);
+        let (others, deps): (Vec<Arc<Partition>>, Vec<(u32, u64)>) = if flush_others {
+            let others: Vec<Arc<Partition>> = self
+                .wal
+                .all()
+                .iter()
+                .filter(|p| p.id() != self.slot as u32)
+                .cloned()
+                .collect();
+            let deps = others.iter().map(|p| (p.id(), p.appended())).collect();
+            (others, deps)
+        } else if let Some(prev) = &chained {
+            // The predecessor's targets after its own partition: positions
+            // that never exceed the current ends, so the commit record's
+            // dependencies stay what recovery can check.
+            prev.targets[1..]
+                .iter()
+                .map(|(p, pos)| (Arc::clone(p), (p.id(), *pos)))
+                .unzip()
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        // Remote in RFA's sense: its own partition does not make it durable,
+        // so the waiter publishes it once the targets are (flush-all and
+        // group also flush the others, but for a commit that needs nothing
+        // remote its own partition still decides what it read).
+        let remote = st.needs_remote || chained.is_some();
+        let gsn = self.partition.reserve_gsn(st.gsn);
+        st.gsn = gsn;
+        let header = self.pageless_header(gsn, st.txn);
+        let body = RecordBody::Commit {
+            tid,
+            deps: record::Deps::new(&deps),
+        };
+        let end = self.append(&mut st, &header, &body)?;
+        if !remote {
+            self.partition.note_commit(tid, end);
+        }
+        self.wal.commits.fetch_add(1, Ordering::Relaxed);
+        if st.needs_remote {
+            self.wal.remote_commits.fetch_add(1, Ordering::Relaxed);
+        } else if chained.is_some() {
+            self.wal.chained_commits.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut targets = vec![(Arc::clone(&self.partition), end)];
+        for (p, (_, pos)) in others.into_iter().zip(deps) {
+            targets.push((p, pos));
+        }
+        // Flush-all and RFA push every flush themselves; the group variants
+        // push only their own and let other partitions' writers catch up.
+        // A caller that waits at once syncs its own partition itself
+        // (`Partition::sync_to`): waking the writer for it would only add a
+        // thread handoff (and a race for the same bytes).
+        let own = usize::from(self.commit_waits);
+        match protocol {
+            CommitProtocol::FlushAll | CommitProtocol::Rfa => {
+                for (p, pos) in &targets[own..] {
+                    p.request_flush(*pos);
+                }
+            }
+            CommitProtocol::Group | CommitProtocol::RfaGroup => {
+                if !self.commit_waits {
+                    self.partition.request_flush(end);
+                }
+                for (p, pos) in &targets[1..] {
+                    p.request_flush_lazily(*pos);
+                }
+            }
+            CommitProtocol::Async => self.partition.request_flush(end),
+        }
+        let ticket = CommitTicket {
+            targets,
+            remote_tid: remote.then_some(tid),
+            sync_own: self.commit_waits,
+        };
+        if let Some(u) = self.unresolved.lock().back_mut() {
+            debug_assert!(u.ticket.is_none(), "one commit per logged transaction");
+            u.ticket = Some(ticket.clone());
+        }
+        if remote {
+            self.unresolved_remote = Some(ticket.clone());
+        }
+        self.pending = Some(ticket);
+        Ok(())
+    }
+}
