@@ -154,6 +154,16 @@ pub enum Error {
         path: PathBuf,
         scheme: crate::persist::SchemeKind,
     },
+    /// The database was not closed cleanly by `scheme`, which keeps no
+    /// log, after pages had been written to its data file: the file may
+    /// hold a torn mix of states, and what it held at its last clean close
+    /// is gone. Nothing can recover it; nothing was changed. Restore it
+    /// from a copy or remove the directory.
+    #[error("{path} was not closed cleanly by the {scheme} scheme, which keeps no log, and pages were written to it since its last clean close: its contents may be torn and cannot be recovered; restore a copy or remove the directory")]
+    NotRecoverable {
+        path: PathBuf,
+        scheme: crate::persist::SchemeKind,
+    },
     /// The files of the database do not belong together: `path` is from
     /// another time (or database) than the others, as `detail` says.
     #[error("{path} does not match the rest of the database: {detail}")]

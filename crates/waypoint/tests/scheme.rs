@@ -117,3 +117,69 @@ fn a_database_left_open_by_the_per_worker_scheme_is_refused_by_another() {
     let db = Database::open(DIR, options(&sim, Persistence::default())).unwrap();
     assert_eq!(count(&db), 200);
 }
+
+fn data_file_bytes(sim: &SimStorage) -> Vec<u8> {
+    sim.read_current(&std::path::Path::new(DIR).join(DATA_FILE))
+        .unwrap()
+}
+
+/// Under `none`, a crash before the first page write since the open
+/// leaves the last clean close's data file, still marked clean: the
+/// reopen reads it, without the changes made since (lost by design).
+#[test]
+fn a_none_crash_before_any_page_write_reopens_the_last_clean_state() {
+    let sim = SimStorage::new(4);
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    fill(&db, 100);
+    db.close().unwrap();
+    let closed = data_file_bytes(&sim);
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    fill(&db, 150);
+    // The changes fit the pool: nothing written, not even the superblock.
+    assert!(superblock(&sim).clean);
+    assert_eq!(data_file_bytes(&sim), closed);
+    std::mem::forget(db);
+    sim.crash(waypoint::io::CrashPolicy::KeepAll);
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    assert_eq!(count(&db), 100);
+}
+
+/// Once `none` has written a page, its data file may be a torn mix of
+/// states: after a crash every scheme refuses it with `NotRecoverable`
+/// (the per-worker scheme has no log to repair it from), and the refused
+/// opens change nothing.
+#[test]
+fn a_none_crash_after_page_writes_is_refused_not_misread() {
+    let sim = SimStorage::new(5);
+    let small_pool = |persistence| Options {
+        buffer_pool_bytes: 16 * 4096,
+        ..options(&sim, persistence)
+    };
+    let db = Database::open(DIR, small_pool(Persistence::None)).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut s = db.session();
+    for batch in 0..20u32 {
+        let mut tx = s.begin().unwrap();
+        for i in 0..100u32 {
+            let key = (batch * 100 + i).to_be_bytes();
+            tx.insert(&t, &key, &[7; 200]).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    // 2,000 rows of 200 bytes outgrow 16 frames: pages were evicted, and
+    // the unclean mark went first.
+    let sb = superblock(&sim);
+    assert!(!sb.clean);
+    assert_eq!(sb.scheme, Some(SchemeKind::None));
+    drop(s);
+    std::mem::forget(db);
+    sim.crash(waypoint::io::CrashPolicy::KeepAll);
+    let before = data_file_bytes(&sim);
+    for persistence in [Persistence::None, Persistence::default()] {
+        match Database::open(DIR, small_pool(persistence)) {
+            Err(Error::NotRecoverable { scheme, .. }) => assert_eq!(scheme, SchemeKind::None),
+            r => panic!("expected NotRecoverable, got {r:?}"),
+        }
+        assert_eq!(data_file_bytes(&sim), before);
+    }
+}

@@ -21,7 +21,7 @@ use crate::catalog::{Catalog, CATALOG_ROOT};
 use crate::checkpoint::meta;
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, OpenMode, RealStorage, Storage};
-use crate::persist::{NoneOpening, OpenContext, Opening, SchemeKind};
+use crate::persist::{UncleanMark, NoneOpening, OpenContext, Opening, SchemeKind};
 use crate::txn::epoch::{EpochClock, MAX_EPOCH, SYSTEM_SLOT};
 use crate::txn::locks::{LockTable, SlotPool};
 use crate::txn::shared::{Counters, DbShared};
@@ -33,22 +33,35 @@ use std::sync::Arc;
 /// The scheme's own open, by the options: one arm per scheme.
 fn open_scheme(persistence: &Persistence, ctx: &OpenContext<'_>) -> Result<Box<dyn Opening>> {
     match persistence {
-        Persistence::None => Ok(Box::new(NoneOpening)),
+        Persistence::None => Ok(Box::<NoneOpening>::default()),
         Persistence::PerWorker(o) => crate::wal::scheme::open(ctx, o),
     }
 }
 
 /// Refuse to open a database with another scheme than the one that left
 /// it, where that would misread it: one left open (not closed cleanly)
-/// by a scheme with a log must be recovered by that scheme first; a
-/// cleanly closed one may switch only between schemes whose clean state
-/// is the data file.
+/// by a scheme with a log must be recovered by that scheme first; one
+/// left open by a scheme without a log after it wrote pages cannot be
+/// recovered at all (such a scheme marks the data file unclean only
+/// before its first page write); a cleanly closed one may switch only
+/// between schemes whose clean state is the data file.
 fn check_scheme(dir: &Path, superblock: &Superblock, requested: SchemeKind) -> Result<()> {
     // Before the tag, a database left open with `log_required` ran the
     // per-worker scheme.
     let recorded = superblock
         .scheme
         .or(superblock.log_required.then_some(SchemeKind::PerWorker));
+    if !superblock.clean {
+        // Untagged and without a required log, it may have run a scheme
+        // without a log; only a scheme with one can look for more.
+        let left_by = recorded.unwrap_or(requested);
+        if !left_by.recovers_from_log() {
+            return Err(Error::NotRecoverable {
+                path: dir.join(DATA_FILE),
+                scheme: left_by,
+            });
+        }
+    }
     let Some(recorded) = recorded.filter(|r| *r != requested) else {
         return Ok(());
     };
@@ -153,6 +166,7 @@ impl Database {
         check_scheme(&dir, &superblock, requested)?;
         let ctx = OpenContext {
             storage: &storage,
+            data_file: &file,
             dir: &dir,
             superblock: &superblock,
             checkpoint: checkpoint.as_ref(),
@@ -174,17 +188,17 @@ impl Database {
         let opened = (|| {
             let prepared = opening.prepare(&ctx)?;
             pool.set_page_write_policy(prepared.page_writes);
-            // The free list now lives in memory only. Mark the superblock
-            // so an unclean stop leaks those pages instead of handing them
-            // out twice after the next open.
-            Superblock {
-                free_list_head: 0,
-                clean: false,
-                log_required: prepared.log_required,
-                scheme: Some(requested),
-                ..superblock.clone()
+            match prepared.unclean_mark {
+                // The free list now lives in memory only. Mark the
+                // superblock so an unclean stop leaks those pages instead
+                // of handing them out twice after the next open.
+                UncleanMark::AtOpen => Superblock {
+                    log_required: prepared.log_required,
+                    ..superblock.unclean_mark(requested)
+                }
+                .write(file.as_ref())?,
+                UncleanMark::BeforeFirstPageWrite => {}
             }
-            .write(file.as_ref())?;
             let scheme = opening.recover(&ctx, &pool, repaired)?;
             let loaded = Catalog::load(&pool)
                 .and_then(|catalog| Ok((catalog, scheme.session_log(SYSTEM_SLOT)?)));

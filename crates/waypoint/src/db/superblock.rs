@@ -9,7 +9,8 @@
 //!  48  8  next page id (high-water mark of allocated pages)
 //!  56  8  catalog root page id
 //!  64  8  first page of the free-page list chain (0: none)
-//!  72  1  1 if the database was closed cleanly
+//!  72  1  1 if the database was closed cleanly (a scheme without a log
+//!         leaves it until just before its first page write)
 //!  73  1  1 if an open with a log marked it unclean: until a clean close,
 //!         the log (`wal/`) and the checkpoint metadata (version 2, with
 //!         each partition's synced position) exist and are needed (0 from
@@ -126,6 +127,20 @@ impl Superblock {
     }
 
     /// Write page 0 and `fdatasync`.
+    /// The superblock an open writes before the data file changes: not
+    /// clean, the free list only in memory (an unclean stop leaks those
+    /// pages instead of handing them out twice), `scheme` named. The
+    /// caller sets `log_required`.
+    pub fn unclean_mark(&self, scheme: SchemeKind) -> Superblock {
+        Superblock {
+            free_list_head: 0,
+            clean: false,
+            log_required: false,
+            scheme: Some(scheme),
+            ..self.clone()
+        }
+    }
+
     pub fn write(&self, file: &dyn StorageFile) -> Result<()> {
         let mut buf = AlignedBuf::zeroed(self.page_size as usize);
         let data = buf.as_mut_slice();

@@ -17,7 +17,7 @@ mod scheme;
 
 pub(crate) use none::NoneOpening;
 pub use none::NoneScheme;
-pub(crate) use scheme::{OpenContext, Opening, Prepared};
+pub(crate) use scheme::{OpenContext, Opening, Prepared, UncleanMark};
 pub use scheme::{PersistenceStats, Scheme, SchemeKind};
 
 use crate::btree::PageLog;

@@ -2,28 +2,50 @@
 //! durable only after a clean close writes every page (seed 000 Table 1's
 //! first row: what a transaction costs without logging).
 //!
-//! Pages are written freely ([`PageWritePolicy::WriteFreely`]): at
-//! eviction and at the clean close, with no log to order them.
+//! Pages are written at eviction and at the clean close, with no log to
+//! order them, behind [`MarkBeforeFirstWrite`]: the open leaves the
+//! superblock as the last clean close wrote it, and the first page write
+//! (or the close's free list) is preceded by a synced unclean mark.
 //!
-//! Invariant: a database under this scheme is consistent on disk only
-//! after a clean close; a crash may lose or tear everything since the
-//! last one, and the superblock's unclean mark says so to the next open.
+//! Invariant: the data file is the last clean close's as long as the
+//! superblock says clean; a crash after the first page write leaves it
+//! marked unclean, and every later open refuses it
+//! ([`Error::NotRecoverable`](crate::Error::NotRecoverable)) instead of
+//! reading a torn mix of states. A crash before that loses the changes
+//! since the last clean close, by design, and nothing else.
 
-use super::scheme::{OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind};
+use super::scheme::{
+    OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, UncleanMark,
+};
 use super::{NoSessionLog, SessionLog};
-use crate::buffer::{BufferPool, PageWritePolicy};
+use crate::buffer::{BufferPool, FlushGate, PageWritePolicy};
+use crate::db::Superblock;
 use crate::error::Result;
+use crate::io::StorageFile;
 use crate::wal::recovery::RecoveryReport;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Opening the `none` scheme: nothing to check, prepare or recover.
-pub(crate) struct NoneOpening;
+/// Opening the `none` scheme: nothing to check or recover; `prepare`
+/// makes the gate that marks the data file unclean.
+#[derive(Default)]
+pub(crate) struct NoneOpening {
+    gate: Option<Arc<MarkBeforeFirstWrite>>,
+}
 
 impl Opening for NoneOpening {
-    fn prepare(&mut self, _ctx: &OpenContext<'_>) -> Result<Prepared> {
+    fn prepare(&mut self, ctx: &OpenContext<'_>) -> Result<Prepared> {
+        let gate = Arc::new(MarkBeforeFirstWrite {
+            file: Arc::clone(ctx.data_file),
+            mark: ctx.superblock.unclean_mark(SchemeKind::None),
+            marked: AtomicBool::new(false),
+            writing: parking_lot::Mutex::new(()),
+        });
+        self.gate = Some(Arc::clone(&gate));
         Ok(Prepared {
             log_required: false,
-            page_writes: PageWritePolicy::WriteFreely,
+            page_writes: PageWritePolicy::StealBehindGate(gate),
+            unclean_mark: UncleanMark::BeforeFirstPageWrite,
         })
     }
 
@@ -33,18 +55,72 @@ impl Opening for NoneOpening {
         _pool: &Arc<BufferPool>,
         _repaired_torn_pages: usize,
     ) -> Result<Arc<dyn Scheme>> {
-        Ok(Arc::new(NoneScheme { floor: ctx.floor }))
+        let gate = self
+            .gate
+            .ok_or_else(|| crate::Error::Internal {
+                what: "the none scheme was recovered before it was prepared".into(),
+            })?;
+        Ok(Arc::new(NoneScheme {
+            floor: ctx.floor,
+            gate,
+        }))
+    }
+}
+
+/// The `none` scheme's page-write gate: no log to wait for, but the
+/// first page write of an open waits for the superblock's unclean mark
+/// to be durable.
+pub(crate) struct MarkBeforeFirstWrite {
+    file: Arc<dyn StorageFile>,
+    mark: Superblock,
+    /// Set once the mark is durable.
+    marked: AtomicBool,
+    /// Serialises the first writers.
+    writing: parking_lot::Mutex<()>,
+}
+
+impl MarkBeforeFirstWrite {
+    fn ensure_marked(&self) -> Result<()> {
+        if self.marked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _writing = self.writing.lock();
+        if !self.marked.load(Ordering::Acquire) {
+            self.mark.write(self.file.as_ref())?;
+            self.marked.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+impl FlushGate for MarkBeforeFirstWrite {
+    fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+        self.ensure_marked()
+    }
+
+    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+        // No log: nothing a page write could outrun.
+        true
     }
 }
 
 /// The scheme without a log.
-#[derive(Debug, Default)]
 pub struct NoneScheme {
     /// The log floor the database was opened with. Nothing is logged, so
     /// it is still the floor at a clean close: every GSN a page carries is
     /// at or below it. Writing 0 instead would let a later open under a
     /// scheme with a log start from a floor below the pages' GSNs.
     floor: u64,
+    gate: Arc<MarkBeforeFirstWrite>,
+}
+
+impl std::fmt::Debug for NoneScheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NoneScheme")
+            .field("floor", &self.floor)
+            .field("marked", &self.gate.marked.load(Ordering::Relaxed))
+            .finish()
+    }
 }
 
 impl Scheme for NoneScheme {
@@ -67,6 +143,9 @@ impl Scheme for NoneScheme {
     fn stop_services(&self) {}
 
     fn seal_for_clean_close(&self) -> Result<u64> {
+        // The close writes the free list into free pages next: the
+        // superblock must not still call the old chain valid.
+        self.gate.ensure_marked()?;
         Ok(self.floor)
     }
 

@@ -23,7 +23,7 @@ use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::checkpoint::{meta, CheckpointStats};
 use crate::db::Superblock;
 use crate::error::Result;
-use crate::io::Storage;
+use crate::io::{Storage, StorageFile};
 use crate::wal::recovery::RecoveryReport;
 use crate::wal::WalStats;
 use std::path::Path;
@@ -99,6 +99,8 @@ impl std::fmt::Display for SchemeKind {
 /// them, before anything was written.
 pub(crate) struct OpenContext<'a> {
     pub storage: &'a Arc<dyn Storage>,
+    /// The data file (opened, not yet written).
+    pub data_file: &'a Arc<dyn StorageFile>,
     pub dir: &'a Path,
     pub superblock: &'a Superblock,
     /// `checkpoint.waypoint`, if present.
@@ -118,6 +120,21 @@ pub(crate) struct Prepared {
     pub log_required: bool,
     /// When the buffer pool may write dirty pages, from recovery on.
     pub page_writes: PageWritePolicy,
+    /// When the superblock is marked unclean.
+    pub unclean_mark: UncleanMark,
+}
+
+/// When an open marks the superblock unclean (`Superblock::unclean_mark`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UncleanMark {
+    /// At open, after `prepare`: the scheme recovers from its log and
+    /// needs the next open to know it must.
+    AtOpen,
+    /// The scheme's page-write gate writes it (synced) before the first
+    /// page write: until then the data file is still its last clean
+    /// close's, and a crash leaves a clean database. For a scheme without
+    /// a log, whose data file is unrecoverable once written.
+    BeforeFirstPageWrite,
 }
 
 /// A scheme being opened, after its checks (which only read) passed.

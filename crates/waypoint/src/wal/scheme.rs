@@ -20,7 +20,7 @@ use crate::db::{Superblock, DATA_FILE, WAL_DIR};
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::persist::{
-    OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog,
+    OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
 };
 use crate::txn::epoch::SYSTEM_SLOT;
 use std::path::Path;
@@ -100,6 +100,7 @@ impl Opening for PerWorkerOpening {
         Ok(Prepared {
             log_required: true,
             page_writes: PageWritePolicy::StealBehindGate(w),
+            unclean_mark: UncleanMark::AtOpen,
         })
     }
 

@@ -38,12 +38,14 @@ pub enum PageWritePolicy {
     /// Steal behind the WAL rule: the page provider and checkpoint
     /// increments may write (and then evict) any dirty page, once the gate
     /// made the log durable up to its GSN. For the paged schemes with a
-    /// log, whose recovery redoes and undoes from it.
+    /// log, whose recovery redoes and undoes from it, and for `none`,
+    /// whose gate writes the unclean mark before the first page write.
     StealBehindGate(Arc<dyn FlushGate>),
     /// Any dirty page may be written at any time: no log orders the
     /// writes, and the data file is consistent only after a clean close.
-    /// For a scheme without a log; also a new pool's policy, until one is
-    /// installed.
+    /// A new pool's policy, until a scheme's is installed (the `none`
+    /// scheme steals behind a gate that only marks the data file unclean
+    /// before its first write).
     #[default]
     WriteFreely,
     /// No dirty page is written while the database runs: the page provider
