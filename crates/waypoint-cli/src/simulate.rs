@@ -5,6 +5,7 @@
 
 use anyhow::{bail, Result};
 use std::time::Instant;
+use waypoint::SchemeKind;
 use waypoint_sim::{run_seed, SeedResult, SimOptions, Workload};
 
 #[derive(clap::Args)]
@@ -21,9 +22,10 @@ pub struct SimulateArgs {
     /// same.
     #[arg(long)]
     pub workload: Option<String>,
-    /// Persistence scheme: per-worker (the only one so far).
-    #[arg(long, default_value = "per-worker")]
-    pub scheme: String,
+    /// Run this persistence scheme (per-worker or none) on every seed
+    /// instead of the one each seed draws (none in one seed in eight).
+    #[arg(long)]
+    pub scheme: Option<String>,
     /// UNSAFE, to show that the simulator catches lost commits: acknowledge
     /// commits before they are durable (`async`). Failures are expected.
     #[arg(long, hide = true)]
@@ -34,9 +36,16 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     if args.seeds == Some(0) {
         bail!("--seeds 0 is out of range: at least 1");
     }
-    if args.scheme != "per-worker" {
-        bail!("unknown --scheme {:?}; available: per-worker", args.scheme);
-    }
+    let scheme = match args.scheme.as_deref() {
+        None => None,
+        Some(s) => match SchemeKind::parse(s) {
+            Some(k) => Some(k),
+            None => {
+                let names: Vec<&str> = SchemeKind::ALL.iter().map(|k| k.name()).collect();
+                bail!("unknown --scheme {s:?}; available: {}", names.join(", "))
+            }
+        },
+    };
     let workload = match args.workload.as_deref() {
         None => None,
         Some(w) => match Workload::parse(w) {
@@ -49,12 +58,16 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     };
     let options = SimOptions {
         workload,
+        scheme,
         unsafe_async: args.unsafe_async,
         ..SimOptions::default()
     };
     let mut extra = String::new();
     if let Some(w) = workload {
         extra.push_str(&format!(" --workload {}", w.name()));
+    }
+    if let Some(k) = scheme {
+        extra.push_str(&format!(" --scheme {}", k.name()));
     }
     if args.unsafe_async {
         extra.push_str(" --unsafe-async");
@@ -78,6 +91,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let total = seeds.len() as u64;
     let mut failures: Vec<SeedResult> = Vec::new();
     let mut acked = 0u64;
+    let mut refused = 0u64;
     let mut next_report = 1;
     for (i, &seed) in seeds.iter().enumerate() {
         let r = run_seed(seed, &options);
@@ -85,7 +99,10 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             println!("seed {seed}: {}", r.description);
         }
         match &r.outcome {
-            Ok(s) => acked += s.acked,
+            Ok(s) => {
+                acked += s.acked;
+                refused += s.refused as u64;
+            }
             Err(_) => failures.push(r),
         }
         let done = i as u64 + 1;
@@ -102,7 +119,8 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         }
     }
     println!(
-        "{total} seeds, {} failures ({:.1} s, {acked} transactions acknowledged before the crashes)",
+        "{total} seeds, {} failures ({:.1} s, {acked} transactions acknowledged before the crashes; \
+         {refused} none-scheme reopens refused as not recoverable)",
         failures.len(),
         started.elapsed().as_secs_f64()
     );

@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use waypoint::io::{Fault, FaultKind, SimStorage};
-use waypoint::{Database, Options, PerWorkerOptions, Persistence};
+use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence, SchemeKind};
 
 /// A seed that has not finished after this long is reported as a failure
 /// (a hang) and left running in the background.
@@ -44,6 +44,9 @@ pub struct Summary {
     pub acked: u64,
     /// Whether the freeze (or the early fault) fired during the workload.
     pub froze_in_workload: bool,
+    /// `none` only: the reopen after the crash was refused
+    /// (`NotRecoverable`: pages had been written since the clean close).
+    pub refused: bool,
 }
 
 impl SeedResult {
@@ -54,7 +57,7 @@ impl SeedResult {
 
 /// The engine's options for `plan` on `sim`.
 pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
-    Options {
+    let per_worker = Options {
         page_size: Some(plan::PAGE_SIZE),
         buffer_pool_bytes: plan.buffer_pages * plan::PAGE_SIZE,
         storage: Some(Arc::new(sim.clone())),
@@ -73,7 +76,33 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
             ..PerWorkerOptions::default()
         }),
         ..Options::default()
+    };
+    match plan.scheme {
+        SchemeKind::PerWorker => per_worker,
+        SchemeKind::None => Options {
+            persistence: Persistence::None,
+            ..per_worker
+        },
     }
+}
+
+/// Every table's rows, by table name: what a `none` database must read
+/// back after a crash if it opens at all (the state of its last clean
+/// close).
+fn contents(db: &Database) -> Result<Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>, String> {
+    let mut names = db.table_names();
+    names.sort();
+    let mut s = db.session();
+    let mut tx = s.begin().map_err(|e| format!("begin: {e}"))?;
+    let mut out = Vec::new();
+    for name in names {
+        let table = db.table(&name).map_err(|e| format!("table {name}: {e}"))?;
+        let rows = tx
+            .scan(&table, .., usize::MAX)
+            .map_err(|e| format!("scan of {name}: {e}"))?;
+        out.push((name, rows));
+    }
+    Ok(out)
 }
 
 const DIR: &str = "/db";
@@ -126,12 +155,30 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
         db.close()
             .map_err(|e| format!("clean close after load: {e}"))?;
     }
+    // Without a log, a crash keeps the load's clean close or nothing.
+    let loaded = match plan.scheme {
+        SchemeKind::None => {
+            let db = Database::open(DIR, options(plan, &sim))
+                .map_err(|e| format!("reopen after load: {e}"))?;
+            let rows = contents(&db)?;
+            db.close()
+                .map_err(|e| format!("clean close after reading the load: {e}"))?;
+            Some(rows)
+        }
+        SchemeKind::PerWorker => None,
+    };
     // 2. The workload, until the disk freezes (or fails and then freezes).
     let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("reopen: {e}"))?;
     #[cfg(feature = "testing")]
     if options_in.broken_rfa {
         if let Some(wal) = db.wal() {
             wal.set_broken_rfa_for_tests(true);
+        }
+    }
+    #[cfg(feature = "testing")]
+    if options_in.broken_unclean_mark {
+        if let Some(none) = db.none_scheme() {
+            none.set_broken_unclean_mark_for_tests(true);
         }
     }
     let (n, per, seed) = (plan.sessions, plan.txns_per_session, plan.workload_seed);
@@ -174,8 +221,9 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
             FaultKind::Freeze,
         ));
     }
-    let _ = db.close(); // fails once frozen: that is the crash
-                        // 3. Power loss, sometimes again during recovery.
+    // Fails once frozen: that is the crash.
+    let closed_cleanly = db.close().is_ok();
+    // 3. Power loss, sometimes again during recovery.
     sim.clear_faults();
     sim.crash(plan.crash);
     if let Some((at, policy)) = plan.recovery_crash {
@@ -187,8 +235,31 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
         sim.crash(policy);
     }
     // 4. Recover and check.
-    let db =
-        Database::open(DIR, options(plan, &sim)).map_err(|e| format!("recovery failed: {e}"))?;
+    let reopened = Database::open(DIR, options(plan, &sim));
+    let mut refused = false;
+    let db = match (&loaded, reopened) {
+        // `none`: refused once it wrote pages since its clean close;
+        // else at the load's clean close, or at the workload's (then
+        // checked as the per-worker scheme's recovery is).
+        (Some(_), Err(Error::NotRecoverable { .. })) if !closed_cleanly => {
+            refused = true;
+            None
+        }
+        (Some(loaded), Ok(db)) if !closed_cleanly && contents(&db)? == *loaded => {
+            db.close()
+                .map_err(|e| format!("clean close after the crash: {e}"))?;
+            None
+        }
+        (Some(_), r) => Some(r.map_err(|e| format!("reopen after the crash: {e}"))?),
+        (None, r) => Some(r.map_err(|e| format!("recovery failed: {e}"))?),
+    };
+    let Some(db) = db else {
+        return Ok(Summary {
+            acked: 0,
+            froze_in_workload,
+            refused,
+        });
+    };
     match &acked {
         Acked::Bank(keys) => bank::verify(&db, keys),
         Acked::Updates(outcome) => updates::verify(&db, outcome),
@@ -199,6 +270,7 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     Ok(Summary {
         acked: acked.count(),
         froze_in_workload,
+        refused: false,
     })
 }
 

@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write;
 use waypoint::io::{CrashPolicy, FaultKind};
-use waypoint::{CheckpointMode, CommitProtocol};
+use waypoint::{CheckpointMode, CommitProtocol, SchemeKind};
 
 /// The workloads a seed can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +63,16 @@ pub struct SimOptions {
     /// (`Wal::set_broken_rfa_for_tests`; `testing` feature only).
     #[cfg(feature = "testing")]
     pub broken_rfa: bool,
+    /// UNSAFE, same purpose: the `none` scheme writes pages without first
+    /// marking the data file unclean
+    /// (`NoneScheme::set_broken_unclean_mark_for_tests`; `testing` only).
+    #[cfg(feature = "testing")]
+    pub broken_unclean_mark: bool,
     /// Multiplies the transactions per session (default 1.0).
     pub scale: Option<f64>,
+    /// Run this persistence scheme on every seed instead of the one each
+    /// seed draws.
+    pub scheme: Option<SchemeKind>,
 }
 
 /// A fault injected after the workload's database is open, `after`
@@ -111,8 +119,13 @@ pub struct Plan {
     /// block. Drawn after the sync interval, for the same reason.
     pub direct_log: bool,
     /// `PerWorkerOptions::wal_zero_fill`: off in one seed in four (new segments grow
-    /// until pruned ones are recycled). Drawn last, for the same reason.
+    /// until pruned ones are recycled). Drawn after the direct log, for the
+    /// same reason.
     pub zero_fill: bool,
+    /// The persistence scheme: `none` in one seed in eight, else
+    /// per-worker (whose options above the seed draws either way). Drawn
+    /// last, for the same reason.
+    pub scheme: SchemeKind,
 }
 
 pub const PAGE_SIZE: usize = 4096;
@@ -216,6 +229,12 @@ impl Plan {
         let sync_interval_us = [0, 500, 2000][rng.gen_range(0..3)];
         let direct_log = rng.gen_bool(0.5);
         let zero_fill = !rng.gen_ratio(1, 4);
+        let drawn_scheme = if rng.gen_ratio(1, 8) {
+            SchemeKind::None
+        } else {
+            SchemeKind::PerWorker
+        };
+        let scheme = options.scheme.unwrap_or(drawn_scheme);
         if workload == Workload::Tpcc {
             freeze.after *= TPCC_FAULT_SCALE;
             if let Some(f) = &mut early_fault {
@@ -242,11 +261,15 @@ impl Plan {
             sync_interval_us,
             direct_log,
             zero_fill,
+            scheme,
         }
     }
 
     /// One line: the workload, the options and the fault schedule.
     pub fn describe(&self) -> String {
+        if self.scheme == SchemeKind::None {
+            return self.describe_none();
+        }
         let mut s = format!(
             "{} x{} sessions x{} txns, commit {}, checkpoint {}, {} shards, {} ckpt threads, \
              wal limit {} KiB, buffer {} pages",
@@ -260,21 +283,13 @@ impl Plan {
             self.wal_limit >> 10,
             self.buffer_pages
         );
-        let fault = |f: &PlannedFault| {
-            format!(
-                "{:?} at +{}{}",
-                f.kind,
-                f.after,
-                f.path.map(|p| format!(" on {p}")).unwrap_or_default()
-            )
-        };
         if let Some(f) = &self.early_fault {
-            let _ = write!(s, "; {}", fault(f));
+            let _ = write!(s, "; {}", f.describe());
         }
         let _ = write!(
             s,
             "; {} (else at +{} of close); crash {}",
-            fault(&self.freeze),
+            self.freeze.describe(),
             self.close_freeze_after,
             policy_name(self.crash)
         );
@@ -289,6 +304,42 @@ impl Plan {
             s.push_str("; no zero-fill");
         }
         s
+    }
+
+    /// `describe` for the `none` scheme: no log, so none of its options.
+    fn describe_none(&self) -> String {
+        let mut s = format!(
+            "{} x{} sessions x{} txns, scheme none, buffer {} pages",
+            self.workload.name(),
+            self.sessions,
+            self.txns_per_session,
+            self.buffer_pages
+        );
+        if let Some(f) = &self.early_fault {
+            let _ = write!(s, "; {}", f.describe());
+        }
+        let _ = write!(
+            s,
+            "; {} (else at +{} of close); crash {}",
+            self.freeze.describe(),
+            self.close_freeze_after,
+            policy_name(self.crash)
+        );
+        if let Some((at, p)) = self.recovery_crash {
+            let _ = write!(s, "; crash again at +{at} of recovery, {}", policy_name(p));
+        }
+        s
+    }
+}
+
+impl PlannedFault {
+    fn describe(&self) -> String {
+        format!(
+            "{:?} at +{}{}",
+            self.kind,
+            self.after,
+            self.path.map(|p| format!(" on {p}")).unwrap_or_default()
+        )
     }
 }
 

@@ -68,6 +68,7 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use waypoint::wal::CommitProtocol;
+use waypoint::SchemeKind;
 use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence};
 
 const WORKERS: u32 = 3;
@@ -115,11 +116,15 @@ fn child_entry() {
         .ok()
         .and_then(|s| CommitProtocol::parse(&s))
         .expect("child protocol");
-    let mut options = Options {
-        persistence: Persistence::PerWorker(PerWorkerOptions {
+    let persistence = match std::env::var("WAYPOINT_KILL_CHILD_SCHEME").as_deref() {
+        Ok("none") => Persistence::None,
+        _ => Persistence::PerWorker(PerWorkerOptions {
             commit: protocol,
             ..PerWorkerOptions::default()
         }),
+    };
+    let mut options = Options {
+        persistence,
         ..Options::default()
     };
     if let Some(pool) = env_parse("WAYPOINT_KILL_CHILD_POOL") {
@@ -327,6 +332,7 @@ fn kill_one_child(
     stderr_path: &Path,
     cycle: u32,
     protocol: CommitProtocol,
+    scheme: SchemeKind,
     tiny_pool: bool,
     child_seed: u64,
     delay: Duration,
@@ -340,6 +346,7 @@ fn kill_one_child(
         .env("WAYPOINT_KILL_CHILD_SEED", child_seed.to_string())
         .env("WAYPOINT_KILL_CHILD_CYCLE", cycle.to_string())
         .env("WAYPOINT_KILL_CHILD_PROTOCOL", protocol.name())
+        .env("WAYPOINT_KILL_CHILD_SCHEME", scheme.name())
         .env_remove("WAYPOINT_KILL_CHILD_POOL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -565,6 +572,7 @@ fn kill_and_recover(
         &stderr_path,
         cycle,
         protocol,
+        SchemeKind::PerWorker,
         tiny_pool,
         child_seed,
         delay,
@@ -717,4 +725,75 @@ fn clean_close_after_kill_recovery_leaves_no_log() {
          (recovered partitions that were never opened are not pruned): {:?}",
         outcome.log_left
     );
+}
+
+/// Every row of both tables.
+fn bank_contents(db: &Database) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut s = db.session();
+    let mut tx = s.begin().unwrap();
+    let mut rows = Vec::new();
+    for name in ["accounts", "history"] {
+        let table = db.table(name).unwrap();
+        rows.extend(tx.scan(&table, .., usize::MAX).unwrap());
+    }
+    rows
+}
+
+/// `kill -9` under the `none` scheme: with a pool large enough that no
+/// page is written before the kill, the reopen reads the load's clean
+/// close (the transfers since are lost, by design); with a tiny pool,
+/// pages were written (after the unclean mark), and every reopen is
+/// refused with `NotRecoverable` instead of reading a torn data file.
+#[test]
+fn sigkill_under_the_none_scheme_reopens_the_clean_state_or_refuses() {
+    let _serial = serial();
+    let exe: PathBuf = std::env::current_exe().expect("path of the test binary");
+    for tiny_pool in [false, true] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let db_dir = tmp.path().join("db");
+        load(&db_dir);
+        let open = || {
+            Database::open(
+                &db_dir,
+                Options {
+                    persistence: Persistence::None,
+                    ..Options::default()
+                },
+            )
+        };
+        let loaded = {
+            let db = open().expect("reopen after load");
+            let rows = bank_contents(&db);
+            db.close().unwrap();
+            rows
+        };
+        let ctx = format!(
+            "none scheme, {} pool, kill after 700ms",
+            if tiny_pool { "tiny" } else { "default" }
+        );
+        let acks = kill_one_child(
+            &exe,
+            &db_dir,
+            &tmp.path().join("child.stderr"),
+            0,
+            CommitProtocol::RfaGroup,
+            SchemeKind::None,
+            tiny_pool,
+            7,
+            Duration::from_millis(700),
+            &ctx,
+        );
+        assert!(!acks.is_empty(), "{ctx}: nothing committed before the kill");
+        match open() {
+            Err(Error::NotRecoverable { scheme, .. }) if tiny_pool => {
+                assert_eq!(scheme, SchemeKind::None)
+            }
+            Ok(db) if !tiny_pool => assert!(
+                bank_contents(&db) == loaded,
+                "{ctx}: reopened, but not at the load's clean close"
+            ),
+            Ok(_) => panic!("{ctx}: pages were written, yet the reopen was not refused"),
+            Err(e) => panic!("{ctx}: {e}"),
+        }
+    }
 }

@@ -105,6 +105,12 @@ impl Database {
         self.per_worker().map(|p| p.wal())
     }
 
+    /// The `none` scheme, if the database runs it. For tests.
+    #[cfg(feature = "internals")]
+    pub fn none_scheme(&self) -> Option<&crate::persist::NoneScheme> {
+        self.inner.shared.scheme.as_any().downcast_ref()
+    }
+
     /// The per-worker scheme, if the database runs it. For tests and tools.
     #[cfg(feature = "internals")]
     pub fn per_worker(&self) -> Option<&crate::wal::PerWorkerScheme> {

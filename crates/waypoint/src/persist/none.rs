@@ -40,6 +40,8 @@ impl Opening for NoneOpening {
             mark: ctx.superblock.unclean_mark(SchemeKind::None),
             marked: AtomicBool::new(false),
             writing: parking_lot::Mutex::new(()),
+            #[cfg(feature = "testing")]
+            broken: AtomicBool::new(false),
         });
         self.gate = Some(Arc::clone(&gate));
         Ok(Prepared {
@@ -77,11 +79,19 @@ pub(crate) struct MarkBeforeFirstWrite {
     marked: AtomicBool,
     /// Serialises the first writers.
     writing: parking_lot::Mutex<()>,
+    /// Test-only: write pages without the mark (a broken variant the
+    /// crash simulator must catch).
+    #[cfg(feature = "testing")]
+    broken: AtomicBool,
 }
 
 impl MarkBeforeFirstWrite {
     fn ensure_marked(&self) -> Result<()> {
         if self.marked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        #[cfg(feature = "testing")]
+        if self.broken.load(Ordering::Relaxed) {
             return Ok(());
         }
         let _writing = self.writing.lock();
@@ -112,6 +122,16 @@ pub struct NoneScheme {
     /// scheme with a log start from a floor below the pages' GSNs.
     floor: u64,
     gate: Arc<MarkBeforeFirstWrite>,
+}
+
+impl NoneScheme {
+    /// Write pages without the unclean mark first: a broken variant of
+    /// this scheme, which the crash simulator must catch (`testing`
+    /// feature only).
+    #[cfg(feature = "testing")]
+    pub fn set_broken_unclean_mark_for_tests(&self, broken: bool) {
+        self.gate.broken.store(broken, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for NoneScheme {
