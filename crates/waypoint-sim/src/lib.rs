@@ -86,10 +86,13 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
     }
 }
 
+/// Every table's name and rows (key, value), in name order.
+type Contents = Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>;
+
 /// Every table's rows, by table name: what a `none` database must read
 /// back after a crash if it opens at all (the state of its last clean
 /// close).
-fn contents(db: &Database) -> Result<Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>, String> {
+fn contents(db: &Database) -> Result<Contents, String> {
     let mut names = db.table_names();
     names.sort();
     let mut s = db.session();
