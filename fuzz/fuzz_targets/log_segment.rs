@@ -1,4 +1,4 @@
-//! `wal::record::scan_segment` and `wal::segment::decode_header` on
+//! `wal::record::scan_segment` and `logstore::segment::decode_header` on
 //! arbitrary bytes: never panic, never hang (the scan is linear: each step
 //! moves forward by at least 8 bytes), allocate only the record list; and
 //! what they return is consistent:
@@ -20,7 +20,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 use waypoint::wal::record::{scan_segment, ScanEnd};
-use waypoint::wal::segment::{decode_header, encode_header, Header, HEADER_SIZE};
+use waypoint::logstore::segment::{decode_header, encode_header, Header, HEADER_SIZE};
 use waypoint_fuzz::{assert_reencodes, fix_record_checksums, ArbRecord};
 
 const PATH: &str = "/db/wal/p00001/00000000000000000000.wal";

@@ -30,7 +30,7 @@ use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use waypoint::io::{CrashPolicy, OpenMode, SimStorage, Storage};
-use waypoint::wal::segment::HEADER_SIZE;
+use waypoint::logstore::segment::HEADER_SIZE;
 use waypoint::{CommitProtocol, Database, Options, PerWorkerOptions, Persistence};
 use waypoint_fuzz::fix_record_checksums;
 

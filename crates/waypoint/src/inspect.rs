@@ -16,10 +16,10 @@ use crate::checkpoint::meta;
 use crate::db::{Superblock, DATA_FILE, DB_FORMAT_VERSION, DOUBLE_WRITE_FILE, WAL_DIR};
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage};
+use crate::logstore::segment::{self, LOG_FORMAT_VERSION};
 use crate::wal::partition::{parse_segment_name, partition_dir};
 use crate::wal::record::{self, RecordKind, ScanEnd};
 use crate::wal::recovery::partition_ids;
-use crate::wal::segment::{self, LOG_FORMAT_VERSION};
 use std::path::{Path, PathBuf};
 
 /// What a database directory holds.

@@ -11,6 +11,7 @@ pub mod db;
 pub mod error;
 pub mod inspect;
 pub mod io;
+pub mod logstore;
 pub mod persist;
 mod sync;
 pub mod txn;

@@ -139,7 +139,7 @@ fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
     let dir = std::path::Path::new("/db/wal");
     let mut segments = Vec::new();
     for part in waypoint::io::Storage::list_dir(sim, dir).unwrap() {
-        for (_, seg) in waypoint::wal::segment::list_segments(sim, &part).unwrap() {
+        for (_, seg) in waypoint::logstore::segment::list_segments(sim, &part).unwrap() {
             // More than the catalog's few records (its own partition).
             if sim.read_current(&seg).is_some_and(|b| b.len() > 1024) {
                 segments.push(seg);
@@ -188,8 +188,8 @@ fn a_damaged_record_in_the_middle_of_the_log_is_corruption() {
     let bytes = sim.read_current(&segment).unwrap();
     let middle = bytes.len() as u64 / 2;
     // The error names the start of the record holding the damaged byte.
-    let header = waypoint::wal::segment::HEADER_SIZE;
-    let base = waypoint::wal::segment::parse_segment_name(&segment).unwrap();
+    let header = waypoint::logstore::segment::HEADER_SIZE;
+    let base = waypoint::logstore::segment::parse_segment_name(&segment).unwrap();
     let scan = waypoint::wal::record::scan_segment(&bytes[header as usize..], base);
     let damaged = scan
         .records
@@ -230,7 +230,7 @@ fn a_missing_log_segment_is_corruption() {
     // The session's partition has several segments; delete one in the middle.
     let mut longest = Vec::new();
     for part in waypoint::io::Storage::list_dir(&sim, std::path::Path::new("/db/wal")).unwrap() {
-        let segs = waypoint::wal::segment::list_segments(&sim, &part).unwrap();
+        let segs = waypoint::logstore::segment::list_segments(&sim, &part).unwrap();
         if segs.len() > longest.len() {
             longest = segs.into_iter().map(|(_, path)| path).collect();
         }
@@ -364,8 +364,8 @@ fn forge_record(
 ) {
     use waypoint::wal::record;
     let bytes = sim.read_current(segment).unwrap();
-    let header = waypoint::wal::segment::HEADER_SIZE as usize;
-    let base = waypoint::wal::segment::parse_segment_name(segment).unwrap();
+    let header = waypoint::logstore::segment::HEADER_SIZE as usize;
+    let base = waypoint::logstore::segment::parse_segment_name(segment).unwrap();
     let scan = record::scan_segment(&bytes[header..], base);
     let mut tail = Vec::new();
     for (at, rec) in &scan.records {
@@ -389,8 +389,8 @@ fn forge_record(
 /// File offsets of the insert records of a segment, in log order.
 fn insert_offsets(sim: &SimStorage, segment: &std::path::Path) -> Vec<usize> {
     let bytes = sim.read_current(segment).unwrap();
-    let base = waypoint::wal::segment::parse_segment_name(segment).unwrap();
-    let header = waypoint::wal::segment::HEADER_SIZE as usize;
+    let base = waypoint::logstore::segment::parse_segment_name(segment).unwrap();
+    let header = waypoint::logstore::segment::HEADER_SIZE as usize;
     let scan = waypoint::wal::record::scan_segment(&bytes[header..], base);
     scan.records
         .iter()
@@ -534,12 +534,12 @@ fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
     };
     let spares: Vec<_> = files(&sim)
         .into_iter()
-        .filter(|f| waypoint::wal::spare::is_spare(f))
+        .filter(|f| waypoint::logstore::spare::is_spare(f))
         .collect();
     assert!(!spares.is_empty(), "the killed process left its spares");
     let preallocated = files(&sim)
         .iter()
-        .filter(|f| waypoint::wal::segment::parse_segment_name(f).is_some())
+        .filter(|f| waypoint::logstore::segment::parse_segment_name(f).is_some())
         .filter(|f| sim.read_current(f).is_some_and(|b| b.ends_with(&[0; 4096])))
         .count();
     assert!(preallocated > 0, "some segments were renamed from spares");
@@ -570,10 +570,10 @@ fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
 fn stale_tails(sim: &SimStorage, skip: usize) -> usize {
     let mut stale = 0;
     for part in waypoint::io::Storage::list_dir(sim, std::path::Path::new("/db/wal")).unwrap() {
-        let segments = waypoint::wal::segment::list_segments(sim, &part).unwrap();
+        let segments = waypoint::logstore::segment::list_segments(sim, &part).unwrap();
         for (start, path) in segments.iter().rev().skip(skip) {
             let bytes = sim.read_current(path).unwrap();
-            let records = &bytes[waypoint::wal::segment::HEADER_SIZE as usize..];
+            let records = &bytes[waypoint::logstore::segment::HEADER_SIZE as usize..];
             let scan = waypoint::wal::record::scan_segment(records, *start);
             if records[scan.valid_len as usize..].iter().any(|&b| b != 0) {
                 stale += 1;

@@ -610,13 +610,13 @@ impl Wal {
             for file in self.storage.list_dir(&dir)? {
                 if let Some(start) = super::partition::parse_segment_name(&file) {
                     segments.push((start, file));
-                } else if super::spare::is_spare(&file) {
+                } else if crate::logstore::spare::is_spare(&file) {
                     spares.push(file);
                 }
             }
             segments.sort_unstable_by_key(|(start, _)| *start);
             for (_, file) in segments {
-                super::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
+                crate::logstore::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
                 self.storage.sync_dir(&dir)?;
             }
             for file in &spares {

@@ -4,10 +4,6 @@
 //!
 //! - [`record`]: the record format and the segment scan (torn tail vs.
 //!   corruption).
-//! - [`segment`]: segment file names and the segment header (format version).
-//! - [`spare`]: segment preallocation (recycled pruned segments, else a
-//!   zero-filled spare file per partition, renamed into the next segment).
-//! - [`blocks`]: a segment written in whole aligned blocks (`O_DIRECT`).
 //! - [`partition`]: one partition: stage-1 chunk ring, stage-2 segment
 //!   files, its writer thread, pruning.
 //! - [`log`]: the log manager, the GSN protocol, RFA, commit protocols, the
@@ -17,10 +13,12 @@
 //!   records redo applies (page chains, gaps, structure modifications all
 //!   or nothing) and applies them.
 //!
+//! Segment files, spares and `O_DIRECT` writes are the scheme-neutral
+//! [`crate::logstore`]'s.
+//!
 //! `Database` logs every page change through a session's
 //! [`WalSessionLog`] and recovers on open (see ARCHITECTURE.md).
 
-pub mod blocks;
 pub mod log;
 mod options;
 pub mod partition;
@@ -28,8 +26,6 @@ pub mod record;
 pub mod recovery;
 mod redo;
 pub(crate) mod scheme;
-pub mod segment;
-pub mod spare;
 #[cfg(test)]
 mod test_support;
 

@@ -25,13 +25,13 @@
 //! database refuses writes); any other failure *poisons* it
 //! ([`Error::Poisoned`]). Neither is retried: a reopen recovers.
 
-use super::blocks::BlockWriter;
 use super::record;
-use super::segment;
-pub use super::segment::{parse_segment_name, segment_name};
-use super::spare::Spare;
 use crate::error::{Error, IoOp, Result};
 use crate::io::{OpenMode, Storage, StorageFile};
+use crate::logstore::blocks::BlockWriter;
+use crate::logstore::segment;
+pub use crate::logstore::segment::{parse_segment_name, segment_name};
+use crate::logstore::spare::Spare;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -318,7 +318,7 @@ impl Partition {
                 named: true,
             });
         }
-        super::spare::remove_recycled_leftovers(storage.as_ref(), &dir)?;
+        crate::logstore::spare::remove_recycled_leftovers(storage.as_ref(), &dir)?;
         let spare = Spare::new(Arc::clone(&storage), &dir, id);
         let p = Arc::new(Partition {
             id,
@@ -1666,7 +1666,7 @@ mod tests {
             sim.list_dir(&dir)
                 .unwrap()
                 .into_iter()
-                .filter(|f| super::super::spare::is_recycled(f))
+                .filter(|f| crate::logstore::spare::is_recycled(f))
                 .collect()
         };
         let big = vec![3u8; 20_000];
@@ -1680,7 +1680,7 @@ mod tests {
         };
         write(40);
         assert!(segment::list_segments(&sim, &dir).unwrap().len() >= 5);
-        let spare = dir.join(super::super::spare::SPARE_NAME);
+        let spare = dir.join(crate::logstore::spare::SPARE_NAME);
         if !zero_fill {
             assert_eq!(p.stats().segments_zero_filled, 0);
             assert!(!p.spare.was_started() && !sim.exists(&spare));
@@ -1719,7 +1719,7 @@ mod tests {
     #[test]
     fn without_zero_fill_a_spare_a_crash_left_is_removed() {
         let (sim, log_dir) = sim_log_direct(17, false);
-        let spare = partition_dir(log_dir, 4).join(super::super::spare::SPARE_NAME);
+        let spare = partition_dir(log_dir, 4).join(crate::logstore::spare::SPARE_NAME);
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 4, 0, 0, Vec::new()).unwrap();
         p.set_segment_size(64 << 10);
         wait_for_spare(&p);
@@ -1750,7 +1750,7 @@ mod tests {
         let size = 256 << 10;
         p.set_segment_size(size);
         let dir = partition_dir(log_dir, 2);
-        let spare = dir.join(super::super::spare::SPARE_NAME);
+        let spare = dir.join(crate::logstore::spare::SPARE_NAME);
         // Six records fill a segment; the last segment holds three, within
         // its preallocation.
         let big = vec![7u8; 50_000];
@@ -1999,7 +1999,7 @@ mod tests {
         let dir = partition_dir(log_dir, 4);
         assert!(segment::list_segments(&sim, &dir).unwrap().len() >= 2);
         assert!(!p.spare.was_started());
-        assert!(!sim.exists(&dir.join(super::super::spare::SPARE_NAME)));
+        assert!(!sim.exists(&dir.join(crate::logstore::spare::SPARE_NAME)));
         p.shutdown().unwrap();
     }
 
@@ -2040,12 +2040,12 @@ mod tests {
         sim.set_space_limit(Some(540 << 10));
         sim.inject(
             crate::io::Fault::at(sim.op_count(), crate::io::FaultKind::Enospc)
-                .on_path(super::super::spare::SPARE_NAME),
+                .on_path(crate::logstore::spare::SPARE_NAME),
         );
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
         p.set_segment_size(64 << 10);
         let dir = partition_dir(log_dir, 1);
-        let spare = dir.join(super::super::spare::SPARE_NAME);
+        let spare = dir.join(crate::logstore::spare::SPARE_NAME);
         let t0 = std::time::Instant::now();
         while sim.exists(&spare) || !p.spare.has_stopped() {
             assert!(
@@ -2081,7 +2081,7 @@ mod tests {
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
         p.set_segment_size(64 << 10);
         let dir = partition_dir(log_dir, 1);
-        let spare = dir.join(super::super::spare::SPARE_NAME);
+        let spare = dir.join(crate::logstore::spare::SPARE_NAME);
         let mut gsn = 0;
         while gsn < 1500 {
             gsn += 1;

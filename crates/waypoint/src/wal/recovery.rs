@@ -37,11 +37,11 @@
 use super::partition::{parse_segment_name, partition_dir};
 use super::record::{self, RecordBody, RecordKind, ScanEnd};
 use super::redo;
-use super::segment;
 use crate::btree::{BTree, PageLog};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
+use crate::logstore::segment;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
@@ -233,7 +233,7 @@ fn analyze_partition(
     for path in storage.list_dir(&dir)? {
         match parse_segment_name(&path) {
             Some(start) => starts.push((start, path)),
-            None if super::spare::is_spare(&path) => {} // never holds records
+            None if crate::logstore::spare::is_spare(&path) => {} // never holds records
             None => {
                 tracing::warn!(path = %path.display(), "ignoring a file that is not a log segment")
             }

@@ -407,11 +407,11 @@ mod tests {
     use crate::btree::BTree;
     use crate::buffer::BufferPool;
     use crate::io::{CrashPolicy, OpenMode, SimStorage, Storage};
+    use crate::logstore::segment;
     use crate::persist::SessionLog;
     use crate::wal::partition::{parse_segment_name, partition_dir};
     use crate::wal::record::{self, RecordKind};
     use crate::wal::recovery::{Recovery, RecoveryReport};
-    use crate::wal::segment;
     use crate::wal::test_support::{durable, key, leaves, pool, small_tree, VALUE};
     use crate::wal::WalSessionLog;
     use std::path::Path;
