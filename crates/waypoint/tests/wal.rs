@@ -310,6 +310,16 @@ fn pipelined_successor_of_a_remote_dependent_commit_survives_power_loss() {
     }
 }
 
+/// Overwrite the 32-byte header of `segment` with `header` (synced) and
+/// return the file's bytes afterwards.
+fn replace_header(sim: &SimStorage, segment: &std::path::Path, header: &[u8]) -> Vec<u8> {
+    let file = waypoint::io::Storage::open(sim, segment, waypoint::io::OpenMode::Existing).unwrap();
+    file.write_at(header, 0).unwrap();
+    file.sync_data().unwrap();
+    drop(file);
+    sim.read_current(segment).unwrap()
+}
+
 /// A segment written in another log format version is refused with a typed
 /// error naming it, and left as it was: this build must not misread it, and
 /// must not truncate or delete it as if it were a torn tail. The header is
@@ -320,19 +330,16 @@ fn a_log_segment_of_another_format_version_is_refused_untouched() {
     let segment = committed_log(&sim, 20);
     let before = sim.read_current(&segment).unwrap();
     assert_eq!(&before[0..8], b"WPLOGSEG", "segments start with the magic");
-    assert_eq!(u32::from_le_bytes(before[8..12].try_into().unwrap()), 5);
+    assert_eq!(u32::from_le_bytes(before[8..12].try_into().unwrap()), 6);
     // Version 2: the log of a build before splits logged small records
-    // (and before checksums were salted with positions, version 4).
+    // (and before checksums were salted with positions, version 4). Up to
+    // version 5 the checksum covered bytes 0..24 and bytes 28..32 were zero.
     let mut header = before[..32].to_vec();
     header[8..12].copy_from_slice(&2u32.to_le_bytes());
+    header[28..32].fill(0);
     let crc = crc32c::crc32c(&header[0..24]);
     header[24..28].copy_from_slice(&crc.to_le_bytes());
-    let file =
-        waypoint::io::Storage::open(&sim, &segment, waypoint::io::OpenMode::Existing).unwrap();
-    file.write_at(&header, 0).unwrap();
-    file.sync_data().unwrap();
-    drop(file);
-    let changed = sim.read_current(&segment).unwrap();
+    let changed = replace_header(&sim, &segment, &header);
     match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
         Err(waypoint::Error::UnsupportedFormatVersion {
             path,
@@ -340,9 +347,47 @@ fn a_log_segment_of_another_format_version_is_refused_untouched() {
             supported,
         }) => {
             assert_eq!(path, segment);
-            assert_eq!((found, supported), (2, 5));
+            assert_eq!((found, supported), (2, 6));
         }
         other => panic!("expected UnsupportedFormatVersion, got {:?}", other.err()),
+    }
+    assert_eq!(
+        sim.read_current(&segment).unwrap(),
+        changed,
+        "the refused segment is left untouched"
+    );
+}
+
+/// A segment whose header names another persistence scheme (byte 28, the
+/// scheme tag) is refused with a typed error naming it and the scheme, and
+/// left as it was: the per-worker WAL never reads another scheme's records
+/// as its own.
+#[test]
+fn a_log_segment_of_another_scheme_is_refused_untouched() {
+    let sim = SimStorage::new(13);
+    let segment = committed_log(&sim, 20);
+    let before = sim.read_current(&segment).unwrap();
+    assert_eq!(before[28], 2, "the per-worker scheme's tag");
+    let mut header = before[..32].to_vec();
+    header[28] = 1; // the none scheme's tag
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[0..24]), &header[28..32]);
+    header[24..28].copy_from_slice(&crc.to_le_bytes());
+    let changed = replace_header(&sim, &segment, &header);
+    match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
+        Err(e @ waypoint::Error::LogSchemeMismatch { .. }) => {
+            let waypoint::Error::LogSchemeMismatch {
+                path,
+                found,
+                expected,
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!((path, *found), (&segment, 1));
+            assert_eq!(*expected, waypoint::SchemeKind::PerWorker);
+            assert!(e.to_string().contains("none scheme"), "{e}");
+        }
+        other => panic!("expected LogSchemeMismatch, got {:?}", other.err()),
     }
     assert_eq!(
         sim.read_current(&segment).unwrap(),
@@ -377,7 +422,7 @@ fn forge_record(
         }
     }
     assert!(!tail.is_empty(), "no record at {offset}");
-    record::place_at(&mut tail, base + (offset - header) as u64);
+    waypoint::logstore::frame::place_at(&mut tail, base + (offset - header) as u64);
     // Zeros where the old records ran past the new ones.
     let old_end = header + scan.valid_len as usize;
     tail.resize(tail.len().max(old_end - offset), 0);

@@ -1,7 +1,12 @@
 //! Scheme-neutral log storage: the files every log-based persistence
-//! scheme writes its records into (seed 000 §3.1's stages 2 and 3, with
-//! the segment files' allocation §3.1 leaves open).
+//! scheme writes its records into, and the frame around each record
+//! (seed 000 §3.1's stages 2 and 3, with the segment files' allocation
+//! §3.1 leaves open; §3.8's bypassing of the operating system's cache).
 //!
+//! - [`frame`]: the frame around a record (length, CRC32C salted with the
+//!   stream position, the durable watermark) and the vint64 integers.
+//! - [`scan`]: scanning a segment's frames; the tail rule that tells a torn
+//!   tail from corruption.
 //! - [`segment`]: segment file names, the segment header (format version,
 //!   scheme tag), retiring a segment (delete or archive).
 //! - [`spare`]: segment preallocation (recycled pruned segments, else a
@@ -9,8 +14,13 @@
 //! - [`blocks`]: a segment written in whole aligned blocks (`O_DIRECT`).
 //!
 //! It knows nothing of what the records mean: no GSNs, page records or
-//! commit protocols.
+//! commit protocols. A scheme owns its payloads and reads them through
+//! [`scan::Payloads`].
 
 pub mod blocks;
+pub mod frame;
+pub mod scan;
 pub mod segment;
 pub mod spare;
+#[cfg(test)]
+mod test_support;

@@ -34,9 +34,9 @@
 //!   its zeroed header: its other blocks were written in its previous life)
 //!   were synced, so the segment's own syncs overwrite written blocks.
 //! - Zeros after a segment's last record scan as a clean end
-//!   ([`crate::wal::record::ScanEnd::Clean`]). A recycled file's old records
+//!   ([`super::scan::ScanEnd::Clean`]). A recycled file's old records
 //!   after it fail their position-salted checksums and end the scan like a
-//!   torn write ([`crate::wal::record::place_at`]); recovery tells the two apart
+//!   torn write ([`super::frame::place_at`]); recovery tells the two apart
 //!   by where the next segment starts.
 //! - A recycled segment stops being a segment durably (its rename is
 //!   synced) before its header is zeroed: a crash in between must not

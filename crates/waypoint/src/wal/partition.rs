@@ -25,13 +25,13 @@
 //! database refuses writes); any other failure *poisons* it
 //! ([`Error::Poisoned`]). Neither is retried: a reopen recovers.
 
-use super::record;
 use crate::error::{Error, IoOp, Result};
 use crate::io::{OpenMode, Storage, StorageFile};
 use crate::logstore::blocks::BlockWriter;
 use crate::logstore::segment;
 pub use crate::logstore::segment::{parse_segment_name, segment_name};
 use crate::logstore::spare::Spare;
+use crate::persist::SchemeKind;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -570,7 +570,7 @@ impl Partition {
         s.current.bytes.extend_from_slice(records);
         // Only here is the records' stream position known.
         let at = s.current.start + before as u64;
-        record::place_at(&mut s.current.bytes[before..], at);
+        crate::logstore::frame::place_at(&mut s.current.bytes[before..], at);
         if s.writer == WriterWait::Pacing
             && before < SYNC_BATCH
             && s.current.bytes.len() >= SYNC_BATCH
@@ -987,7 +987,7 @@ impl Partition {
                 };
                 // Synced with the segment's first records below (an
                 // `O_DIRECT` file gets it with their first block).
-                let header = segment::encode_header(self.id, chunk.start);
+                let header = segment::encode_header(SchemeKind::PerWorker, self.id, chunk.start);
                 if file.is_direct() {
                     blocks
                         .get_or_insert_with(BlockWriter::new)
@@ -1014,7 +1014,10 @@ impl Partition {
                     // A recovered segment without records (a non-empty
                     // one rolled above): its tail is its header.
                     assert_eq!(seg.len, 0, "appends only to a segment whose tail is known");
-                    blocks.begin_segment(seg.start, &segment::encode_header(self.id, seg.start));
+                    blocks.begin_segment(
+                        seg.start,
+                        &segment::encode_header(SchemeKind::PerWorker, self.id, seg.start),
+                    );
                 }
                 blocks.write(seg.file.as_ref(), at, &chunk.bytes)?;
             } else {
@@ -1208,7 +1211,8 @@ impl Drop for Partition {
 mod tests {
     use super::*;
     use crate::io::{CrashPolicy, SimStorage};
-    use crate::wal::record::{self, RecordBody, RecordHeader, ScanEnd};
+    use crate::logstore::scan::ScanEnd;
+    use crate::wal::record::{self, RecordBody, RecordHeader};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
@@ -1858,7 +1862,9 @@ mod tests {
         let empty = sim
             .open(&dir.join(segment_name(0)), OpenMode::CreateNew)
             .unwrap();
-        empty.write_at(&segment::encode_header(6, 0), 0).unwrap();
+        empty
+            .write_at(&segment::encode_header(SchemeKind::PerWorker, 6, 0), 0)
+            .unwrap();
         empty.sync_data().unwrap();
         sim.sync_dir(&dir).unwrap();
         let p = Partition::open(Arc::new(sim.clone()), log_dir, 6, 0, 0, vec![(0, 0, 0)]).unwrap();

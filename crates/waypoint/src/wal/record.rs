@@ -1,34 +1,33 @@
-//! Log record format: encoding, decoding and segment scanning for the
-//! physiological per-session write-ahead log (seed 000 §3.1, §3.8).
+//! Log record format of the per-worker write-ahead log: the payloads of
+//! its records, their encoding and decoding (seed 000 §3.1, §3.8).
 //!
-//! This module owns the bytes of one log record and the rule that decides
-//! where a log segment ends. It knows nothing about partitions, files, GSN
-//! clocks or commit protocols: it turns a [`RecordHeader`] plus a
-//! [`RecordBody`] (one [`crate::btree::PageOp`], a commit or an end of
-//! rollback) into bytes, and bytes back into records.
+//! This module owns the bytes of one record's payload. It knows nothing
+//! about partitions, files, GSN clocks or commit protocols: it turns a
+//! [`RecordHeader`] plus a [`RecordBody`] (one [`crate::btree::PageOp`], a
+//! commit or an end of rollback) into a record framed by
+//! [`crate::logstore::frame`] (length, checksum salted with the stream
+//! position, the durable watermark), and frames back into records; the
+//! scan that decides where a segment ends is [`crate::logstore::scan`]'s,
+//! with [`Records`] as its decoder ([`scan_segment`]).
 //!
-//! Invariant (DESIGN.md invariant 6): every record carries a CRC32C over all
-//! of its bytes after the checksum field. When a segment is scanned, a bad
-//! record at the tail of the log is the end of the log ([`ScanEnd::TornTail`]);
-//! a bad record that is followed anywhere later by a valid record appended
-//! after the bad record's bytes were already durable (its *watermark* says
-//! so) is corruption ([`ScanEnd::Corrupt`]), which the caller reports as
-//! [`Error::Corruption`] naming file and offset. Decoding is total: on any
-//! bytes it returns, never panics, never loops forever, and allocates nothing
-//! proportional to a length field that has not been checked against the
-//! buffer it claims to describe.
+//! Invariant: decoding is total: on any bytes it returns, never panics,
+//! never loops forever, and allocates nothing proportional to a length
+//! field that has not been checked against the buffer it claims to
+//! describe. Every checksum-valid payload that breaks a rule of the format
+//! is [`DecodeError::BadKind`] or [`DecodeError::Malformed`], which the
+//! scan reports as corruption.
 //!
 //! # Format
 //!
 //! `docs/FORMAT.md`, "Log records", gives every field and payload byte by
-//! byte (log format 5). In short: a 12-byte fixed part (CRC32C salted with
-//! the record's stream position, length, kind, flags, page kind), then the
-//! header's variable fields (watermark, GSN, transaction id, and for
-//! records of a page its tree, page id and prev GSN), then a payload by kind
-//! (insert, update with up to four changed spans, remove, page image,
-//! commit with its dependency vector, end, page freed, split, separator),
-//! zero-padded to a multiple of 8. The payload must fill the record
-//! exactly; a checksum-valid record that breaks a rule is
+//! byte (log format 6). In short: the frame's prefix (CRC32C, length) and
+//! watermark, then the payload: a 4-byte fixed part (kind, flags, page
+//! kind, a reserved byte), the header's variable fields (GSN, transaction
+//! id, and for records of a page its tree, page id and prev GSN), then the
+//! body by kind (insert, update with up to four changed spans, remove, page
+//! image, commit with its dependency vector, end, page freed, split,
+//! separator), zero-padded to a multiple of 8. The payload must fill the
+//! record exactly; a checksum-valid record that breaks a rule is
 //! [`DecodeError::BadKind`] or [`DecodeError::Malformed`].
 //!
 //! # Header compression (seed 000 §3.8)
@@ -40,75 +39,17 @@
 //! to the GSN. The paper instead reuses the previous record's page and
 //! transaction ids within a log chunk; here each record stays readable on
 //! its own, which the segment scan's search for later records after a bad
-//! one (below) and recovery's copies of single records rely on. A TPC-C
-//! record header shrank from 56 bytes (log format 4) to about 30.
-//!
-//! # Why 8-byte alignment
-//!
-//! Every record starts at a multiple of 8 from the start of the scanned
-//! buffer. Deciding whether a bad record is followed by valid ones must not
-//! trust the bad record's own length field (the field may be the damaged
-//! part), so the scan looks for a valid record at every 8-byte-aligned
-//! offset after it; alignment makes that search step 8 bytes instead of 1
-//! and lets a cheap header pre-check reject almost every candidate before a
-//! checksum is computed.
-//!
-//! # The tail rule and the watermark
-//!
-//! A crash may keep any subset of the writes that were not yet synced, so
-//! an un-synced write can land while an earlier one does not: a hole
-//! followed by checksum-valid records is what a crash leaves, not proof of
-//! damage. What proves damage is a later record that was appended only
-//! after the bad bytes were durable. Each record carries the partition's
-//! durable position at its append (its watermark), and [`scan_segment`] is
-//! told the stream position `base` of the segment's first byte: after a
-//! bad record at segment offset `o`, a later checksum-valid record makes the
-//! segment [`ScanEnd::Corrupt`] only if its watermark is above `base + o`.
-//! Then the bytes at `o` had been synced before that record existed, so no
-//! crash can have torn them. A later valid record whose watermark is at or
-//! below `base + o` is the product of an un-synced write that landed out of
-//! order; the scan ends as [`ScanEnd::TornTail`] at `o` and does not return
-//! it (the log ends at the first hole: records after it may depend on the
-//! lost ones).
-//!
-//! # Limits of the tail rule
-//!
-//! - The rule assumes the durable position only moves to record
-//!   boundaries (the partition writes and syncs whole records), so a
-//!   watermark above `o`, where a record starts, covers the whole record
-//!   at `o`.
-//! - Segment files are recycled (a pruned segment becomes a later one),
-//!   so a segment's bytes after its last record may be records of the
-//!   file's previous life, with valid lengths and watermarks of that life.
-//!   They do not pass as records: each checksum is salted with the
-//!   record's stream position ([`place_at`]), and a previous life's
-//!   positions are all lower. They end the scan as a torn tail would
-//!   (recovery tells a segment's own end by where the next segment starts).
-//! - A record embedded verbatim inside another record's payload (a value
-//!   that is itself a log record) passes the framing checks. It proves
-//!   corruption only if its watermark also exceeds `base + o`, which a stale
-//!   embedded record cannot know: a record copied from this partition's own
-//!   log was appended before the bytes at `o` and carries a watermark at
-//!   most its own position, below `base + o`. A record copied from another
-//!   partition's log, or crafted, can still pass. The search steps over
-//!   every valid record it finds, so only a record embedded in the bad
-//!   bytes themselves is a candidate.
+//! one and recovery's copies of single records rely on. A TPC-C record
+//! header shrank from 56 bytes (log format 4) to about 30.
 
 use crate::btree::PageOp;
 use crate::buffer::page::{PageKind, MAX_PAGE_SIZE, PAGE_HEADER_SIZE};
-use crate::error::Error;
-use std::path::PathBuf;
+use crate::logstore::frame::{self, Frame, FrameError};
+use crate::logstore::scan::{self, Payloads, Scan};
 
-/// Bytes of a record's fixed part: checksum, length, kind, flags, page
-/// kind and a reserved byte. The header's variable fields follow.
-pub const FIXED_SIZE: usize = 12;
-/// Shortest record: the fixed part and the shortest variable fields of an
-/// end record (four one-byte integers), padded.
-pub const MIN_RECORD_LEN: usize = 16;
-/// Every record's length, and so its start within a segment, is a multiple of this.
-pub const RECORD_ALIGN: usize = 8;
-/// Longest record a reader accepts (and a writer may produce).
-pub const MAX_RECORD_LEN: usize = 16 << 20;
+/// Bytes of a payload's fixed part: kind, flags, page kind and a reserved
+/// byte. The header's variable fields follow.
+pub const FIXED_SIZE: usize = 4;
 /// Longest page-image body: the body of the largest page.
 pub const MAX_IMAGE_BODY: usize = MAX_PAGE_SIZE - PAGE_HEADER_SIZE;
 /// A transaction id is its session's slot above this many bits of stream
@@ -120,7 +61,7 @@ const FLAG_COMPENSATION: u8 = 1;
 const FLAG_SMO_MORE: u8 = 2;
 const KNOWN_FLAGS: u8 = FLAG_COMPENSATION | FLAG_SMO_MORE;
 
-/// The record kinds, as stored in header byte 8.
+/// The record kinds, as stored in the payload's first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum RecordKind {
@@ -712,7 +653,7 @@ struct Count(usize);
 
 impl Sink for Count {
     fn int(&mut self, v: u64) {
-        self.0 += vint_len(v);
+        self.0 += frame::vint_len(v);
     }
     fn bytes(&mut self, b: &[u8]) {
         self.0 += b.len();
@@ -720,40 +661,13 @@ impl Sink for Count {
 }
 
 impl Sink for Vec<u8> {
-    /// The `vint64` crate's encoding (which decodes it), written without
-    /// its per-call array and variable-length copy: one 8-byte store, then
-    /// the length cut back. About 13 integers a record: with the crate's
-    /// `encode`, encoding a record cost 1,500 instructions, this way 850
-    /// (log format 4's fixed header: 530).
     #[inline]
     fn int(&mut self, v: u64) {
-        let len = vint_len(v);
-        if len == vint64::MAX_BYTES {
-            self.push(0);
-            self.extend_from_slice(&v.to_le_bytes());
-        } else {
-            // The value above `len - 1` zero bits and a one bit; it fits
-            // `len` bytes, so the bytes after them are zero and cut off.
-            let marked = ((v << 1) | 1) << (len - 1);
-            self.extend_from_slice(&marked.to_le_bytes());
-            self.truncate(self.len() - 8 + len);
-        }
+        frame::put_vint(self, v);
     }
 
     fn bytes(&mut self, b: &[u8]) {
         self.extend_from_slice(b);
-    }
-}
-
-/// Bytes of `v` as a vint64: 7 bits per byte up to 8 bytes (56 bits), 9
-/// bytes above.
-#[inline]
-fn vint_len(v: u64) -> usize {
-    let bits = 64 - (v | 1).leading_zeros() as usize;
-    if bits > 56 {
-        vint64::MAX_BYTES
-    } else {
-        bits.div_ceil(7)
     }
 }
 
@@ -769,11 +683,10 @@ fn unzigzag(v: u64) -> i64 {
 
 /// The header's variable fields, in their order (docs/FORMAT.md). Each
 /// large number is stored next to one it is close to: the transaction's
-/// start position (its id's low bits) as a difference to the watermark,
-/// both being recent stream positions of the partition, and the prev GSN
-/// as a difference to the GSN.
+/// start position (its id's low bits) as a difference to the watermark
+/// (the frame's), both being recent stream positions of the partition, and
+/// the prev GSN as a difference to the GSN.
 fn header_fields(h: &RecordHeader, has_page: bool, out: &mut impl Sink) {
-    out.int(h.watermark);
     out.int(h.gsn);
     out.int(h.txn >> TXN_POSITION_BITS);
     let start = (h.txn & TXN_POSITION_MASK) as i64;
@@ -843,25 +756,21 @@ fn payload_fields(body: &RecordBody, out: &mut impl Sink) {
     }
 }
 
-fn align_up(n: usize) -> usize {
-    n.div_ceil(RECORD_ALIGN) * RECORD_ALIGN
-}
-
-/// Bytes of a record's header: the fixed part and the header's variable
-/// fields (`inspect` tallies them).
+/// Bytes of a record's header: the frame's prefix and watermark, the fixed
+/// part and the header's variable fields (`inspect` tallies them).
 pub fn header_len(header: &RecordHeader, kind: RecordKind) -> usize {
-    let mut count = Count(FIXED_SIZE);
+    let mut count = Count(frame::head_len(header.watermark) + FIXED_SIZE);
     header_fields(header, kind.has_page(), &mut count);
     count.0
 }
 
-/// Bytes `encode` appends for `header` and `body`: the fixed part, the
-/// header's variable fields, the payload and the padding.
+/// Bytes `encode` appends for `header` and `body`: the frame around the
+/// fixed part, the header's variable fields and the body.
 pub fn encoded_len(header: &RecordHeader, body: &RecordBody) -> usize {
     let mut count = Count(FIXED_SIZE);
     header_fields(header, body.kind().has_page(), &mut count);
     payload_fields(body, &mut count);
-    align_up(count.0)
+    frame::framed_len(header.watermark, count.0)
 }
 
 fn len_u16(n: usize, what: &str) -> u16 {
@@ -875,13 +784,13 @@ fn len_u32(n: usize, what: &str) -> u32 {
 /// Append one record to `out`.
 ///
 /// Checked before write, so that everything written can be read back: the
-/// record is at most [`MAX_RECORD_LEN`], keys fit a u16, an image body is at
-/// most [`MAX_IMAGE_BODY`], image records have a nonzero page kind and other
-/// records a zero one, and commit and end records have tree, page id and
-/// prev GSN zero.
+/// record is at most [`frame::MAX_LEN`], keys fit a u16, an image body is
+/// at most [`MAX_IMAGE_BODY`], image records have a nonzero page kind and
+/// other records a zero one, and commit and end records have tree, page id
+/// and prev GSN zero.
 ///
 /// The record is not yet placed in a stream: its checksum is the plain
-/// CRC32C, as at stream position 0. [`place_at`] places it.
+/// CRC32C, as at stream position 0. [`frame::place_at`] places it.
 ///
 /// # Panics
 /// If one of those checks fails. The engine bounds keys and values by the
@@ -902,7 +811,6 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
         header.page_kind
     );
     check_lengths(body);
-    let start = out.len();
     let mut flags = 0;
     if header.compensation {
         flags |= FLAG_COMPENSATION;
@@ -910,24 +818,12 @@ pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
     if header.smo_more {
         flags |= FLAG_SMO_MORE;
     }
-    let mut fixed = [0u8; FIXED_SIZE];
-    // fixed[..4]: the checksum, and fixed[4..8]: the length, filled in last.
-    fixed[8] = kind as u8;
-    fixed[9] = flags;
-    fixed[10] = header.page_kind;
-    out.extend_from_slice(&fixed);
+    let start = frame::begin(out, header.watermark);
+    out.extend_from_slice(&[kind as u8, flags, header.page_kind, 0]);
     header_fields(header, kind.has_page(), out);
     payload_fields(body, out);
-    let len = align_up(out.len() - start);
-    assert!(
-        len <= MAX_RECORD_LEN,
-        "log record of {len} bytes is too long"
-    );
-    debug_assert_eq!(len, encoded_len(header, body));
-    out.resize(start + len, 0);
-    out[start + 4..start + 8].copy_from_slice(&(len as u32).to_le_bytes());
-    let crc = crc32c::crc32c(&out[start + 4..start + len]);
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    frame::seal(out, start);
+    debug_assert_eq!(out.len() - start, encoded_len(header, body));
 }
 
 /// The length limits a reader enforces ([`decode_at`]), checked before a
@@ -956,55 +852,13 @@ fn check_lengths(body: &RecordBody) {
     }
 }
 
-/// What the checksum of a record at stream position `position` is XORed
-/// with (0 at position 0): Fibonacci hashing, the high half of
-/// `position * K`. Two positions less than 4 GiB apart never share a salt
-/// (`positions_less_than_4_gib_apart_never_share_a_salt`), so a record read
-/// at another position than the one it was appended at fails its checksum
-/// like a torn one; farther apart they share one about once in 2^32.
-fn position_salt(position: u64) -> u32 {
-    (position.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
-}
-
-/// Place the encoded records in `records` (whole records, back to back) at
-/// stream position `position`: XOR each one's checksum with the salt of its
-/// own position. Applied again at the same position it takes them back out,
-/// so [`decode`] reads them. Why: recycled segment files still hold records
-/// of their previous life, which must not read as records of this one
-/// (docs/FORMAT.md, "Log records").
-///
-/// # Panics
-/// If `records` does not hold whole records.
-pub fn place_at(records: &mut [u8], position: u64) {
-    let mut at = 0;
-    while at < records.len() {
-        let len = records
-            .get(at + 4..at + 8)
-            .map_or(0, |b| le_u32(b) as usize);
-        assert!(
-            len >= MIN_RECORD_LEN && at + len <= records.len(),
-            "place_at: not whole records"
-        );
-        let crc = le_u32(&records[at..]) ^ position_salt(position.wrapping_add(at as u64));
-        records[at..at + 4].copy_from_slice(&crc.to_le_bytes());
-        at += len;
-    }
-}
-
 /// Why the bytes at some position are not a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    /// Fewer bytes than the header or the length field claims.
-    #[error("record truncated")]
-    Truncated,
-    /// The header is all zero: space that was never written.
-    #[error("zero bytes (never written)")]
-    Zero,
-    #[error("record checksum mismatch")]
-    BadChecksum,
-    /// The length field is below 16, above 16 MiB or not a multiple of 8.
-    #[error("invalid record length")]
-    BadLength,
+    /// The frame is bad: never written, torn, cut off, or its watermark
+    /// does not read.
+    #[error("{0}")]
+    Frame(FrameError),
     /// The checksum matched but the kind is unknown.
     #[error("unknown record kind {0}")]
     BadKind(u8),
@@ -1013,45 +867,10 @@ pub enum DecodeError {
     Malformed(&'static str),
 }
 
-impl DecodeError {
-    /// Whether the bytes passed the checksum: then they were written as a
-    /// record, and cannot be the torn remains of an interrupted write.
-    pub fn checksum_matched(&self) -> bool {
-        matches!(self, DecodeError::BadKind(_) | DecodeError::Malformed(_))
-    }
-}
-
-fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
 fn le_u64(b: &[u8]) -> u64 {
     let mut a = [0; 8];
     a.copy_from_slice(&b[..8]);
     u64::from_le_bytes(a)
-}
-
-/// Check the framing of the record at the start of `buf`, placed at stream
-/// position `position` (length and checksum), and return exactly its
-/// bytes. Nothing is read beyond what the length field claims, and that
-/// claim is checked against `buf` first.
-fn frame(buf: &[u8], position: u64) -> Result<&[u8], DecodeError> {
-    let head = &buf[..buf.len().min(MIN_RECORD_LEN)];
-    if !head.is_empty() && head.iter().all(|&b| b == 0) {
-        return Err(DecodeError::Zero);
-    }
-    if buf.len() < MIN_RECORD_LEN {
-        return Err(DecodeError::Truncated);
-    }
-    let len = le_u32(&buf[4..8]) as usize;
-    if !(MIN_RECORD_LEN..=MAX_RECORD_LEN).contains(&len) || align_up(len) != len {
-        return Err(DecodeError::BadLength);
-    }
-    let rec = buf.get(..len).ok_or(DecodeError::Truncated)?;
-    if le_u32(&rec[..4]) != crc32c::crc32c(&rec[4..]) ^ position_salt(position) {
-        return Err(DecodeError::BadChecksum);
-    }
-    Ok(rec)
 }
 
 /// Bounds-checked reads over a record's payload.
@@ -1072,16 +891,10 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
-    /// A vint64 in its shortest form (a longer form of the same number
-    /// would give the record a second encoding).
+    /// A vint64 in its shortest form.
     fn int(&mut self) -> Result<u64, DecodeError> {
         let mut rest = &self.buf[self.pos..];
-        let v = vint64::decode(&mut rest).map_err(|e| match e {
-            vint64::Error::LeadingZeroes => {
-                DecodeError::Malformed("integer not in its shortest form")
-            }
-            _ => DecodeError::Malformed("payload longer than the record"),
-        })?;
+        let v = frame::read_vint(&mut rest).map_err(DecodeError::Malformed)?;
         self.pos = self.buf.len() - rest.len();
         Ok(v)
     }
@@ -1100,27 +913,62 @@ impl<'a> Reader<'a> {
 }
 
 /// Decode the record at the start of `buf` as [`encode`] wrote it: not
-/// placed in a stream, or taken back out with [`place_at`] (bytes after it
-/// are ignored).
+/// placed in a stream, or taken back out with [`frame::place_at`] (bytes
+/// after it are ignored).
 pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
     decode_at(buf, 0)
 }
 
 /// Decode the record at the start of `buf`, placed at stream position
 /// `position` (bytes after it are ignored). Errors are checked in this
-/// order: `Zero`, `Truncated`/`BadLength`, `BadChecksum`, then — on
-/// checksum-valid bytes — `BadKind`, `Malformed`.
+/// order: the frame's (`Zero`, `Truncated`/`BadLength`, `BadChecksum`),
+/// then, on checksum-valid bytes, `BadKind`, `Malformed`.
 pub fn decode_at(buf: &[u8], position: u64) -> Result<Record<'_>, DecodeError> {
-    decode_framed(buf, position).map(|(record, _)| record)
+    let frame = frame::open(buf, position).map_err(DecodeError::Frame)?;
+    decode_payload(frame)
 }
 
-/// [`decode_at`], with the record's length (its frame, which the payload
-/// fills exactly: the same as [`Record::encoded_len`], without counting
-/// the fields again).
-fn decode_framed(buf: &[u8], position: u64) -> Result<(Record<'_>, usize), DecodeError> {
-    let rec = frame(buf, position)?;
-    let kind = RecordKind::from_byte(rec[8]).ok_or(DecodeError::BadKind(rec[8]))?;
-    let flags = rec[9];
+/// The per-worker WAL's records, as the segment scan reads them.
+pub struct Records;
+
+impl Payloads for Records {
+    type Record<'a> = Record<'a>;
+    type Error = DecodeError;
+
+    /// The fixed part: a known kind, a page kind exactly on images, known
+    /// flags and a zero reserved byte.
+    fn plausible(head: &[u8]) -> bool {
+        let [kind, flags, page_kind, reserved, ..] = *head else {
+            return false;
+        };
+        RecordKind::from_byte(kind).is_some_and(|k| (k == RecordKind::Image) == (page_kind != 0))
+            && flags & !KNOWN_FLAGS == 0
+            && reserved == 0
+    }
+
+    fn decode<'a>(frame: Frame<'a>) -> Result<Record<'a>, DecodeError> {
+        decode_payload(frame)
+    }
+}
+
+/// The result of scanning a segment of the per-worker WAL.
+pub type SegmentScan<'a> = Scan<Record<'a>>;
+
+/// Scan a whole segment of the per-worker WAL ([`scan::scan`]): `buf[0]`
+/// is the first record, at stream position `base`.
+pub fn scan_segment(buf: &[u8], base: u64) -> SegmentScan<'_> {
+    scan::scan::<Records>(buf, base)
+}
+
+/// The record in an opened frame.
+fn decode_payload(frame: Frame<'_>) -> Result<Record<'_>, DecodeError> {
+    let rec = frame.payload;
+    let [kind, flags, page_kind, reserved, ..] = *rec else {
+        return Err(DecodeError::Malformed(
+            "payload shorter than its fixed part",
+        ));
+    };
+    let kind = RecordKind::from_byte(kind).ok_or(DecodeError::BadKind(kind))?;
     if flags & !KNOWN_FLAGS != 0 {
         return Err(DecodeError::Malformed("unknown flag bits"));
     }
@@ -1129,10 +977,9 @@ fn decode_framed(buf: &[u8], position: u64) -> Result<(Record<'_>, usize), Decod
             "structure-modification flag on a record no structure modification writes",
         ));
     }
-    if rec[11] != 0 {
+    if reserved != 0 {
         return Err(DecodeError::Malformed("reserved header byte is not zero"));
     }
-    let page_kind = rec[10];
     if kind == RecordKind::Image && page_kind == 0 {
         return Err(DecodeError::Malformed("page image without a page kind"));
     }
@@ -1145,7 +992,7 @@ fn decode_framed(buf: &[u8], position: u64) -> Result<(Record<'_>, usize), Decod
         buf: rec,
         pos: FIXED_SIZE,
     };
-    let header = decode_header(&mut r, kind, flags, page_kind)?;
+    let header = decode_header(&mut r, kind, flags, page_kind, frame.watermark)?;
     let body = match kind {
         RecordKind::Insert | RecordKind::Remove => {
             let kl = r.len(u16::MAX.into(), "key longer than 65535 bytes")?;
@@ -1253,14 +1100,11 @@ fn decode_framed(buf: &[u8], position: u64) -> Result<(Record<'_>, usize), Decod
         }
     };
     // The payload must fill the record exactly, so one record has one
-    // encoding and `encoded_len` of the decoded body is the record's length.
-    if align_up(r.pos) != rec.len() {
-        return Err(DecodeError::Malformed("record longer than its payload"));
-    }
-    if rec[r.pos..].iter().any(|&b| b != 0) {
-        return Err(DecodeError::Malformed("padding is not zero"));
-    }
-    Ok((Record { header, body }, rec.len()))
+    // encoding and `encoded_len` of the decoded body is the frame's length.
+    frame.check_end(r.pos).map_err(DecodeError::Malformed)?;
+    let record = Record { header, body };
+    debug_assert_eq!(record.encoded_len(), frame.encoded_len());
+    Ok(record)
 }
 
 /// The header's variable fields ([`header_fields`] wrote them).
@@ -1269,8 +1113,8 @@ fn decode_header(
     kind: RecordKind,
     flags: u8,
     page_kind: u8,
+    watermark: u64,
 ) -> Result<RecordHeader, DecodeError> {
-    let watermark = r.int()?;
     let gsn = r.int()?;
     let slot = r.int_to(u64::MAX >> TXN_POSITION_BITS, "transaction slot above 2^16")?;
     let start = ((watermark & TXN_POSITION_MASK) as i64)
@@ -1300,155 +1144,10 @@ fn decode_header(
     })
 }
 
-/// How a segment scan ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScanEnd {
-    /// The buffer ended at a record boundary, or everything after the last
-    /// record is zero (preallocated, never written).
-    Clean,
-    /// The record at `offset` is bad and no valid record appended after it
-    /// was durable follows it: the end of the log (a write interrupted by a
-    /// crash, possibly with later un-synced writes that did land). Not an
-    /// error.
-    TornTail { offset: u64, error: DecodeError },
-    /// The record at `offset` is bad and a valid record follows it whose
-    /// watermark shows the bad bytes were durable before it was appended, or
-    /// it passed its checksum yet is not a record this build can read: the
-    /// log is damaged. Report it with [`ScanEnd::to_error`].
-    Corrupt { offset: u64, detail: String },
-}
-
-impl ScanEnd {
-    /// The engine error for a corrupt segment: [`Error::Corruption`] naming
-    /// `path` and the file offset `base + offset`, where `base` is the file
-    /// offset of the scanned buffer's first byte. `None` for the other ends.
-    pub fn to_error(&self, path: impl Into<PathBuf>, base: u64) -> Option<Error> {
-        match self {
-            ScanEnd::Corrupt { offset, detail } => Some(Error::Corruption {
-                path: path.into(),
-                offset: base + offset,
-                detail: detail.clone(),
-            }),
-            ScanEnd::Clean | ScanEnd::TornTail { .. } => None,
-        }
-    }
-}
-
-/// The result of scanning a segment's bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentScan<'a> {
-    /// The valid records before the end, with their offsets in the buffer
-    /// (segment-relative, not stream positions).
-    pub records: Vec<(u64, Record<'a>)>,
-    /// Bytes of valid log: where the first invalid byte (or the end) is, and
-    /// so where appending would resume after a torn tail.
-    pub valid_len: u64,
-    pub end: ScanEnd,
-}
-
-/// Scan a whole segment: decode records from offset 0 until the end of the
-/// buffer or the first bad record, and classify the end by the tail rule
-/// (see the module documentation).
-///
-/// `base` is the partition stream position of `buf[0]`; it is only compared
-/// with record watermarks. Offsets in the result are relative to `buf`,
-/// whose first byte must be where the first record starts (records are
-/// 8-byte aligned relative to it).
-pub fn scan_segment(buf: &[u8], base: u64) -> SegmentScan<'_> {
-    let mut records = Vec::new();
-    let mut pos = 0usize;
-    let end = loop {
-        if pos == buf.len() {
-            break ScanEnd::Clean;
-        }
-        match decode_framed(&buf[pos..], base.wrapping_add(pos as u64)) {
-            Ok((record, len)) => {
-                debug_assert_eq!(len, record.encoded_len());
-                records.push((pos as u64, record));
-                // In bounds: decode checked the length against the buffer.
-                pos += len;
-            }
-            Err(error) => break classify(buf, base, pos, error),
-        }
-    };
-    SegmentScan {
-        records,
-        valid_len: pos as u64,
-        end,
-    }
-}
-
-/// The tail rule for a bad record at `pos`, with `buf[0]` at stream
-/// position `base`.
-fn classify(buf: &[u8], base: u64, pos: usize, error: DecodeError) -> ScanEnd {
-    let offset = pos as u64;
-    if error.checksum_matched() {
-        // A torn write cannot produce a matching checksum: these bytes were
-        // written as they are, so the log is damaged (or from another format).
-        return ScanEnd::Corrupt {
-            offset,
-            detail: format!("{error} (its checksum matches)"),
-        };
-    }
-    let bad_at = base.saturating_add(offset);
-    if let Some((next, watermark)) = later_durable_proof(buf, base, pos, bad_at) {
-        return ScanEnd::Corrupt {
-            offset,
-            detail: format!(
-                "{error}, yet a valid record follows at offset {next} \
-                 (appended when the log was durable up to position {watermark}, \
-                 past this record at position {bad_at})"
-            ),
-        };
-    }
-    if error == DecodeError::Zero && buf[pos..].iter().all(|&b| b == 0) {
-        ScanEnd::Clean
-    } else {
-        ScanEnd::TornTail { offset, error }
-    }
-}
-
-/// The first record after the bad one at `pos` that proves it damaged: an
-/// 8-byte-aligned offset holding bytes that pass a record's framing checks
-/// (length and checksum) with a watermark above `bad_at`, the bad record's
-/// stream position. Returns its offset and watermark.
-///
-/// The bad record's length field is not used: it may be the damaged part.
-/// A valid record with a lower watermark (an un-synced write that landed
-/// out of order) is stepped over whole, so records embedded in its payload
-/// are not mistaken for records.
-fn later_durable_proof(buf: &[u8], base: u64, pos: usize, bad_at: u64) -> Option<(usize, u64)> {
-    let mut at = pos + RECORD_ALIGN;
-    while at + MIN_RECORD_LEN <= buf.len() {
-        let h = &buf[at..];
-        // Cheap tests first, so a long damaged or zero region costs a few
-        // byte compares per candidate rather than a checksum each.
-        let plausible = RecordKind::from_byte(h[8])
-            .is_some_and(|kind| (kind == RecordKind::Image) == (h[10] != 0))
-            && h[9] & !KNOWN_FLAGS == 0
-            && h[11] == 0;
-        if plausible {
-            if let Ok(rec) = frame(h, base.wrapping_add(at as u64)) {
-                // The watermark is the first field after the fixed part. A
-                // record too damaged to hold one proves nothing.
-                let watermark = vint64::decode(&mut &rec[FIXED_SIZE..]).unwrap_or(0);
-                if watermark > bad_at {
-                    return Some((at, watermark));
-                }
-                // Valid framing: the length is what was written, a nonzero
-                // multiple of 8.
-                at += rec.len();
-                continue;
-            }
-        }
-        at += RECORD_ALIGN;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logstore::scan::ScanEnd;
     use proptest::prelude::*;
 
     /// An owned record, so strategies can generate them.
@@ -1570,7 +1269,7 @@ mod tests {
             let header = r.header(i as u64 + 1, watermark(i, offset));
             encode(&header, &r.body(), &mut buf);
         }
-        place_at(&mut buf, base);
+        frame::place_at(&mut buf, base);
         (buf, offsets)
     }
 
@@ -1686,22 +1385,6 @@ mod tests {
             prop_assert_eq!(common_suffix(&a, &front), walk_suffix);
         }
 
-        /// The encoder's integers are the `vint64` crate's, which decodes
-        /// them: at every bit width, and around every length boundary.
-        #[test]
-        fn integers_are_encoded_as_the_vint64_crate_does(v in any::<u64>(), shift in 0u32..64) {
-            for v in [v, v >> shift, (1u64 << shift).wrapping_sub(1), 1u64 << shift] {
-                let mut out = vec![0xaa];
-                Sink::int(&mut out, v);
-                let expected = vint64::encode(v);
-                prop_assert_eq!(&out[1..], expected.as_ref());
-                prop_assert_eq!(vint_len(v), vint64::encoded_len(v));
-                let mut count = Count(0);
-                count.int(v);
-                prop_assert_eq!(count.0, out.len() - 1);
-            }
-        }
-
         #[test]
         fn every_kind_round_trips(
             rec in owned(),
@@ -1731,8 +1414,11 @@ mod tests {
             prop_assert_eq!(&out[..junk.len()], &junk[..]);
             let enc = &out[junk.len()..];
             prop_assert_eq!(enc.len(), encoded_len(&header, &body));
-            prop_assert_eq!(enc.len() % RECORD_ALIGN, 0);
-            prop_assert_eq!(le_u32(&enc[4..]) as usize, enc.len());
+            prop_assert_eq!(enc.len() % frame::ALIGN, 0);
+            prop_assert_eq!(u32::from_le_bytes(enc[4..8].try_into().unwrap()) as usize, enc.len());
+            // The scan's search after a bad record looks at the fixed part
+            // before a checksum: it must not pass over a record.
+            prop_assert!(Records::plausible(&enc[frame::head_len(watermark)..]));
             // Trailing bytes after the record are not part of it.
             let mut more = enc.to_vec();
             more.extend_from_slice(&[0xff; 9]);
@@ -1909,117 +1595,6 @@ mod tests {
             }
         }
 
-        /// One bit flip in record i of a segment where every record was
-        /// appended after all before it were durable: corruption at record
-        /// i unless it is the last record, which makes it a torn tail.
-        /// CRC32C catches every single-bit error, so this oracle is exact.
-        #[test]
-        fn single_bit_flip_is_corrupt_mid_segment_and_torn_at_the_tail(
-            records in prop::collection::vec(owned(), 1..8),
-            at in any::<prop::sample::Index>(),
-            bit in 0u8..8,
-            base in 0u64..1 << 40,
-        ) {
-            let (mut buf, offsets) = segment_with(&records, base, |_, off| base + off as u64);
-            let i = at.index(buf.len());
-            buf[i] ^= 1 << bit;
-            let victim = offsets.iter().rposition(|&o| o <= i).unwrap();
-            let scan = scan_segment(&buf, base);
-            prop_assert_eq!(scan.records.len(), victim);
-            for (j, (off, rec)) in scan.records.iter().enumerate() {
-                prop_assert_eq!(*off as usize, offsets[j]);
-                prop_assert_eq!(rec.header, records[j].header(j as u64 + 1, base + offsets[j] as u64));
-                prop_assert_eq!(rec.body, records[j].body());
-            }
-            prop_assert_eq!(scan.valid_len as usize, offsets[victim]);
-            let at = offsets[victim] as u64;
-            if victim + 1 == records.len() {
-                prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
-            } else {
-                prop_assert!(matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset == at), "{:?}", scan.end);
-            }
-        }
-
-        /// One bit flip in record v, with the records after it appended at
-        /// random durable positions: corruption exactly when one of them
-        /// has a watermark past v's stream position (v was durable before
-        /// it was appended); otherwise a torn tail at v, and nothing after
-        /// v is returned.
-        #[test]
-        fn bit_flip_is_corrupt_only_if_a_later_watermark_passes_it(
-            records in prop::collection::vec(owned(), 2..8),
-            at in any::<prop::sample::Index>(),
-            bit in 0u8..8,
-            base in 0u64..1 << 40,
-            // Per later record: whether its watermark is past the victim,
-            // and how far before/after the victim's position it is.
-            later in prop::collection::vec((any::<bool>(), 0u64..64), 8),
-        ) {
-            // Built with the watermarks the records up to the victim keep
-            // below, so they have the same lengths and offsets there.
-            let (plain, offsets) = segment_with(&records, base, |_, off| base + off as u64);
-            let i = at.index(plain.len());
-            let v = offsets.iter().rposition(|&o| o <= i).unwrap();
-            let bad_at = base + offsets[v] as u64;
-            let (mut buf, _) = segment_with(&records, base, |j, off| {
-                if j <= v {
-                    base + off as u64
-                } else if later[j].0 {
-                    // Past the victim, at most the record's own position.
-                    bad_at + 1 + later[j].1.min((off - offsets[v] - 1) as u64)
-                } else {
-                    bad_at.saturating_sub(later[j].1 * 8)
-                }
-            });
-            buf[i] ^= 1 << bit;
-            let scan = scan_segment(&buf, base);
-            prop_assert_eq!(scan.records.len(), v);
-            for (j, (off, rec)) in scan.records.iter().enumerate() {
-                prop_assert_eq!(*off as usize, offsets[j]);
-                prop_assert_eq!(rec.header.watermark, base + offsets[j] as u64);
-                prop_assert_eq!(rec.body, records[j].body());
-            }
-            prop_assert_eq!(scan.valid_len as usize, offsets[v]);
-            let at = offsets[v] as u64;
-            if (v + 1..records.len()).any(|j| later[j].0) {
-                prop_assert!(matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset == at), "{:?}", scan.end);
-            } else {
-                prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
-            }
-        }
-
-        /// A recycled segment file: this life's records over the start of
-        /// the previous life's, which were placed at lower stream positions
-        /// and carry that life's watermarks. The scan returns exactly this
-        /// life's records and ends where they end, never as corruption.
-        #[test]
-        fn a_recycled_files_older_records_end_the_scan_and_are_not_read(
-            old in prop::collection::vec(owned(), 1..12),
-            new in prop::collection::vec(owned(), 0..6),
-            old_base in 0u64..1 << 40,
-            gap in 0u64..1 << 30,
-        ) {
-            let (old_bytes, _) = segment_with(&old, old_base, |_, off| old_base + off as u64);
-            let new_base = old_base + old_bytes.len() as u64 + gap;
-            let (new_bytes, offsets) = segment_with(&new, new_base, |_, off| new_base + off as u64);
-            let mut file = old_bytes.clone();
-            file.resize(file.len().max(new_bytes.len()), 0);
-            file[..new_bytes.len()].copy_from_slice(&new_bytes);
-            let scan = scan_segment(&file, new_base);
-            prop_assert_eq!(scan.records.len(), new.len());
-            for (j, (off, rec)) in scan.records.iter().enumerate() {
-                prop_assert_eq!(*off as usize, offsets[j]);
-                prop_assert_eq!(rec.body, new[j].body());
-            }
-            prop_assert_eq!(scan.valid_len as usize, new_bytes.len());
-            // Clean when nothing, or only zeros, of the old life follow.
-            let end_ok = match scan.end {
-                ScanEnd::Clean => true,
-                ScanEnd::TornTail { offset, .. } => offset as usize == new_bytes.len(),
-                ScanEnd::Corrupt { .. } => false,
-            };
-            prop_assert!(end_ok, "{:?}", scan.end);
-        }
     }
 
     #[test]
@@ -2120,54 +1695,6 @@ mod tests {
     }
 
     #[test]
-    fn truncating_the_last_record_anywhere_is_a_torn_tail() {
-        let records = sample();
-        let (buf, offsets) = segment(&records);
-        let last = *offsets.last().unwrap();
-        for cut in last..=buf.len() {
-            // Truncated file, and a preallocated file whose tail never landed.
-            let mut zeroed = buf.clone();
-            zeroed[cut..].fill(0);
-            zeroed.resize(buf.len() + 64, 0);
-            // Zeroing only padding (already zero) leaves the record whole.
-            let whole = zeroed[..buf.len()] == buf[..];
-            for (b, whole) in [(&buf[..cut], cut == buf.len()), (&zeroed[..], whole)] {
-                let scan = scan_segment(b, 0);
-                if whole {
-                    assert_prefix(&scan, &records, &offsets, records.len());
-                    assert_eq!(scan.end, ScanEnd::Clean);
-                    continue;
-                }
-                assert_prefix(&scan, &records, &offsets, records.len() - 1);
-                assert_eq!(scan.valid_len as usize, last);
-                match scan.end {
-                    ScanEnd::Clean => assert_eq!(cut, last, "clean only at a record boundary"),
-                    ScanEnd::TornTail { offset, .. } => assert_eq!(offset as usize, last),
-                    ScanEnd::Corrupt { .. } => panic!("cut at {cut}: {:?}", scan.end),
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn bit_flip_in_the_last_record_is_a_torn_tail() {
-        let records = sample();
-        let (buf, offsets) = segment(&records);
-        let last = *offsets.last().unwrap();
-        for bit in last * 8..buf.len() * 8 {
-            let mut b = buf.clone();
-            b[bit / 8] ^= 1 << (bit % 8);
-            let scan = scan_segment(&b, 0);
-            assert_prefix(&scan, &records, &offsets, records.len() - 1);
-            assert!(
-                matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == last),
-                "bit {bit}: {:?}",
-                scan.end
-            );
-        }
-    }
-
-    #[test]
     fn bit_flip_followed_by_valid_records_is_corruption_at_its_offset() {
         let records = sample();
         // Watermark = offset: each record was appended once everything before
@@ -2190,290 +1717,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn bit_flip_followed_only_by_unsynced_records_is_a_torn_tail() {
-        let records = sample();
-        let (_, offsets) = segment(&records);
-        for v in 0..records.len() - 1 {
-            let o = offsets[v];
-            // The records after v were appended while the log was durable up
-            // to v's start at most (the first exactly there): a crash kept
-            // their writes and lost (part of) v's.
-            let (buf, _) = segment_with(&records, 0, |i, off| match i {
-                i if i <= v => off as u64,
-                i if i == v + 1 => o as u64,
-                i => (o / i) as u64,
-            });
-            for bit in o * 8..offsets[v + 1] * 8 {
-                let mut b = buf.clone();
-                b[bit / 8] ^= 1 << (bit % 8);
-                let scan = scan_segment(&b, 0);
-                assert_prefix(&scan, &records, &offsets, v);
-                assert_eq!(scan.valid_len as usize, o);
-                assert!(
-                    matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == o),
-                    "record {v}, bit {bit}: {:?}",
-                    scan.end
-                );
-            }
-            // One later record appended after v was durable is enough to
-            // prove the damage, wherever it is.
-            let last = records.len() - 1;
-            // (Watermarks are part of the header, so the offsets after v move.)
-            let (mut buf, moved) = segment_with(&records, 0, |i, off| match i {
-                i if i <= v => off as u64,
-                i if i == last => o as u64 + 8,
-                _ => o as u64,
-            });
-            buf[o + 14] ^= 4;
-            let scan = scan_segment(&buf, 0);
-            assert_prefix(&scan, &records, &offsets, v);
-            assert!(
-                matches!(&scan.end, ScanEnd::Corrupt { offset, detail }
-                    if *offset as usize == o && detail.contains(&format!("offset {}", moved[last]))),
-                "record {v}: {:?}",
-                scan.end
-            );
-        }
-    }
-
-    #[test]
-    fn hole_followed_by_unsynced_records_is_a_torn_tail() {
-        // A crash kept the writes of records 3.. but not the one of 2 (the
-        // segment is preallocated, so the hole reads as zeros).
-        let records = sample();
-        let (_, offsets) = segment(&records);
-        let (mut buf, _) = segment_with(&records, 0, |_, off| off.min(offsets[2]) as u64);
-        buf[offsets[2]..offsets[3]].fill(0);
-        let scan = scan_segment(&buf, 0);
-        assert_prefix(&scan, &records, &offsets, 2);
-        assert_eq!(scan.valid_len as usize, offsets[2]);
-        assert!(
-            matches!(scan.end, ScanEnd::TornTail { offset, error: DecodeError::Zero } if offset as usize == offsets[2]),
-            "{:?}",
-            scan.end
-        );
-        // A hole that swallowed only the first part of the record: the rest
-        // is garbage, not zeros.
-        let (mut buf, _) = segment_with(&records, 0, |_, off| off.min(offsets[2]) as u64);
-        buf[offsets[2]..offsets[2] + 64].fill(0);
-        let scan = scan_segment(&buf, 0);
-        assert_prefix(&scan, &records, &offsets, 2);
-        assert!(
-            matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == offsets[2]),
-            "{:?}",
-            scan.end
-        );
-    }
-
-    #[test]
-    fn watermarks_are_compared_with_the_stream_position_of_the_bad_record() {
-        let records = sample();
-        let base = 3 << 20;
-        let damaged = |at: u64| {
-            let (mut buf, offsets) = segment_with(&records, at, |_, off| base + off as u64);
-            buf[offsets[1] + 30] ^= 1;
-            (buf, offsets)
-        };
-        let (buf, offsets) = damaged(base);
-        let scan = scan_segment(&buf, base);
-        assert_eq!(scan.records.len(), 1);
-        assert!(
-            matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == offsets[1]),
-            "{:?}",
-            scan.end
-        );
-        // The same bytes read as a segment further along the stream: the
-        // later records' watermarks no longer reach the bad record.
-        let (buf, _) = damaged(base + 4096);
-        let scan = scan_segment(&buf, base + 4096);
-        assert_eq!(scan.records.len(), 1);
-        assert_eq!(scan.records[0].0, 0, "offsets stay segment-relative");
-        assert!(
-            matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == offsets[1]),
-            "{:?}",
-            scan.end
-        );
-        // A base near the end of the stream space does not overflow.
-        let (buf, _) = damaged(u64::MAX - 8);
-        let scan = scan_segment(&buf, u64::MAX - 8);
-        assert!(matches!(scan.end, ScanEnd::TornTail { .. }));
-    }
-
-    #[test]
-    fn unsynced_record_embedding_a_valid_record_is_stepped_over() {
-        // Record 3 (unsynced, landed out of order) carries as its value a
-        // whole record with a high watermark; the search must not take the
-        // embedded bytes for a record of the log.
-        let mut embedded = Vec::new();
-        let header = RecordHeader {
-            watermark: u64::MAX,
-            ..Default::default()
-        };
-        encode(&header, &RecordBody::End, &mut embedded);
-        let mut records = sample();
-        // Records 2 on were never synced: their watermarks stay below.
-        let synced = segment(&records).1[2];
-        // A key length that puts the value, the embedded record, on an
-        // 8-byte boundary.
-        let (mut buf, offsets, at) = (0..8)
-            .find_map(|kl| {
-                records[3] = Owned::Insert(vec![b'k'; kl], embedded.clone());
-                let (buf, offsets) = segment_with(&records, 0, |_, off| off.min(synced) as u64);
-                let rec3 = &buf[offsets[3]..offsets[4]];
-                let at = offsets[3]
-                    + rec3
-                        .windows(embedded.len())
-                        .position(|w| w[4..] == embedded[4..])?;
-                at.is_multiple_of(RECORD_ALIGN)
-                    .then_some((buf, offsets, at))
-            })
-            .expect("some key length aligns the value");
-        // Placed at the position where it lies, so that only stepping over
-        // record 3 keeps it out of the log.
-        place_at(&mut buf[at..at + embedded.len()], at as u64);
-        reseal_at(&mut buf[offsets[3]..offsets[4]], offsets[3] as u64);
-        assert!(
-            (offsets[3]..offsets[4]).step_by(8).any(|at| {
-                decode_at(&buf[at..], at as u64).is_ok_and(|r| r.header.watermark == u64::MAX)
-            }),
-            "the embedded record is aligned"
-        );
-        buf[offsets[2] + 20] ^= 1;
-        let scan = scan_segment(&buf, 0);
-        assert_prefix(&scan, &records, &offsets, 2);
-        assert!(
-            matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset as usize == offsets[2]),
-            "{:?}",
-            scan.end
-        );
-    }
-
-    #[test]
-    fn damaged_length_field_does_not_hide_later_records() {
-        let records = sample();
-        let (buf, offsets) = segment(&records);
-        let victim = offsets[2];
-        // Lengths that swallow the rest, overrun the buffer, are too short or
-        // land inside the next record.
-        for len in [
-            buf.len() - victim,
-            1 << 20,
-            48,
-            56,
-            64,
-            (offsets[3] - victim) + 8,
-            0,
-            52,
-        ] {
-            let mut b = buf.clone();
-            b[victim + 4..victim + 8].copy_from_slice(&(len as u32).to_le_bytes());
-            let scan = scan_segment(&b, 0);
-            assert_prefix(&scan, &records, &offsets, 2);
-            assert!(
-                matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == victim),
-                "len {len}: {:?}",
-                scan.end
-            );
-        }
-    }
-
-    #[test]
-    fn zeroed_record_in_the_middle_is_corruption() {
-        let records = sample();
-        let (mut buf, offsets) = segment(&records);
-        buf[offsets[1]..offsets[2]].fill(0);
-        let scan = scan_segment(&buf, 0);
-        assert_prefix(&scan, &records, &offsets, 1);
-        assert!(
-            matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == offsets[1])
-        );
-    }
-
-    #[test]
-    fn zero_filled_tail_is_clean() {
-        let records = sample();
-        let (mut buf, offsets) = segment(&records);
-        let len = buf.len();
-        buf.resize(len + 8192, 0);
-        let scan = scan_segment(&buf, 0);
-        assert_prefix(&scan, &records, &offsets, records.len());
-        assert_eq!(scan.end, ScanEnd::Clean);
-        assert_eq!(scan.valid_len as usize, len);
-        // A zero tail shorter than a header, and an empty segment.
-        let scan = scan_segment(&buf[..len + 5], 0);
-        assert_eq!(
-            (scan.records.len(), scan.end),
-            (records.len(), ScanEnd::Clean)
-        );
-        assert_eq!(scan_segment(&[], 0).end, ScanEnd::Clean);
-        assert_eq!(scan_segment(&[0; 4096], 0).end, ScanEnd::Clean);
-        // Zeros then garbage that is not a record: the log ends at the zeros.
-        buf[len + 4000] = 1;
-        let scan = scan_segment(&buf, 0);
-        assert_eq!(scan.records.len(), records.len());
-        assert!(
-            matches!(scan.end, ScanEnd::TornTail { offset, error: DecodeError::Zero } if offset as usize == len)
-        );
-    }
-
     /// Re-seal a record after editing it, to reach the checks behind the
     /// checksum (a record not placed in a stream, as `decode` reads it).
     fn reseal(rec: &mut [u8]) {
         reseal_at(rec, 0);
     }
 
-    /// Re-seal a record placed at stream position `position`.
+    /// Re-seal the record `rec` (exactly one) placed at stream position
+    /// `position`.
     fn reseal_at(rec: &mut [u8], position: u64) {
-        let crc = crc32c::crc32c(&rec[4..]) ^ position_salt(position);
+        let crc = crc32c::crc32c(&rec[4..]);
         rec[..4].copy_from_slice(&crc.to_le_bytes());
-    }
-
-    /// salt(p + d) - salt(p) is h(d) or h(d) + 1 (mod 2^32), h(d) being the
-    /// high half of d * K: two positions share a salt only if h(d) is 0 or
-    /// 2^32 - 1. For every 8-aligned distance below 4 GiB it is neither, so
-    /// a recycled file's old records never pass at any position that close
-    /// to theirs (checked here exhaustively, 2^29 distances).
-    #[test]
-    fn positions_less_than_4_gib_apart_never_share_a_salt() {
-        let h = |d: u64| (d.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
-        let bad = (8..1u64 << 32)
-            .step_by(8)
-            .find(|&d| h(d) == 0 || h(d) == u32::MAX);
-        assert_eq!(bad, None);
-        for (p, d) in [
-            (0, 8),
-            (4096, 16 << 20),
-            (1 << 40, 1 << 30),
-            (u64::MAX - 7, 8),
-        ] {
-            assert_ne!(position_salt(p), position_salt(p.wrapping_add(d)));
-        }
-    }
-
-    #[test]
-    fn placing_salts_each_checksum_by_position_and_placing_again_takes_it_out() {
-        let (at0, offsets) = segment(&sample());
-        let ends: Vec<usize> = offsets.iter().skip(1).copied().chain([at0.len()]).collect();
-        // Taken out of the stream: each record as `encode` wrote it.
-        let mut raw = at0.clone();
-        place_at(&mut raw, 0);
-        assert_eq!(raw[..ends[0]], at0[..ends[0]], "position 0 has no salt");
-        let mut buf = raw.clone();
-        place_at(&mut buf, 4096);
-        for (&o, &end) in offsets.iter().zip(&ends) {
-            assert!(decode(&raw[o..]).is_ok());
-            assert_ne!(buf[o..o + 4], raw[o..o + 4], "checksum at {o} salted");
-            assert_eq!(buf[o + 4..end], raw[o + 4..end], "nothing else changes");
-            assert!(decode_at(&buf[o..], 4096 + o as u64).is_ok());
-            assert_eq!(decode(&buf[o..]).err(), Some(DecodeError::BadChecksum));
-            assert_eq!(
-                decode_at(&buf[o..], o as u64).err(),
-                Some(DecodeError::BadChecksum)
-            );
-        }
-        place_at(&mut buf, 4096);
-        assert_eq!(buf, raw);
+        frame::place_at(rec, position);
     }
 
     #[test]
@@ -2481,7 +1736,8 @@ mod tests {
         let records = sample();
         let (mut buf, offsets) = segment(&records);
         let last = *offsets.last().unwrap();
-        buf[last + 8] = 42;
+        // The kind: the payload's first byte, after the frame's head.
+        buf[last + frame::head_len(last as u64)] = 42;
         reseal_at(&mut buf[last..], last as u64);
         let scan = scan_segment(&buf, 0);
         assert_eq!(scan.records.len(), records.len() - 1);
@@ -2489,18 +1745,19 @@ mod tests {
             if *offset as usize == last && detail.contains("unknown record kind 42")));
     }
 
-    /// A record built from raw parts, sealed at position 0: the fixed part
-    /// (kind, flags, page kind), then `ints` as vint64s, then `bytes`.
+    /// A record built from raw parts, sealed at position 0: the frame's
+    /// prefix, `ints[0]` as its watermark, the fixed part (kind, flags,
+    /// page kind), then the rest of `ints` as vint64s, then `bytes`.
     fn raw_record(kind: u8, flags: u8, page_kind: u8, ints: &[u64], bytes: &[u8]) -> Vec<u8> {
-        let mut r = vec![0u8; FIXED_SIZE];
-        r[8] = kind;
-        r[9] = flags;
-        r[10] = page_kind;
-        for &v in ints {
+        let mut r = vec![0u8; frame::PREFIX];
+        for (i, &v) in ints.iter().enumerate() {
             r.extend_from_slice(vint64::encode(v).as_ref());
+            if i == 0 {
+                r.extend_from_slice(&[kind, flags, page_kind, 0]);
+            }
         }
         r.extend_from_slice(bytes);
-        r.resize(align_up(r.len()), 0);
+        r.resize(r.len().next_multiple_of(frame::ALIGN), 0);
         let len = r.len() as u32;
         r[4..8].copy_from_slice(&len.to_le_bytes());
         reseal(&mut r);
@@ -2526,10 +1783,11 @@ mod tests {
             value: b"v",
         };
         encode(&header, &insert, &mut rec);
-        // Fixed part 0..12; watermark 12..14, GSN 14, slot 15, transaction
-        // start 16..18 (1 - 4096, zigzagged: 8189), tree 18, page 19, GSN -
-        // prev GSN 20 (1, zigzagged: 2); key length 21, value length 22,
-        // key 23, value 24; padding to 32.
+        // Frame prefix 0..8, watermark 8..10; kind 10, flags 11, page kind
+        // 12, reserved 13; GSN 14, slot 15, transaction start 16..18 (1 -
+        // 4096, zigzagged: 8189), tree 18, page 19, GSN - prev GSN 20 (1,
+        // zigzagged: 2); key length 21, value length 22, key 23, value 24;
+        // padding to 32.
         assert_eq!(rec.len(), 32);
         assert_eq!(header_len(&header, RecordKind::Insert), 21);
         assert_eq!(
@@ -2545,25 +1803,35 @@ mod tests {
             }
             decode(&r).err()
         };
-        use DecodeError::*;
-        assert_eq!(decode(&[]).err(), Some(Truncated));
-        assert_eq!(decode(&rec[..15]).err(), Some(Truncated));
-        assert_eq!(decode(&rec[..31]).err(), Some(Truncated));
-        assert_eq!(decode(&[0; 20]).err(), Some(Zero));
-        assert_eq!(decode(&[0; 100]).err(), Some(Zero));
+        use DecodeError::{BadKind, Malformed};
+        let framing = |e: FrameError| Some(DecodeError::Frame(e));
+        assert_eq!(decode(&[]).err(), framing(FrameError::Truncated));
+        assert_eq!(decode(&rec[..15]).err(), framing(FrameError::Truncated));
+        assert_eq!(decode(&rec[..31]).err(), framing(FrameError::Truncated));
+        assert_eq!(decode(&[0; 20]).err(), framing(FrameError::Zero));
+        assert_eq!(decode(&[0; 100]).err(), framing(FrameError::Zero));
         let set_len = |n: u32| move |r: &mut Vec<u8>| r[4..8].copy_from_slice(&n.to_le_bytes());
-        assert_eq!(edited(&set_len(8), false), Some(BadLength));
-        assert_eq!(edited(&set_len(20), false), Some(BadLength));
-        assert_eq!(edited(&set_len(16 << 20 | 8), false), Some(BadLength));
-        assert_eq!(edited(&set_len(16 << 20), false), Some(Truncated));
-        assert_eq!(edited(&|r| r[20] ^= 1, false), Some(BadChecksum));
-        assert_eq!(edited(&|r| r[8] = 0, true), Some(BadKind(0)));
-        assert_eq!(edited(&|r| r[8] = 10, true), Some(BadKind(10)));
-        assert!(matches!(edited(&|r| r[9] = 2, true), Some(Malformed(_))));
-        assert!(matches!(edited(&|r| r[9] = 4, true), Some(Malformed(_))));
-        assert!(matches!(edited(&|r| r[11] = 1, true), Some(Malformed(_))));
+        assert_eq!(edited(&set_len(8), false), framing(FrameError::BadLength));
+        assert_eq!(edited(&set_len(20), false), framing(FrameError::BadLength));
+        assert_eq!(
+            edited(&set_len(16 << 20 | 8), false),
+            framing(FrameError::BadLength)
+        );
+        assert_eq!(
+            edited(&set_len(16 << 20), false),
+            framing(FrameError::Truncated)
+        );
+        assert_eq!(
+            edited(&|r| r[20] ^= 1, false),
+            framing(FrameError::BadChecksum)
+        );
+        assert_eq!(edited(&|r| r[10] = 0, true), Some(BadKind(0)));
+        assert_eq!(edited(&|r| r[10] = 10, true), Some(BadKind(10)));
+        assert!(matches!(edited(&|r| r[11] = 2, true), Some(Malformed(_))));
+        assert!(matches!(edited(&|r| r[11] = 4, true), Some(Malformed(_))));
+        assert!(matches!(edited(&|r| r[13] = 1, true), Some(Malformed(_))));
         // A page kind on a record that is not an image.
-        assert!(matches!(edited(&|r| r[10] = 2, true), Some(Malformed(_))));
+        assert!(matches!(edited(&|r| r[12] = 2, true), Some(Malformed(_))));
         // Any tree is fine on a page record (one byte holds 0..=127).
         assert_eq!(edited(&|r| r[18] = 0xff, true), None, "tree 127 decodes");
         // An integer in a longer form than it needs: 2 bytes for 0.
@@ -2577,11 +1845,11 @@ mod tests {
             Some(Malformed("integer not in its shortest form"))
         );
         // A commit record (kind 5) with this payload does not parse.
-        assert!(matches!(edited(&|r| r[8] = 5, true), Some(Malformed(_))));
+        assert!(matches!(edited(&|r| r[10] = 5, true), Some(Malformed(_))));
         // The shortest record: an end record of one-byte integers.
         let mut end = Vec::new();
         encode(&RecordHeader::default(), &RecordBody::End, &mut end);
-        assert_eq!(end.len(), MIN_RECORD_LEN);
+        assert_eq!(end.len(), frame::MIN_LEN);
         assert!(decode(&end).is_ok());
         // Header fields out of their range: a slot above 2^16, a transaction
         // start outside 0..2^48, a tree above 2^32.
@@ -2651,11 +1919,21 @@ mod tests {
             decode(&raw_record(4, 0, 2, &ints, b"x")).err(),
             Some(Malformed("page image larger than a page"))
         );
-        img[10] = 0;
+        img[12] = 0;
         reseal(&mut img);
         assert_eq!(
             decode(&img).err(),
             Some(Malformed("page image without a page kind"))
+        );
+        // A frame whose watermark leaves no room for the fixed part.
+        let mut short = vec![0u8; frame::PREFIX];
+        short.extend_from_slice(vint64::encode(1 << 28).as_ref());
+        short.resize(frame::MIN_LEN, 0);
+        short[4..8].copy_from_slice(&(frame::MIN_LEN as u32).to_le_bytes());
+        reseal(&mut short);
+        assert_eq!(
+            decode(&short).err(),
+            Some(Malformed("payload shorter than its fixed part"))
         );
     }
 
@@ -2698,23 +1976,5 @@ mod tests {
             let r = std::panic::catch_unwind(|| encode(&header, &body, &mut Vec::new()));
             assert!(r.is_err(), "{header:?} {body:?}");
         }
-    }
-
-    #[test]
-    fn corruption_becomes_an_error_naming_file_and_offset() {
-        let records = sample();
-        let (mut buf, offsets) = segment(&records);
-        buf[offsets[2] + 20] ^= 0x10;
-        let scan = scan_segment(&buf, 0);
-        let err = scan.end.to_error("/db/wal/p3/00000007.log", 4096).unwrap();
-        match &err {
-            Error::Corruption { path, offset, .. } => {
-                assert_eq!(path, std::path::Path::new("/db/wal/p3/00000007.log"));
-                assert_eq!(*offset, 4096 + offsets[2] as u64);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(err.to_string().contains("record checksum mismatch"));
-        assert_eq!(ScanEnd::Clean.to_error("x", 0).map(|e| e.to_string()), None);
     }
 }

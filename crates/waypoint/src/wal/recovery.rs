@@ -35,13 +35,16 @@
 //! durable.
 
 use super::partition::{parse_segment_name, partition_dir};
-use super::record::{self, RecordBody, RecordKind, ScanEnd};
+use super::record::{self, RecordBody, RecordKind};
 use super::redo;
 use crate::btree::{BTree, PageLog};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
+use crate::logstore::frame;
+use crate::logstore::scan::ScanEnd;
 use crate::logstore::segment;
+use crate::persist::SchemeKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
@@ -113,7 +116,7 @@ pub(super) struct Logged {
     /// partition from 1); 0 for records outside one.
     pub smo: u32,
     /// The whole encoded record, taken out of the stream
-    /// ([`record::place_at`]): [`record::decode`] reads it.
+    /// ([`frame::place_at`]): [`record::decode`] reads it.
     pub bytes: Box<[u8]>,
 }
 
@@ -280,9 +283,12 @@ fn analyze_partition(
         let mut whole = vec![0u8; file_len as usize];
         file.read_at(&mut whole, 0)?;
         drop(file);
-        match segment::decode_header(&path, &whole)? {
-            segment::Header::Valid { partition, start: s } if partition == id && s == start => {}
-            segment::Header::Valid { partition, start: s } => {
+        match segment::decode_header(&path, &whole, SchemeKind::PerWorker)? {
+            segment::Header::Valid { stream, start: s } if stream == id && s == start => {}
+            segment::Header::Valid {
+                stream: partition,
+                start: s,
+            } => {
                 return Err(corruption(
                     &path,
                     0,
@@ -404,7 +410,7 @@ fn analyze_partition(
                 // Taken out of the stream, so redo and undo decode the
                 // copy without knowing where it lay.
                 let mut bytes: Box<[u8]> = buf[*offset as usize..end].into();
-                record::place_at(&mut bytes, start + offset);
+                frame::place_at(&mut bytes, start + offset);
                 log.records.push(Logged {
                     gsn: h.gsn,
                     txn: h.txn,
