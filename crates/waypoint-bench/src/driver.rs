@@ -109,7 +109,7 @@ impl Default for DriverConfig {
             commit: CommitProtocol::RfaGroup,
             checkpoint: waypoint::CheckpointMode::Continuous,
             wal_limit_bytes: 1 << 30,
-            sync_interval_us: waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64,
+            sync_interval_us: waypoint::logstore::stream::SYNC_INTERVAL.as_micros() as u64,
             segment_bytes: log.wal_segment_bytes,
             wal_preallocate: log.wal_preallocate,
             wal_zero_fill: log.wal_zero_fill,

@@ -333,7 +333,7 @@ impl BenchArgs {
     /// `--sync-interval`, or the engine's default.
     pub fn sync_interval_us(&self) -> u64 {
         self.sync_interval
-            .unwrap_or(waypoint::wal::partition::SYNC_INTERVAL.as_micros() as u64)
+            .unwrap_or(waypoint::logstore::stream::SYNC_INTERVAL.as_micros() as u64)
     }
 
     /// `--wal-preallocate`, or the engine's default.
@@ -358,7 +358,7 @@ impl BenchArgs {
     pub fn segment_bytes(&self) -> Result<u64> {
         match self.segment_size.as_deref() {
             Some(s) => Ok(parse_size("segment-size", s)? as u64),
-            None => Ok(waypoint::wal::partition::SEGMENT_SIZE),
+            None => Ok(waypoint::logstore::stream::SEGMENT_SIZE),
         }
     }
 

@@ -17,9 +17,10 @@ use crate::db::{Superblock, DATA_FILE, DB_FORMAT_VERSION, DOUBLE_WRITE_FILE, WAL
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage};
 use crate::logstore::scan::ScanEnd;
+use crate::logstore::segment::parse_segment_name;
 use crate::logstore::segment::{self, LOG_FORMAT_VERSION};
 use crate::persist::SchemeKind;
-use crate::wal::partition::{parse_segment_name, partition_dir};
+use crate::wal::partition::partition_dir;
 use crate::wal::record::{self, RecordKind};
 use crate::wal::recovery::partition_ids;
 use std::path::{Path, PathBuf};

@@ -12,6 +12,9 @@
 //! - [`spare`]: segment preallocation (recycled pruned segments, else a
 //!   zero-filled spare file per stream, renamed into the next segment).
 //! - [`blocks`]: a segment written in whole aligned blocks (`O_DIRECT`).
+//! - [`stream`]: a durable stream of frames: the in-memory chunk ring,
+//!   the writer thread with sync pacing, the segment files, the durable
+//!   watermark and the waits on it, failure handling.
 //!
 //! It knows nothing of what the records mean: no GSNs, page records or
 //! commit protocols. A scheme owns its payloads and reads them through
@@ -22,5 +25,6 @@ pub mod frame;
 pub mod scan;
 pub mod segment;
 pub mod spare;
+pub mod stream;
 #[cfg(test)]
 mod test_support;

@@ -26,7 +26,7 @@
 //! record and every record it depends on are durable, per the chosen
 //! [`CommitProtocol`] (for `Async` it returns at once and says so).
 
-use super::partition::{FullFlag, Partition};
+use super::partition::Partition;
 use super::record::{self, RecordBody, RecordHeader, RecordKind};
 use super::recovery::RecoveredPartition;
 use crate::btree::{PageLog, PageOp, RootId};
@@ -34,6 +34,7 @@ use crate::buffer::page;
 use crate::buffer::{ExclusiveGuard, FlushGate};
 use crate::error::Result;
 use crate::io::Storage;
+use crate::logstore::stream::FullFlag;
 use crate::persist::{CommitView, SessionLog};
 use crate::txn::epoch::{epoch_of, SLOT_BITS};
 use parking_lot::RwLock;
@@ -259,10 +260,12 @@ impl Wal {
             partitions: RwLock::new(Vec::new()),
             open: RwLock::new(Arc::new(Vec::new())),
             min_clock,
-            segment_size: AtomicU64::new(super::partition::SEGMENT_SIZE),
+            segment_size: AtomicU64::new(crate::logstore::stream::SEGMENT_SIZE),
             preallocate: AtomicBool::new(true),
             zero_fill: AtomicBool::new(true),
-            sync_interval_us: AtomicU64::new(super::partition::SYNC_INTERVAL.as_micros() as u64),
+            sync_interval_us: AtomicU64::new(
+                crate::logstore::stream::SYNC_INTERVAL.as_micros() as u64
+            ),
             recovered: RwLock::new(recovered),
             commits: AtomicU64::new(0),
             remote_commits: AtomicU64::new(0),
@@ -490,9 +493,10 @@ impl Wal {
     }
 
     /// Per partition, the stream position up to which its log is durable
-    /// in files whose names are durable too ([`Partition::synced_position`];
-    /// partitions without such files are left out), in partition order:
-    /// what the checkpoint metadata records as synced.
+    /// in files whose names are durable too
+    /// ([`crate::logstore::stream::Stream::synced_position`]; partitions
+    /// without such files are left out), in partition order: what the
+    /// checkpoint metadata records as synced.
     pub fn synced_positions(&self) -> Vec<(u32, u64)> {
         let mut synced: Vec<(u32, u64)> = self
             .all()
@@ -599,16 +603,16 @@ impl Wal {
         }
         // Partitions recovered but not reopened by any session in this
         // process still have their segments on disk. Oldest first, each
-        // deletion synced before the next, as `Partition::retire_oldest`
-        // does: a crash keeps any subset of unsynced directory operations,
-        // and a deleted middle segment would leave a gap that recovery
-        // refuses as a lost segment.
+        // deletion synced before the next, as a stream's retirement
+        // (`logstore::stream`) does: a crash keeps any subset of unsynced
+        // directory operations, and a deleted middle segment would leave a
+        // gap that recovery refuses as a lost segment.
         let archive = self.archive.read().clone();
         for dir in self.storage.list_dir(&self.dir)? {
             let mut segments: Vec<(u64, PathBuf)> = Vec::new();
             let mut spares = Vec::new();
             for file in self.storage.list_dir(&dir)? {
-                if let Some(start) = super::partition::parse_segment_name(&file) {
+                if let Some(start) = crate::logstore::segment::parse_segment_name(&file) {
                     segments.push((start, file));
                 } else if crate::logstore::spare::is_spare(&file) {
                     spares.push(file);

@@ -34,7 +34,7 @@
 //! absent, and present only if its commit (and what it depends on) was
 //! durable.
 
-use super::partition::{parse_segment_name, partition_dir};
+use super::partition::partition_dir;
 use super::record::{self, RecordBody, RecordKind};
 use super::redo;
 use crate::btree::{BTree, PageLog};
@@ -44,6 +44,7 @@ use crate::io::{OpenMode, Storage};
 use crate::logstore::frame;
 use crate::logstore::scan::ScanEnd;
 use crate::logstore::segment;
+use crate::logstore::segment::parse_segment_name;
 use crate::persist::SchemeKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;

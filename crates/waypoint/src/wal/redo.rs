@@ -408,8 +408,9 @@ mod tests {
     use crate::buffer::BufferPool;
     use crate::io::{CrashPolicy, OpenMode, SimStorage, Storage};
     use crate::logstore::segment;
+    use crate::logstore::segment::parse_segment_name;
     use crate::persist::SessionLog;
-    use crate::wal::partition::{parse_segment_name, partition_dir};
+    use crate::wal::partition::partition_dir;
     use crate::wal::record::{self, RecordKind};
     use crate::wal::recovery::{Recovery, RecoveryReport};
     use crate::wal::test_support::{durable, key, leaves, pool, small_tree, VALUE};
