@@ -2,10 +2,11 @@
 //! by global sequence numbers, Remote Flush Avoidance and the commit
 //! protocols (seed 000 §2.4, §3.1, §3.2, §3.8).
 //!
-//! - [`record`]: the record format and the segment scan (torn tail vs.
-//!   corruption).
-//! - [`partition`]: one partition: stage-1 chunk ring, stage-2 segment
-//!   files, its writer thread, pruning.
+//! - [`record`]: the records: kinds, header and bodies, update diffs, page
+//!   images, their encoding and decoding (and so the segment scan's reading
+//!   of them).
+//! - [`partition`]: one partition: a log stream with the session's GSN
+//!   clock (GSN reservation, GSN_flushed).
 //! - [`log`]: the log manager, the GSN protocol, RFA, commit protocols, the
 //!   WAL-rule gate for page writes.
 //!
@@ -13,7 +14,9 @@
 //!   records redo applies (page chains, gaps, structure modifications all
 //!   or nothing) and applies them.
 //!
-//! Segment files, spares and `O_DIRECT` writes are the scheme-neutral
+//! The log storage under the partitions (segment files, record frames and
+//! the torn-tail scan, the chunk ring and writer thread with sync pacing,
+//! spares, `O_DIRECT` writes, failure handling) is the scheme-neutral
 //! [`crate::logstore`]'s.
 //!
 //! `Database` logs every page change through a session's
