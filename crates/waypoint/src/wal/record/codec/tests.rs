@@ -206,49 +206,6 @@ proptest! {
         let scan = scan_segment(&buf, base);
         prop_assert!(scan.valid_len as usize <= buf.len());
     }
-
-    #[test]
-    fn decode_and_scan_are_total_on_damaged_segments(
-        records in prop::collection::vec(owned(), 1..8),
-        flips in prop::collection::vec((any::<prop::sample::Index>(), 0u8..8), 0..4),
-        cut in any::<prop::sample::Index>(),
-        splat in any::<prop::sample::Index>(),
-        splat_byte in any::<u8>(),
-        base in prop_oneof![Just(0u64), any::<u64>()],
-    ) {
-        let (mut buf, offsets) = segment_with(&records, base, |_, offset| offset as u64);
-        let first = flips.iter().map(|(at, _)| at.index(buf.len())).min();
-        for (at, bit) in &flips {
-            let i = at.index(buf.len());
-            buf[i] ^= 1 << bit;
-        }
-        // A random overwrite of a 4-byte field somewhere.
-        let s = splat.index(buf.len());
-        let mut damaged = buf.clone();
-        for b in damaged.iter_mut().skip(s).take(4) {
-            *b = splat_byte;
-        }
-        for b in [&buf, &damaged] {
-            let _ = decode(b);
-            let cut = cut.index(b.len() + 1);
-            let scan = scan_segment(&b[..cut], base);
-            prop_assert!(scan.valid_len as usize <= cut);
-            let _ = scan_segment(b, base);
-        }
-        // Records wholly before the first flipped byte come back intact.
-        if let Some(first) = first {
-            let scan = scan_segment(&buf, base);
-            let intact = offsets
-                .iter()
-                .zip(offsets.iter().skip(1).chain([&buf.len()]))
-                .take_while(|(_, &end)| end <= first)
-                .count();
-            prop_assert!(scan.records.len() >= intact);
-            for (i, (_, rec)) in scan.records.iter().take(intact).enumerate() {
-                prop_assert_eq!(rec.body, records[i].body());
-            }
-        }
-    }
 }
 
 #[test]
