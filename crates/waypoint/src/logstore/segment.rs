@@ -72,7 +72,7 @@ pub fn retire(storage: &dyn Storage, path: &Path, archive: Option<&Path>) -> Res
         return storage.remove(path);
     };
     let target = match dir.file_name() {
-        Some(partition) => archive.join(partition),
+        Some(stream) => archive.join(stream),
         None => archive.to_path_buf(),
     };
     if !storage.exists(&target) {

@@ -1,4 +1,4 @@
-//! Segment preallocation: each partition keeps one zero-filled, synced
+//! Segment preallocation: each stream keeps one zero-filled, synced
 //! *spare* file ready, prepared by a background thread, and a new segment is
 //! that spare renamed (seed 000 §3.1 leaves the segment files' allocation
 //! open; PostgreSQL zero-fills WAL segments for the same reason). Pruned
@@ -45,11 +45,11 @@
 //!   segment whose own header never landed reads as never synced, not as
 //!   its previous life.
 //! - The queue of recycled files lives in memory only: files a crash left
-//!   queued are removed when the partition opens again
+//!   queued are removed when the stream opens again
 //!   ([`remove_recycled_leftovers`]), so crashes do not pile them up.
 //!
 //! A failed preallocation (full disk, I/O error) is logged and stops
-//! preallocation for the partition: the writer then creates segments as
+//! preallocation for the stream: the writer then creates segments as
 //! plain growing files, which is slower but correct. Where the disk has
 //! less than eight spares' worth of free space, no spare is zero-filled
 //! (the segment grows instead) until the next roll finds more room.
@@ -70,13 +70,13 @@ const PIECE: u64 = 1 << 20;
 /// A spare is zero-filled only while this many times its size is free.
 const SPARE_ROOM: u64 = 8;
 
-/// File name of a partition's spare segment.
+/// File name of a stream's spare segment.
 pub const SPARE_NAME: &str = "spare.prealloc";
 
 /// How a recycled segment's file name ends (`SSSS.recycled.prealloc`).
 const RECYCLED_SUFFIX: &str = ".recycled.prealloc";
 
-/// Recycled segments kept ready per partition; more are deleted. One per
+/// Recycled segments kept ready per stream; more are deleted. One per
 /// segment the writer starts is enough once pruning keeps pace; a second
 /// covers a prune that lands just after a roll.
 const RECYCLED_MAX: usize = 2;
@@ -96,8 +96,8 @@ pub fn is_recycled(path: &Path) -> bool {
         .is_some_and(|n| n.ends_with(RECYCLED_SUFFIX))
 }
 
-/// Remove the recycled segments a crash left in partition directory `dir`
-/// (their queue was in memory). Called before the partition's spare
+/// Remove the recycled segments a crash left in stream directory `dir`
+/// (their queue was in memory). Called before the stream's spare
 /// exists, so none of them is queued.
 pub fn remove_recycled_leftovers(storage: &dyn Storage, dir: &Path) -> Result<()> {
     for file in storage.list_dir(dir)? {
@@ -120,11 +120,11 @@ struct State {
     recycled: std::collections::VecDeque<PathBuf>,
 }
 
-/// The spare segment of one partition and the thread that prepares it.
+/// The spare segment of one stream and the thread that prepares it.
 pub struct Spare {
     storage: Arc<dyn Storage>,
     path: PathBuf,
-    /// The partition's id (names the thread).
+    /// The stream's id (names the thread).
     id: u32,
     /// Bytes to preallocate: segment header plus the segment size.
     bytes: AtomicU64,
@@ -141,7 +141,7 @@ pub struct Spare {
 }
 
 impl Spare {
-    /// The spare of the partition in `dir`, prepared by thread
+    /// The spare of the stream in `dir`, prepared by thread
     /// `waypoint-spare-{id}`, which starts at the first [`Spare::want`] or
     /// [`Spare::take`] (never, when preallocation or zero-filling is off).
     pub fn new(storage: Arc<dyn Storage>, dir: &Path, id: u32) -> Arc<Self> {
@@ -372,8 +372,8 @@ impl Spare {
 
     /// Is the disk large enough to zero-fill a spare of `bytes`? Only
     /// while [`SPARE_ROOM`] times that stays free: a spare is space the
-    /// log does not use yet, and every partition keeps one (with the
-    /// default 16 MiB segments, three partitions filled a 48 MiB disk
+    /// log does not use yet, and every stream keeps one (with the
+    /// default 16 MiB segments, three WAL partitions filled a 48 MiB disk
     /// with spares before the first checkpoint).
     fn room_for(&self, bytes: u64) -> bool {
         let room = self.storage.available_space(&self.path);

@@ -63,6 +63,7 @@ pub struct StreamStats {
     pub segments_zero_filled: u64,
 }
 
+/// One durable stream of frames (see the module documentation).
 pub struct Stream {
     id: u32,
     dir: PathBuf,
