@@ -94,7 +94,7 @@ const _: () = assert!(RecordKind::Separator as usize == KIND_SLOTS - 1);
 pub struct KindTally {
     pub records: u64,
     pub bytes: u64,
-    /// Of `bytes`, the record headers' (log format 5 headers vary in size).
+    /// Of `bytes`, the record headers' (they vary in size since log format 5).
     pub header_bytes: u64,
 }
 
