@@ -9,7 +9,8 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use waypoint::wal::record::{decode, encode_update, DecodeError, MIN_RECORD_LEN};
+use waypoint::logstore::frame::{FrameError, MIN_LEN};
+use waypoint::wal::record::{decode, encode_update, DecodeError};
 use waypoint_fuzz::{assert_reencodes, fix_record_checksums, ArbRecord};
 
 fn check_decode(bytes: &[u8]) {
@@ -24,9 +25,9 @@ fn check_decode(bytes: &[u8]) {
                 let _ = img.image_body(img.body_len() + 32);
             }
         }
-        Err(DecodeError::Zero) => assert!(bytes[..bytes.len().min(MIN_RECORD_LEN)]
-            .iter()
-            .all(|&b| b == 0)),
+        Err(DecodeError::Frame(FrameError::Zero)) => {
+            assert!(bytes[..bytes.len().min(MIN_LEN)].iter().all(|&b| b == 0))
+        }
         Err(_) => {}
     }
 }

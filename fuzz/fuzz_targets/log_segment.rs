@@ -1,4 +1,4 @@
-//! `wal::record::scan_segment` and `wal::segment::decode_header` on
+//! `wal::record::scan_segment` and `logstore::segment::decode_header` on
 //! arbitrary bytes: never panic, never hang (the scan is linear: each step
 //! moves forward by at least 8 bytes), allocate only the record list; and
 //! what they return is consistent:
@@ -6,7 +6,7 @@
 //! - a torn tail or corruption is reported at `valid_len`, a clean end
 //!   means the rest of the buffer is empty or zero;
 //! - a header that decodes as valid is exactly the header `encode_header`
-//!   writes for its partition and start.
+//!   writes for its stream and start.
 //!
 //! The first 8 bytes are the scan's base stream position (so watermark
 //! comparisons see both small and huge bases). The rest is scanned as
@@ -19,8 +19,12 @@
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
-use waypoint::wal::record::{scan_segment, ScanEnd};
-use waypoint::wal::segment::{decode_header, encode_header, Header, HEADER_SIZE};
+use waypoint::logstore::scan::ScanEnd;
+use waypoint::logstore::segment::{
+    decode_header, encode_header, header_checksum, Header, HEADER_SIZE,
+};
+use waypoint::wal::record::scan_segment;
+use waypoint::SchemeKind;
 use waypoint_fuzz::{assert_reencodes, fix_record_checksums, ArbRecord};
 
 const PATH: &str = "/db/wal/p00001/00000000000000000000.wal";
@@ -61,10 +65,10 @@ fn check_scan(buf: &[u8], base: u64) {
 }
 
 fn check_segment_file(file: &[u8]) {
-    match decode_header(Path::new(PATH), file) {
-        Ok(Header::Valid { partition, start }) => {
+    match decode_header(Path::new(PATH), file, SchemeKind::PerWorker) {
+        Ok(Header::Valid { stream, start }) => {
             assert_eq!(
-                encode_header(partition, start)[..],
+                encode_header(SchemeKind::PerWorker, stream, start)[..],
                 file[..HEADER_SIZE as usize],
                 "a valid header is not canonical"
             );
@@ -89,14 +93,16 @@ fuzz_target!(|data: &[u8]| {
     }
 
     // The whole input as a segment file, and with its header's checksum
-    // fixed (so magic, version, partition and start are checked), and with
+    // fixed (so magic, version, stream and start are checked), and with
     // its records sealed too.
     check_segment_file(data);
     if data.len() >= HEADER_SIZE as usize {
         let mut file = data.to_vec();
-        let crc = crc32c::crc32c(&file[..24]);
+        // The per-worker scheme's tag and zeros, under a valid checksum.
+        let ours = encode_header(SchemeKind::PerWorker, 0, 0);
+        file[28..32].copy_from_slice(&ours[28..32]);
+        let crc = header_checksum(&file[..HEADER_SIZE as usize]);
         file[24..28].copy_from_slice(&crc.to_le_bytes());
-        file[28..32].fill(0);
         check_segment_file(&file);
         let start = u64::from_le_bytes(file[16..24].try_into().unwrap());
         if fix_record_checksums(&mut file[HEADER_SIZE as usize..], start) > 0 {
@@ -112,7 +118,7 @@ fuzz_target!(|data: &[u8]| {
             r.normalise();
             r.encode(&mut buf);
         }
-        waypoint::wal::record::place_at(&mut buf, base);
+        waypoint::logstore::frame::place_at(&mut buf, base);
         let scan = scan_segment(&buf, base);
         assert_eq!(
             scan.end,

@@ -30,7 +30,8 @@ use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use waypoint::io::{CrashPolicy, OpenMode, SimStorage, Storage};
-use waypoint::wal::segment::HEADER_SIZE;
+use waypoint::logstore::segment::{encode_header, header_checksum, HEADER_SIZE};
+use waypoint::SchemeKind;
 use waypoint::{CommitProtocol, Database, Options, PerWorkerOptions, Persistence};
 use waypoint_fuzz::fix_record_checksums;
 
@@ -163,9 +164,11 @@ fn damage(segment: &mut Vec<u8>, data: &[u8]) {
     }
     if seal {
         if !keep_header && segment.len() >= HEADER {
-            let crc = crc32c::crc32c(&segment[..24]);
+            // The per-worker scheme's tag and zeros, under a valid checksum.
+            let ours = encode_header(SchemeKind::PerWorker, 0, 0);
+            segment[28..32].copy_from_slice(&ours[28..32]);
+            let crc = header_checksum(&segment[..HEADER]);
             segment[24..28].copy_from_slice(&crc.to_le_bytes());
-            segment[28..32].fill(0);
         }
         if segment.len() > HEADER {
             let start = u64::from_le_bytes(segment[16..24].try_into().unwrap());

@@ -10,9 +10,9 @@
 //!   `BadChecksum` on almost every input.
 
 use arbitrary::Arbitrary;
+use waypoint::logstore::frame::{self, MAX_LEN as MAX_RECORD_LEN, MIN_LEN as MIN_RECORD_LEN};
 use waypoint::wal::record::{
     self, Deps, PageImage, Record, RecordBody, RecordHeader, Span, UpdateDiff, MAX_IMAGE_BODY,
-    MAX_RECORD_LEN, MIN_RECORD_LEN,
 };
 
 /// The payload of a log record, owned.
@@ -217,7 +217,7 @@ impl ArbRecord {
 /// which lies at stream position `position`: at each offset whose length
 /// field is plausible (16..=16 MiB, a multiple of 8, inside `buf`), store
 /// the CRC32C of the record's bytes 4..len, placed at its position
-/// (`record::place_at`), and step over it; stop at the first implausible
+/// (`frame::place_at`), and step over it; stop at the first implausible
 /// length. Returns how many records were sealed.
 pub fn fix_record_checksums(buf: &mut [u8], position: u64) -> usize {
     let mut pos = 0usize;
@@ -232,7 +232,7 @@ pub fn fix_record_checksums(buf: &mut [u8], position: u64) -> usize {
         }
         let crc = crc32c::crc32c(&buf[pos + 4..pos + len]);
         buf[pos..pos + 4].copy_from_slice(&crc.to_le_bytes());
-        record::place_at(&mut buf[pos..pos + len], position.wrapping_add(pos as u64));
+        frame::place_at(&mut buf[pos..pos + len], position.wrapping_add(pos as u64));
         pos += len;
         sealed += 1;
     }
@@ -249,7 +249,7 @@ pub fn assert_reencodes(bytes: &[u8], rec: &Record<'_>, position: u64) {
     let mut again = Vec::with_capacity(len);
     record::encode(&rec.header, &rec.body, &mut again);
     assert_eq!(again.len(), len, "encoded_len disagrees with encode");
-    record::place_at(&mut again, position);
+    frame::place_at(&mut again, position);
     assert!(
         again == bytes[..len],
         "a decoded record re-encodes to other bytes"

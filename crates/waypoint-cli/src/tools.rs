@@ -138,6 +138,7 @@ fn header_json(h: &SegmentHeader) -> serde_json::Value {
         SegmentHeader::UnsupportedVersion(v) => {
             json!({ "state": "unsupported_version", "version": v })
         }
+        SegmentHeader::OtherScheme(tag) => json!({ "state": "other_scheme", "scheme_tag": tag }),
         SegmentHeader::Corrupt(e) => json!({ "state": "corrupt", "error": e }),
     }
 }
@@ -285,6 +286,9 @@ fn to_text(i: &DatabaseInfo) -> String {
             let end = match (&s.header, &s.end) {
                 (SegmentHeader::Torn, _) => "header torn (never synced)".to_string(),
                 (SegmentHeader::UnsupportedVersion(v), _) => format!("log format version {v}"),
+                (SegmentHeader::OtherScheme(tag), _) => {
+                    format!("another scheme's segment (tag {tag})")
+                }
                 (SegmentHeader::Corrupt(e), _) => format!("header corrupt: {e}"),
                 (_, SegmentEnd::Clean) => "clean".to_string(),
                 (_, SegmentEnd::TornTail { offset, error }) => {

@@ -811,7 +811,7 @@ fn inspect_reads_a_crashed_database_without_changing_it() {
     assert_eq!(files(&dir), before, "inspect changed a file");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["page_size"], 4096);
-    assert_eq!(v["format"]["log"], 5);
+    assert_eq!(v["format"]["log"], 6);
     assert_eq!(v["format"]["database"], 1);
     assert_eq!(v["superblock"]["clean"], false);
     let data_len = std::fs::metadata(dir.join("data.waypoint")).unwrap().len();

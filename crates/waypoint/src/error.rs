@@ -119,6 +119,15 @@ pub enum Error {
         found: u32,
         supported: u32,
     },
+    /// A log segment written by another persistence scheme than the one
+    /// reading it (the scheme tag in its header): refused, never read as
+    /// this scheme's records.
+    #[error("{path} is a log segment of {}, not of the {expected} scheme", scheme_of_tag(*.found))]
+    LogSchemeMismatch {
+        path: PathBuf,
+        found: u8,
+        expected: crate::persist::SchemeKind,
+    },
     #[error("{path} uses {found}-byte pages but {requested} were requested")]
     PageSizeMismatch {
         path: PathBuf,
@@ -199,6 +208,13 @@ pub enum Error {
     /// acknowledged on its behalf.
     #[error("internal error: {what}")]
     Internal { what: String },
+}
+
+fn scheme_of_tag(tag: u8) -> String {
+    match crate::persist::SchemeKind::from_tag(tag) {
+        Some(kind) => format!("the {kind} scheme"),
+        None => format!("an unknown scheme (tag {tag})"),
+    }
 }
 
 fn fmt_offset(offset: Option<u64>) -> String {

@@ -16,10 +16,13 @@ use crate::checkpoint::meta;
 use crate::db::{Superblock, DATA_FILE, DB_FORMAT_VERSION, DOUBLE_WRITE_FILE, WAL_DIR};
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, RealStorage, Storage};
-use crate::wal::partition::{parse_segment_name, partition_dir};
-use crate::wal::record::{self, RecordKind, ScanEnd};
+use crate::logstore::scan::ScanEnd;
+use crate::logstore::segment::parse_segment_name;
+use crate::logstore::segment::{self, LOG_FORMAT_VERSION};
+use crate::persist::SchemeKind;
+use crate::wal::partition::partition_dir;
+use crate::wal::record::{self, RecordKind};
 use crate::wal::recovery::partition_ids;
-use crate::wal::segment::{self, LOG_FORMAT_VERSION};
 use std::path::{Path, PathBuf};
 
 /// What a database directory holds.
@@ -91,7 +94,7 @@ const _: () = assert!(RecordKind::Separator as usize == KIND_SLOTS - 1);
 pub struct KindTally {
     pub records: u64,
     pub bytes: u64,
-    /// Of `bytes`, the record headers' (log format 5 headers vary in size).
+    /// Of `bytes`, the record headers' (they vary in size since log format 5).
     pub header_bytes: u64,
 }
 
@@ -128,6 +131,9 @@ pub enum SegmentHeader {
     Torn,
     /// Another format version: recovery refuses to open the database.
     UnsupportedVersion(u32),
+    /// Another persistence scheme's segment (its header's scheme tag):
+    /// recovery refuses to open the database.
+    OtherScheme(u8),
     /// Bad magic: recovery reports corruption.
     Corrupt(String),
 }
@@ -294,14 +300,16 @@ fn inspect_segment(
         by_kind: [KindTally::default(); KIND_SLOTS],
         end: SegmentEnd::NotScanned,
     };
-    info.header = match segment::decode_header(path, &whole) {
-        Ok(segment::Header::Valid { partition, start }) => {
-            SegmentHeader::Valid { partition, start }
-        }
+    info.header = match segment::decode_header(path, &whole, SchemeKind::PerWorker) {
+        Ok(segment::Header::Valid { stream, start }) => SegmentHeader::Valid {
+            partition: stream,
+            start,
+        },
         Ok(segment::Header::Torn) => SegmentHeader::Torn,
         Err(Error::UnsupportedFormatVersion { found, .. }) => {
             SegmentHeader::UnsupportedVersion(found)
         }
+        Err(Error::LogSchemeMismatch { found, .. }) => SegmentHeader::OtherScheme(found),
         Err(e) => SegmentHeader::Corrupt(e.to_string()),
     };
     if !matches!(info.header, SegmentHeader::Valid { .. }) {

@@ -56,6 +56,7 @@ engine_modules! {
     db;
     error;
     io;
+    logstore;
     persist;
     txn;
     wal;

@@ -330,7 +330,7 @@ fn pruned_segments_go_to_the_archive_when_one_is_set() {
         segments
             .iter()
             .map(|p| {
-                sim.read_current(p).unwrap().len() as u64 - waypoint::wal::segment::HEADER_SIZE
+                sim.read_current(p).unwrap().len() as u64 - waypoint::logstore::segment::HEADER_SIZE
             })
             .sum::<u64>()
     };

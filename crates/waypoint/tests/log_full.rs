@@ -23,7 +23,7 @@ fn options(sim: &SimStorage, frames: usize) -> Options {
             commit: CommitProtocol::RfaGroup,
             // These tests fill the disk a few KiB past its use: the log
             // must need space as it goes, not draw on a preallocated
-            // segment (`wal::spare` has its own full-disk test).
+            // segment (`logstore::spare` has its own full-disk test).
             wal_preallocate: false,
             ..PerWorkerOptions::default()
         }),

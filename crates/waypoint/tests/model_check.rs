@@ -8,8 +8,9 @@
 //!   source file with `crate::sync` mapped to shuttle (see `src/sync.rs`).
 //! - [`commit`]: a reduced model of the log partitions' group commit, the
 //!   durable-GSN publication and RFA's needsRemoteFlush bookkeeping
-//!   (`wal/partition.rs`, `wal/log/`).
-//! - [`wake`]: the log writer's wake-up protocol (`partition::WriterWait`):
+//!   (`logstore/stream/`, `wal/partition.rs`, `wal/log/`).
+//! - [`wake`]: the log writer's wake-up protocol (`logstore::stream`'s
+//!   `WriterWait`):
 //!   no flush request is lost, waited for or not.
 //! - [`writeback`]: a reduced model of a frame's writeback state
 //!   (`buffer/pool/`: stage, write_batch, eviction, checkpoint_shard).
@@ -251,7 +252,7 @@ fn latch_model_catches_a_release_that_does_not_move_the_version() {
 
 /// Group commit, durable-GSN publication and Remote Flush Avoidance,
 /// reduced. Two log partitions, each with a writer thread (the real
-/// `Partition::writer_loop`: take what was appended, write and sync it
+/// `Stream::writer_loop`: take what was appended, write and sync it
 /// without the lock, then publish `durable_gsn`, `durable` and the durable
 /// commit TIDs), and one session per partition. Records carry GSNs by the
 /// GSN protocol of `WalSessionLog::log_pages` (above the page's and the
@@ -462,7 +463,7 @@ mod commit {
             }
         }
 
-        /// `Partition::writer_loop` + `write_chunks`.
+        /// `Stream::writer_loop` + `write_chunks`.
         fn writer_loop(&self, bug: Bug) {
             loop {
                 let (gsns, end) = {
@@ -883,8 +884,8 @@ fn commit_model_catches_rfa_switched_off() {
     find_bug(|| commit::model(commit::Bug::NoRemoteFlush, &commit::MIXED));
 }
 
-/// The log writer's wake-up protocol (`partition::WriterWait`,
-/// `Partition::writer_loop`, the flush requests, `wait_durable`, `sync_to`),
+/// The log writer's wake-up protocol (`logstore::stream`'s `WriterWait`,
+/// `Stream::writer_loop`, the flush requests, `wait_durable`, `sync_to`),
 /// reduced to one partition whose records are positions. The writer says
 /// why it sleeps, and each waker wakes it only when the news matters for
 /// that reason: a lazy (group) request only an idle writer (and without the
@@ -967,7 +968,7 @@ mod wake {
             self.durable.load(Ordering::SeqCst)
         }
 
-        /// `Partition::append`: returns the end position.
+        /// `Stream::append_frames`: returns the end position.
         fn append(&self) -> u64 {
             let mut s = self.stage1.lock().unwrap();
             s.appended += 1;
@@ -1019,7 +1020,7 @@ mod wake {
             s.blocked -= 1;
         }
 
-        /// `Partition::sync_to`: the committer writes itself unless a
+        /// `Stream::sync_to`: the committer writes itself unless a
         /// write is in progress.
         fn sync_to(&self, position: u64) {
             let mut s = self.stage1.lock().unwrap();
@@ -1057,7 +1058,7 @@ mod wake {
             self.durable_cv.notify_all();
         }
 
-        /// `Partition::writer_waits`: an untimed wait on `work`, or a timed
+        /// `Stream::writer_waits`: an untimed wait on `work`, or a timed
         /// one, which here ends by itself after a yield.
         fn writer_waits<'a>(
             &'a self,
@@ -1081,7 +1082,7 @@ mod wake {
             s
         }
 
-        /// `Partition::writer_loop`, with its decisions in the same order.
+        /// `Stream::writer_loop`, with its decisions in the same order.
         fn writer_loop(&self) {
             let mut last_sync: Option<u64> = None;
             loop {

@@ -25,8 +25,9 @@ use std::sync::Arc;
 use waypoint::checkpoint::meta;
 use waypoint::db::{DATA_FILE, DOUBLE_WRITE_FILE, NEW_DATA_FILE, WAL_DIR};
 use waypoint::io::{CrashPolicy, OpenMode, SimStorage, Storage};
-use waypoint::wal::partition::{parse_segment_name, partition_dir};
-use waypoint::wal::segment::HEADER_SIZE;
+use waypoint::logstore::segment::parse_segment_name;
+use waypoint::logstore::segment::HEADER_SIZE;
+use waypoint::wal::partition::partition_dir;
 use waypoint::{Database, Error, Options, Persistence, SchemeKind};
 
 const DIR: &str = "/db";

@@ -139,7 +139,7 @@ fn committed_log(sim: &SimStorage, n: u32) -> std::path::PathBuf {
     let dir = std::path::Path::new("/db/wal");
     let mut segments = Vec::new();
     for part in waypoint::io::Storage::list_dir(sim, dir).unwrap() {
-        for (_, seg) in waypoint::wal::segment::list_segments(sim, &part).unwrap() {
+        for (_, seg) in waypoint::logstore::segment::list_segments(sim, &part).unwrap() {
             // More than the catalog's few records (its own partition).
             if sim.read_current(&seg).is_some_and(|b| b.len() > 1024) {
                 segments.push(seg);
@@ -188,8 +188,8 @@ fn a_damaged_record_in_the_middle_of_the_log_is_corruption() {
     let bytes = sim.read_current(&segment).unwrap();
     let middle = bytes.len() as u64 / 2;
     // The error names the start of the record holding the damaged byte.
-    let header = waypoint::wal::segment::HEADER_SIZE;
-    let base = waypoint::wal::segment::parse_segment_name(&segment).unwrap();
+    let header = waypoint::logstore::segment::HEADER_SIZE;
+    let base = waypoint::logstore::segment::parse_segment_name(&segment).unwrap();
     let scan = waypoint::wal::record::scan_segment(&bytes[header as usize..], base);
     let damaged = scan
         .records
@@ -230,7 +230,7 @@ fn a_missing_log_segment_is_corruption() {
     // The session's partition has several segments; delete one in the middle.
     let mut longest = Vec::new();
     for part in waypoint::io::Storage::list_dir(&sim, std::path::Path::new("/db/wal")).unwrap() {
-        let segs = waypoint::wal::segment::list_segments(&sim, &part).unwrap();
+        let segs = waypoint::logstore::segment::list_segments(&sim, &part).unwrap();
         if segs.len() > longest.len() {
             longest = segs.into_iter().map(|(_, path)| path).collect();
         }
@@ -310,6 +310,16 @@ fn pipelined_successor_of_a_remote_dependent_commit_survives_power_loss() {
     }
 }
 
+/// Overwrite the 32-byte header of `segment` with `header` (synced) and
+/// return the file's bytes afterwards.
+fn replace_header(sim: &SimStorage, segment: &std::path::Path, header: &[u8]) -> Vec<u8> {
+    let file = waypoint::io::Storage::open(sim, segment, waypoint::io::OpenMode::Existing).unwrap();
+    file.write_at(header, 0).unwrap();
+    file.sync_data().unwrap();
+    drop(file);
+    sim.read_current(segment).unwrap()
+}
+
 /// A segment written in another log format version is refused with a typed
 /// error naming it, and left as it was: this build must not misread it, and
 /// must not truncate or delete it as if it were a torn tail. The header is
@@ -320,19 +330,16 @@ fn a_log_segment_of_another_format_version_is_refused_untouched() {
     let segment = committed_log(&sim, 20);
     let before = sim.read_current(&segment).unwrap();
     assert_eq!(&before[0..8], b"WPLOGSEG", "segments start with the magic");
-    assert_eq!(u32::from_le_bytes(before[8..12].try_into().unwrap()), 5);
+    assert_eq!(u32::from_le_bytes(before[8..12].try_into().unwrap()), 6);
     // Version 2: the log of a build before splits logged small records
-    // (and before checksums were salted with positions, version 4).
+    // (and before checksums were salted with positions, version 4). Up to
+    // version 5 the checksum covered bytes 0..24 and bytes 28..32 were zero.
     let mut header = before[..32].to_vec();
     header[8..12].copy_from_slice(&2u32.to_le_bytes());
+    header[28..32].fill(0);
     let crc = crc32c::crc32c(&header[0..24]);
     header[24..28].copy_from_slice(&crc.to_le_bytes());
-    let file =
-        waypoint::io::Storage::open(&sim, &segment, waypoint::io::OpenMode::Existing).unwrap();
-    file.write_at(&header, 0).unwrap();
-    file.sync_data().unwrap();
-    drop(file);
-    let changed = sim.read_current(&segment).unwrap();
+    let changed = replace_header(&sim, &segment, &header);
     match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
         Err(waypoint::Error::UnsupportedFormatVersion {
             path,
@@ -340,9 +347,47 @@ fn a_log_segment_of_another_format_version_is_refused_untouched() {
             supported,
         }) => {
             assert_eq!(path, segment);
-            assert_eq!((found, supported), (2, 5));
+            assert_eq!((found, supported), (2, 6));
         }
         other => panic!("expected UnsupportedFormatVersion, got {:?}", other.err()),
+    }
+    assert_eq!(
+        sim.read_current(&segment).unwrap(),
+        changed,
+        "the refused segment is left untouched"
+    );
+}
+
+/// A segment whose header names another persistence scheme (byte 28, the
+/// scheme tag) is refused with a typed error naming it and the scheme, and
+/// left as it was: the per-worker WAL never reads another scheme's records
+/// as its own.
+#[test]
+fn a_log_segment_of_another_scheme_is_refused_untouched() {
+    let sim = SimStorage::new(13);
+    let segment = committed_log(&sim, 20);
+    let before = sim.read_current(&segment).unwrap();
+    assert_eq!(before[28], 2, "the per-worker scheme's tag");
+    let mut header = before[..32].to_vec();
+    header[28] = 1; // the none scheme's tag
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[0..24]), &header[28..32]);
+    header[24..28].copy_from_slice(&crc.to_le_bytes());
+    let changed = replace_header(&sim, &segment, &header);
+    match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
+        Err(e @ waypoint::Error::LogSchemeMismatch { .. }) => {
+            let waypoint::Error::LogSchemeMismatch {
+                path,
+                found,
+                expected,
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!((path, *found), (&segment, 1));
+            assert_eq!(*expected, waypoint::SchemeKind::PerWorker);
+            assert!(e.to_string().contains("none scheme"), "{e}");
+        }
+        other => panic!("expected LogSchemeMismatch, got {:?}", other.err()),
     }
     assert_eq!(
         sim.read_current(&segment).unwrap(),
@@ -364,8 +409,8 @@ fn forge_record(
 ) {
     use waypoint::wal::record;
     let bytes = sim.read_current(segment).unwrap();
-    let header = waypoint::wal::segment::HEADER_SIZE as usize;
-    let base = waypoint::wal::segment::parse_segment_name(segment).unwrap();
+    let header = waypoint::logstore::segment::HEADER_SIZE as usize;
+    let base = waypoint::logstore::segment::parse_segment_name(segment).unwrap();
     let scan = record::scan_segment(&bytes[header..], base);
     let mut tail = Vec::new();
     for (at, rec) in &scan.records {
@@ -377,7 +422,7 @@ fn forge_record(
         }
     }
     assert!(!tail.is_empty(), "no record at {offset}");
-    record::place_at(&mut tail, base + (offset - header) as u64);
+    waypoint::logstore::frame::place_at(&mut tail, base + (offset - header) as u64);
     // Zeros where the old records ran past the new ones.
     let old_end = header + scan.valid_len as usize;
     tail.resize(tail.len().max(old_end - offset), 0);
@@ -389,8 +434,8 @@ fn forge_record(
 /// File offsets of the insert records of a segment, in log order.
 fn insert_offsets(sim: &SimStorage, segment: &std::path::Path) -> Vec<usize> {
     let bytes = sim.read_current(segment).unwrap();
-    let base = waypoint::wal::segment::parse_segment_name(segment).unwrap();
-    let header = waypoint::wal::segment::HEADER_SIZE as usize;
+    let base = waypoint::logstore::segment::parse_segment_name(segment).unwrap();
+    let header = waypoint::logstore::segment::HEADER_SIZE as usize;
     let scan = waypoint::wal::record::scan_segment(&bytes[header..], base);
     scan.records
         .iter()
@@ -534,12 +579,12 @@ fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
     };
     let spares: Vec<_> = files(&sim)
         .into_iter()
-        .filter(|f| waypoint::wal::spare::is_spare(f))
+        .filter(|f| waypoint::logstore::spare::is_spare(f))
         .collect();
     assert!(!spares.is_empty(), "the killed process left its spares");
     let preallocated = files(&sim)
         .iter()
-        .filter(|f| waypoint::wal::segment::parse_segment_name(f).is_some())
+        .filter(|f| waypoint::logstore::segment::parse_segment_name(f).is_some())
         .filter(|f| sim.read_current(f).is_some_and(|b| b.ends_with(&[0; 4096])))
         .count();
     assert!(preallocated > 0, "some segments were renamed from spares");
@@ -570,10 +615,10 @@ fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
 fn stale_tails(sim: &SimStorage, skip: usize) -> usize {
     let mut stale = 0;
     for part in waypoint::io::Storage::list_dir(sim, std::path::Path::new("/db/wal")).unwrap() {
-        let segments = waypoint::wal::segment::list_segments(sim, &part).unwrap();
+        let segments = waypoint::logstore::segment::list_segments(sim, &part).unwrap();
         for (start, path) in segments.iter().rev().skip(skip) {
             let bytes = sim.read_current(path).unwrap();
-            let records = &bytes[waypoint::wal::segment::HEADER_SIZE as usize..];
+            let records = &bytes[waypoint::logstore::segment::HEADER_SIZE as usize..];
             let scan = waypoint::wal::record::scan_segment(records, *start);
             if records[scan.valid_len as usize..].iter().any(|&b| b != 0) {
                 stale += 1;

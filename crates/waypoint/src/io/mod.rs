@@ -57,7 +57,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
     /// `PerWorkerOptions::log_direct_io`, [`RealStorage`] opens it with `O_DIRECT`
     /// where the file system allows it. Such a file says so
     /// ([`StorageFile::is_direct`]), and the log writes it in whole aligned
-    /// blocks only (`wal::blocks`).
+    /// blocks only (`logstore::blocks`).
     fn open_log_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn StorageFile>> {
         self.open(path, mode)
     }

@@ -56,9 +56,10 @@ impl SchemeKind {
         Self::ALL.into_iter().find(|k| k.name() == s)
     }
 
-    /// The tag the superblock stores (0 is no scheme recorded: a database
-    /// written before the tag existed, which ran the per-worker scheme or
-    /// none, both clean in the same data file).
+    /// The tag the superblock and log segment headers store (0 is no
+    /// scheme recorded in a superblock: a database written before the tag
+    /// existed, which ran the per-worker scheme or none, both clean in the
+    /// same data file).
     pub(crate) fn tag(self) -> u8 {
         match self {
             SchemeKind::None => 1,

@@ -2,14 +2,11 @@
 //! by global sequence numbers, Remote Flush Avoidance and the commit
 //! protocols (seed 000 §2.4, §3.1, §3.2, §3.8).
 //!
-//! - [`record`]: the record format and the segment scan (torn tail vs.
-//!   corruption).
-//! - [`segment`]: segment file names and the segment header (format version).
-//! - [`spare`]: segment preallocation (recycled pruned segments, else a
-//!   zero-filled spare file per partition, renamed into the next segment).
-//! - [`blocks`]: a segment written in whole aligned blocks (`O_DIRECT`).
-//! - [`partition`]: one partition: stage-1 chunk ring, stage-2 segment
-//!   files, its writer thread, pruning.
+//! - [`record`]: the records: kinds, header and bodies, update diffs, page
+//!   images, their encoding and decoding (and so the segment scan's reading
+//!   of them).
+//! - [`partition`]: one partition: a log stream with the session's GSN
+//!   clock (GSN reservation, GSN_flushed).
 //! - [`log`]: the log manager, the GSN protocol, RFA, commit protocols, the
 //!   WAL-rule gate for page writes.
 //!
@@ -17,10 +14,14 @@
 //!   records redo applies (page chains, gaps, structure modifications all
 //!   or nothing) and applies them.
 //!
+//! The log storage under the partitions (segment files, record frames and
+//! the torn-tail scan, the chunk ring and writer thread with sync pacing,
+//! spares, `O_DIRECT` writes, failure handling) is the scheme-neutral
+//! [`crate::logstore`]'s.
+//!
 //! `Database` logs every page change through a session's
 //! [`WalSessionLog`] and recovers on open (see ARCHITECTURE.md).
 
-pub mod blocks;
 pub mod log;
 mod options;
 pub mod partition;
@@ -28,8 +29,6 @@ pub mod record;
 pub mod recovery;
 mod redo;
 pub(crate) mod scheme;
-pub mod segment;
-pub mod spare;
 #[cfg(test)]
 mod test_support;
 

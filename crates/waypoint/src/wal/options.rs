@@ -17,7 +17,8 @@ pub struct PerWorkerOptions {
     /// How dirty pages are written and the log pruned while running.
     pub checkpoint: CheckpointMode,
     /// The WAL limit: with checkpoints on, the log on disk stays near it
-    /// (continuous) or below it plus one burst (full); see ARCHITECTURE.md.
+    /// (continuous) or below it plus one burst (full); see
+    /// docs/decisions/020-checkpointing-and-the-prune-rule.md.
     ///
     /// Range: at least `checkpoint_shards` × 4 KiB, at most 1 PiB. A
     /// checkpoint increment follows every `wal_limit_bytes /
@@ -97,9 +98,9 @@ impl Default for PerWorkerOptions {
             wal_limit_bytes: 1 << 30,
             checkpoint_shards: 64,
             checkpoint_threads: 1,
-            wal_segment_bytes: crate::wal::partition::SEGMENT_SIZE,
+            wal_segment_bytes: crate::logstore::stream::SEGMENT_SIZE,
             wal_archive_dir: None,
-            log_sync_interval: crate::wal::partition::SYNC_INTERVAL,
+            log_sync_interval: crate::logstore::stream::SYNC_INTERVAL,
             wal_preallocate: true,
             wal_zero_fill: true,
             log_direct_io: true,

@@ -22,8 +22,8 @@
 //!   (it lived in another partition and was lost) marks a **gap**, nothing
 //!   after it on that page is applied, and a structure modification is
 //!   applied on all its pages or on none. Every transaction with a record
-//!   not applied is a loser even if its commit survived (ARCHITECTURE.md,
-//!   "the gap rule"). Applying runs on threads over page-id ranges.
+//!   not applied is a loser even if its commit survived (docs/decisions/
+//!   022-recovery-and-the-gap-rule.md). Applying runs on threads over page-id ranges.
 //! - **Undo**: each loser's applied tuple records are reverted logically,
 //!   newest first, through its tree (a split may have moved the key),
 //!   logged as compensation records and closed with an end record, so a
@@ -34,14 +34,18 @@
 //! absent, and present only if its commit (and what it depends on) was
 //! durable.
 
-use super::partition::{parse_segment_name, partition_dir};
-use super::record::{self, RecordBody, RecordKind, ScanEnd};
+use super::partition::partition_dir;
+use super::record::{self, RecordBody, RecordKind};
 use super::redo;
-use super::segment;
 use crate::btree::{BTree, PageLog};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
+use crate::logstore::frame;
+use crate::logstore::scan::ScanEnd;
+use crate::logstore::segment;
+use crate::logstore::segment::parse_segment_name;
+use crate::persist::SchemeKind;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
@@ -113,7 +117,7 @@ pub(super) struct Logged {
     /// partition from 1); 0 for records outside one.
     pub smo: u32,
     /// The whole encoded record, taken out of the stream
-    /// ([`record::place_at`]): [`record::decode`] reads it.
+    /// ([`frame::place_at`]): [`record::decode`] reads it.
     pub bytes: Box<[u8]>,
 }
 
@@ -233,7 +237,7 @@ fn analyze_partition(
     for path in storage.list_dir(&dir)? {
         match parse_segment_name(&path) {
             Some(start) => starts.push((start, path)),
-            None if super::spare::is_spare(&path) => {} // never holds records
+            None if crate::logstore::spare::is_spare(&path) => {} // never holds records
             None => {
                 tracing::warn!(path = %path.display(), "ignoring a file that is not a log segment")
             }
@@ -280,9 +284,12 @@ fn analyze_partition(
         let mut whole = vec![0u8; file_len as usize];
         file.read_at(&mut whole, 0)?;
         drop(file);
-        match segment::decode_header(&path, &whole)? {
-            segment::Header::Valid { partition, start: s } if partition == id && s == start => {}
-            segment::Header::Valid { partition, start: s } => {
+        match segment::decode_header(&path, &whole, SchemeKind::PerWorker)? {
+            segment::Header::Valid { stream, start: s } if stream == id && s == start => {}
+            segment::Header::Valid {
+                stream: partition,
+                start: s,
+            } => {
                 return Err(corruption(
                     &path,
                     0,
@@ -404,7 +411,7 @@ fn analyze_partition(
                 // Taken out of the stream, so redo and undo decode the
                 // copy without knowing where it lay.
                 let mut bytes: Box<[u8]> = buf[*offset as usize..end].into();
-                record::place_at(&mut bytes, start + offset);
+                frame::place_at(&mut bytes, start + offset);
                 log.records.push(Logged {
                     gsn: h.gsn,
                     txn: h.txn,

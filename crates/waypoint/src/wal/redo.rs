@@ -1,5 +1,6 @@
 //! Redo: which logged page changes recovery re-applies, and applying them
-//! (seed 000 §3.7, with the gap rule of ARCHITECTURE.md).
+//! (seed 000 §3.7, with the gap rule of
+//! docs/decisions/022-recovery-and-the-gap-rule.md).
 //!
 //! Each page record names the page GSN it was made on (`prev_gsn`), so the
 //! records of one page form chains. Redo of a page follows the chain from
@@ -407,11 +408,12 @@ mod tests {
     use crate::btree::BTree;
     use crate::buffer::BufferPool;
     use crate::io::{CrashPolicy, OpenMode, SimStorage, Storage};
+    use crate::logstore::segment;
+    use crate::logstore::segment::parse_segment_name;
     use crate::persist::SessionLog;
-    use crate::wal::partition::{parse_segment_name, partition_dir};
+    use crate::wal::partition::partition_dir;
     use crate::wal::record::{self, RecordKind};
     use crate::wal::recovery::{Recovery, RecoveryReport};
-    use crate::wal::segment;
     use crate::wal::test_support::{durable, key, leaves, pool, small_tree, VALUE};
     use crate::wal::WalSessionLog;
     use std::path::Path;

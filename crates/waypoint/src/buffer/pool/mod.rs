@@ -1,15 +1,15 @@
 //! The buffer pool: a fixed budget of page frames over one data file, a dense
 //! page table, latched page guards, and the page provider thread.
 //!
-//! - [`frame`]: a frame's state beside its bytes;
-//! - [`page_table`]: page id → frame, and filling a frame on a miss;
-//! - [`guards`]: optimistic, shared and exclusive access, frame hints,
+//! - `frame`: a frame's state beside its bytes;
+//! - `page_table`: page id → frame, and filling a frame on a miss;
+//! - `guards`: optimistic, shared and exclusive access, frame hints,
 //!   allocation and freeing of pages;
-//! - [`provider`]: free frames and the page provider thread (cooling,
+//! - `provider`: free frames and the page provider thread (cooling,
 //!   eviction);
-//! - [`writeback`]: batches of page copies written and synced, shared by
+//! - `writeback`: batches of page copies written and synced, shared by
 //!   the provider, flushes and checkpoint increments;
-//! - [`policy`]: the [`PageWritePolicy`] a persistence scheme chooses, and
+//! - `policy`: the [`PageWritePolicy`] a persistence scheme chooses, and
 //!   the [`FlushGate`] (the WAL rule's seam) of the one that steals.
 //!
 //! Translation is arithmetic, as in vmcache: page ids are dense, so the page

@@ -289,7 +289,9 @@ impl BufferPool {
     /// the shard checkpointed: the log floor could pass changes the data
     /// file did not have (found by the shuttle model,
     /// `tests/model_check.rs`, `writeback`; the symptom of
-    /// docs/RELIABILITY.md findings 4-6).
+    /// docs/RELIABILITY.md, "redo of an insert finds the key
+    /// present" and "a page's changes at or below the log floor missing
+    /// from disk").
     fn stage_or_revisit(&self, batch: &mut WritebackBatch, idx: u32) -> bool {
         let frame = &self.frames[idx as usize];
         if frame.dirty.load(Ordering::Acquire) {

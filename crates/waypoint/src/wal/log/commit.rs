@@ -16,7 +16,7 @@
 //! A remote-dependent commit captures every partition's appended position
 //! after its own commit record and waits for all of them; its commit record
 //! carries that vector, so recovery can refuse it if a dependency did not
-//! survive a crash (ARCHITECTURE.md, "the gap rule").
+//! survive a crash (docs/decisions/022-recovery-and-the-gap-rule.md).
 //!
 //! Invariant 2 (commit rule): `wait_durable` returns only when the commit
 //! record and every record it depends on are durable, per the chosen

@@ -33,7 +33,7 @@ impl Wal {
     }
 
     /// Per partition, the stream position up to which its log is durable
-    /// in files whose names are durable too (`Partition::synced_position`;
+    /// in files whose names are durable too (`Stream::synced_position`;
     /// partitions without such files are left out), in partition order:
     /// what the checkpoint metadata records as synced.
     pub fn synced_positions(&self) -> Vec<(u32, u64)> {
@@ -70,7 +70,7 @@ impl Wal {
         }
         // Partitions recovered but not reopened by any session in this
         // process still have their segments on disk. Oldest first, each
-        // deletion synced before the next, as `Partition::retire_oldest`
+        // deletion synced before the next, as a stream's retirement
         // does: a crash keeps any subset of unsynced directory operations,
         // and a deleted middle segment would leave a gap that recovery
         // refuses as a lost segment.
@@ -79,15 +79,15 @@ impl Wal {
             let mut segments: Vec<(u64, PathBuf)> = Vec::new();
             let mut spares = Vec::new();
             for file in self.storage.list_dir(&dir)? {
-                if let Some(start) = crate::wal::partition::parse_segment_name(&file) {
+                if let Some(start) = crate::logstore::segment::parse_segment_name(&file) {
                     segments.push((start, file));
-                } else if crate::wal::spare::is_spare(&file) {
+                } else if crate::logstore::spare::is_spare(&file) {
                     spares.push(file);
                 }
             }
             segments.sort_unstable_by_key(|(start, _)| *start);
             for (_, file) in segments {
-                crate::wal::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
+                crate::logstore::segment::retire(self.storage.as_ref(), &file, archive.as_deref())?;
                 self.storage.sync_dir(&dir)?;
             }
             for file in &spares {

@@ -3,17 +3,17 @@
 //! where recovery found it ends, the partitions' GSN clocks, and the WAL
 //! rule's gate for page writes.
 //!
-//! - [`session`]: a session's log ([`WalSessionLog`]): page records under
+//! - `session`: a session's log ([`WalSessionLog`]): page records under
 //!   the GSN protocol, rollbacks, recovery's undo;
-//! - [`commit`]: the commit protocols ([`CommitProtocol`]), Remote Flush
+//! - `commit`: the commit protocols ([`CommitProtocol`]), Remote Flush
 //!   Avoidance, and the [`CommitTicket`] a commit waits on;
-//! - [`unresolved`]: per session, the transactions recovery may still have
+//! - `unresolved`: per session, the transactions recovery may still have
 //!   to undo (the prune rule's oldest active transaction);
-//! - [`backpressure`]: new transactions wait while the checkpointer lags
+//! - `backpressure`: new transactions wait while the checkpointer lags
 //!   behind the log;
-//! - [`files`]: the partitions' segment files: pruning, synced positions,
+//! - `files`: the partitions' segment files: pruning, synced positions,
 //!   removal after a clean close;
-//! - [`stats`]: the log's counters.
+//! - `stats`: the log's counters.
 //!
 //! Invariants: no record gets a GSN at or below the log floor the manager
 //! was opened with (recovery would ignore it); WAL rule (DESIGN.md
@@ -35,7 +35,8 @@ pub use commit::{CommitProtocol, CommitTicket};
 pub use session::WalSessionLog;
 pub use stats::{PartitionLogStats, WalStats};
 
-use super::partition::{FullFlag, Partition};
+use super::partition::Partition;
+use crate::logstore::stream::FullFlag;
 use super::recovery::RecoveredPartition;
 use crate::buffer::FlushGate;
 use crate::error::Result;
@@ -128,10 +129,10 @@ impl Wal {
             partitions: RwLock::new(Vec::new()),
             open: RwLock::new(Arc::new(Vec::new())),
             min_clock,
-            segment_size: AtomicU64::new(super::partition::SEGMENT_SIZE),
+            segment_size: AtomicU64::new(crate::logstore::stream::SEGMENT_SIZE),
             preallocate: AtomicBool::new(true),
             zero_fill: AtomicBool::new(true),
-            sync_interval_us: AtomicU64::new(super::partition::SYNC_INTERVAL.as_micros() as u64),
+            sync_interval_us: AtomicU64::new(crate::logstore::stream::SYNC_INTERVAL.as_micros() as u64),
             recovered: RwLock::new(recovered),
             commits: AtomicU64::new(0),
             remote_commits: AtomicU64::new(0),

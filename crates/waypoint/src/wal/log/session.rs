@@ -214,8 +214,8 @@ impl WalSessionLog {
             // no longer), so recovery undoes it from its durable records,
             // and the pages changed here carry GSNs above everything the
             // full partition made durable, so the WAL rule keeps them out
-            // of the data file until the reopen (ARCHITECTURE.md, "A full
-            // log disk").
+            // of the data file until the reopen (docs/decisions/
+            // 021-full-log-disk.md).
             Err(e) if e.is_log_full() && st.compensating => Ok(()),
             Err(e) => Err(e),
         }

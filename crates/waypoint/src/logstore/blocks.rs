@@ -23,7 +23,7 @@ use crate::io::{AlignedBuf, StorageFile, IO_ALIGN};
 /// block fit, and larger records go in pieces.
 const STAGING: usize = 1 << 20;
 
-/// The aligned writes of one partition's current segment.
+/// The aligned writes of one stream's current segment.
 pub struct BlockWriter {
     /// `staging[..tail_len]` holds the segment's bytes from file offset
     /// `tail_at` (a block boundary) to its end.

@@ -1,4 +1,4 @@
-//! Segment preallocation: each partition keeps one zero-filled, synced
+//! Segment preallocation: each stream keeps one zero-filled, synced
 //! *spare* file ready, prepared by a background thread, and a new segment is
 //! that spare renamed (seed 000 §3.1 leaves the segment files' allocation
 //! open; PostgreSQL zero-fills WAL segments for the same reason). Pruned
@@ -6,21 +6,22 @@
 //! zeroed and synced, and later renamed into a new segment, as PostgreSQL
 //! recycles WAL files. Once pruning keeps pace with the log, no zeros are
 //! written at all: they were half of all the log bytes TPC-C wrote, and a
-//! share of the vCPUs the workers need (docs/BENCHMARKS.md, "Session 10").
+//! share of the vCPUs the workers need (docs/BENCHMARKS.md, "2026-11-23: segment
+//! recycling").
 //!
 //! Why: an `fdatasync` after a write that grows a file must also commit the
 //! file system's metadata (size, extents); after an overwrite of written
 //! blocks it flushes only the data. On this project's VM (ext4) a 40 KiB
 //! append-and-sync took 307 µs p50, the same write into a zero-filled file
-//! 140 µs (docs/BENCHMARKS.md, "Segment preallocation"). Every commit
+//! 140 µs (docs/BENCHMARKS.md, "2026-11-22: segment preallocation"). Every commit
 //! waits for such a sync. That depends on the file system
 //! (`scripts/prealloc-probe.py`): ext4 with a journal commits it for every
 //! growing sync (on a loop-mounted one, 0.9–1.5 ms against 0.3–0.7 ms into
 //! zero-filled blocks); ext4 without one (the project's VM as measured in
-//! session 17) writes the inode on either sync (p50 within 15%), and there
+//! on 2026-11-23) writes the inode on either sync (p50 within 15%), and there
 //! the zeros cost more than they save: they double the log's bytes until
 //! pruning starts, and their syncs queue ahead of the log's (commit p99 24 ms against 14 ms growing;
-//! docs/BENCHMARKS.md, "Session 17"). So zero-filling can be switched off
+//! docs/BENCHMARKS.md, "2026-11-23: what the log's I/O costs on this VM"). So zero-filling can be switched off
 //! (`PerWorkerOptions::wal_zero_fill`) and recycling kept: new segments then grow
 //! until pruned ones are queued.
 //!
@@ -34,9 +35,9 @@
 //!   its zeroed header: its other blocks were written in its previous life)
 //!   were synced, so the segment's own syncs overwrite written blocks.
 //! - Zeros after a segment's last record scan as a clean end
-//!   ([`super::record::ScanEnd::Clean`]). A recycled file's old records
+//!   ([`super::scan::ScanEnd::Clean`]). A recycled file's old records
 //!   after it fail their position-salted checksums and end the scan like a
-//!   torn write ([`super::record::place_at`]); recovery tells the two apart
+//!   torn write ([`super::frame::place_at`]); recovery tells the two apart
 //!   by where the next segment starts.
 //! - A recycled segment stops being a segment durably (its rename is
 //!   synced) before its header is zeroed: a crash in between must not
@@ -45,11 +46,11 @@
 //!   segment whose own header never landed reads as never synced, not as
 //!   its previous life.
 //! - The queue of recycled files lives in memory only: files a crash left
-//!   queued are removed when the partition opens again
+//!   queued are removed when the stream opens again
 //!   ([`remove_recycled_leftovers`]), so crashes do not pile them up.
 //!
 //! A failed preallocation (full disk, I/O error) is logged and stops
-//! preallocation for the partition: the writer then creates segments as
+//! preallocation for the stream: the writer then creates segments as
 //! plain growing files, which is slower but correct. Where the disk has
 //! less than eight spares' worth of free space, no spare is zero-filled
 //! (the segment grows instead) until the next roll finds more room.
@@ -64,19 +65,19 @@ use std::sync::Arc;
 /// Bytes preallocated between two syncs. Each sync costs the vCPUs that
 /// also run the workers; 1 MiB rather than 256 KiB gave 2-worker TPC-C
 /// about 2.5% more, with a lower commit p99 (docs/BENCHMARKS.md,
-/// "Session 8").
+/// "2026-11-22: fewer writer wake-ups, GSN_flushed without locks").
 const PIECE: u64 = 1 << 20;
 
 /// A spare is zero-filled only while this many times its size is free.
 const SPARE_ROOM: u64 = 8;
 
-/// File name of a partition's spare segment.
+/// File name of a stream's spare segment.
 pub const SPARE_NAME: &str = "spare.prealloc";
 
 /// How a recycled segment's file name ends (`SSSS.recycled.prealloc`).
 const RECYCLED_SUFFIX: &str = ".recycled.prealloc";
 
-/// Recycled segments kept ready per partition; more are deleted. One per
+/// Recycled segments kept ready per stream; more are deleted. One per
 /// segment the writer starts is enough once pruning keeps pace; a second
 /// covers a prune that lands just after a roll.
 const RECYCLED_MAX: usize = 2;
@@ -96,8 +97,8 @@ pub fn is_recycled(path: &Path) -> bool {
         .is_some_and(|n| n.ends_with(RECYCLED_SUFFIX))
 }
 
-/// Remove the recycled segments a crash left in partition directory `dir`
-/// (their queue was in memory). Called before the partition's spare
+/// Remove the recycled segments a crash left in stream directory `dir`
+/// (their queue was in memory). Called before the stream's spare
 /// exists, so none of them is queued.
 pub fn remove_recycled_leftovers(storage: &dyn Storage, dir: &Path) -> Result<()> {
     for file in storage.list_dir(dir)? {
@@ -120,11 +121,11 @@ struct State {
     recycled: std::collections::VecDeque<PathBuf>,
 }
 
-/// The spare segment of one partition and the thread that prepares it.
+/// The spare segment of one stream and the thread that prepares it.
 pub struct Spare {
     storage: Arc<dyn Storage>,
     path: PathBuf,
-    /// The partition's id (names the thread).
+    /// The stream's id (names the thread).
     id: u32,
     /// Bytes to preallocate: segment header plus the segment size.
     bytes: AtomicU64,
@@ -141,7 +142,7 @@ pub struct Spare {
 }
 
 impl Spare {
-    /// The spare of the partition in `dir`, prepared by thread
+    /// The spare of the stream in `dir`, prepared by thread
     /// `waypoint-spare-{id}`, which starts at the first [`Spare::want`] or
     /// [`Spare::take`] (never, when preallocation or zero-filling is off).
     pub fn new(storage: Arc<dyn Storage>, dir: &Path, id: u32) -> Arc<Self> {
@@ -372,8 +373,8 @@ impl Spare {
 
     /// Is the disk large enough to zero-fill a spare of `bytes`? Only
     /// while [`SPARE_ROOM`] times that stays free: a spare is space the
-    /// log does not use yet, and every partition keeps one (with the
-    /// default 16 MiB segments, three partitions filled a 48 MiB disk
+    /// log does not use yet, and every stream keeps one (with the
+    /// default 16 MiB segments, three WAL partitions filled a 48 MiB disk
     /// with spares before the first checkpoint).
     fn room_for(&self, bytes: u64) -> bool {
         let room = self.storage.available_space(&self.path);

@@ -1,0 +1,131 @@
+//! Stage 1 of a stream: the ring of in-memory chunks the owner appends
+//! to, and the state the appender, the writer thread and waiters share
+//! under the stage-1 lock (seed 000 §3.1, Fig. 2: "log chunks").
+//!
+//! The owner appends frames to the *current* chunk; a full chunk (or the
+//! current one, when durability is asked for) moves to the *full* queue;
+//! whoever writes takes the full queue and returns the buffers to the
+//! *free* list. A group of frames appended together never spans two
+//! chunks, so it never spans two segments, and the durable position never
+//! falls inside it.
+//!
+//! Invariant: chunks are contiguous in stream order: each starts where the
+//! one before it ends, and the full queue is written front to back.
+
+use std::collections::VecDeque;
+
+/// Size of one stage-1 chunk; a group of frames larger than this gets a
+/// chunk of its own.
+pub const CHUNK_SIZE: usize = 256 << 10;
+
+/// Free chunk buffers kept for reuse; more are dropped.
+const FREE_CHUNKS: usize = 4;
+
+pub(super) struct Chunk {
+    pub bytes: Vec<u8>,
+    /// Stream position of `bytes[0]`.
+    pub start: u64,
+    /// Largest mark of a frame in the chunk (the scheme's number for what
+    /// it appends; the per-worker WAL's GSN).
+    pub max_mark: u64,
+}
+
+/// What the appender, the writer thread and waiters share.
+pub(super) struct Stage1 {
+    pub current: Chunk,
+    pub full: VecDeque<Chunk>,
+    pub free: Vec<Vec<u8>>,
+    /// Position the writer has been asked to make durable.
+    pub flush_requested: u64,
+    /// Notes appended and not yet durable: (end position, value)
+    /// ([`super::Stream::note_at`]).
+    pub notes: VecDeque<(u64, u64)>,
+    pub shutdown: bool,
+    /// Threads blocked in `wait_durable`: while there is one, the writer
+    /// syncs at once instead of pacing.
+    pub blocked: usize,
+    /// Chunks taken from `full` are being written and synced, by the
+    /// writer or by a blocking committer (`sync_to`): one write at a time.
+    pub writing: bool,
+    /// What the writer thread is waiting for, if anything: who must wake
+    /// it, and who need not.
+    pub writer: WriterWait,
+}
+
+impl Stage1 {
+    /// An empty ring whose next frame goes to stream position `end`.
+    pub fn new(end: u64) -> Self {
+        Stage1 {
+            current: Chunk {
+                bytes: Vec::with_capacity(CHUNK_SIZE),
+                start: end,
+                max_mark: 0,
+            },
+            full: VecDeque::new(),
+            free: Vec::new(),
+            flush_requested: end,
+            notes: VecDeque::new(),
+            shutdown: false,
+            blocked: 0,
+            writing: false,
+            writer: WriterWait::Busy,
+        }
+    }
+
+    /// Stream position after the current chunk: where the next frame goes.
+    #[inline]
+    pub fn end(&self) -> u64 {
+        self.current.start + self.current.bytes.len() as u64
+    }
+
+    /// Move the current chunk to the full queue.
+    pub fn seal_current(&mut self) {
+        let start = self.end();
+        let buf = self
+            .free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(CHUNK_SIZE));
+        let next = Chunk {
+            bytes: buf,
+            start,
+            max_mark: 0,
+        };
+        let full = std::mem::replace(&mut self.current, next);
+        self.full.push_back(full);
+    }
+
+    /// Take back the buffers of written chunks.
+    pub fn recycle(&mut self, chunks: VecDeque<Chunk>) {
+        for mut c in chunks {
+            c.bytes.clear();
+            if self.free.len() < FREE_CHUNKS {
+                self.free.push(c.bytes);
+            }
+        }
+    }
+}
+
+/// A value alone on its cache line (two lines: adjacent-line prefetch).
+#[repr(align(128))]
+pub(super) struct Padded<T>(pub T);
+
+/// Why the writer thread sleeps. Every wake-up costs a context switch that,
+/// on a machine with as many workers as cores, preempts a worker, so each
+/// event wakes the writer only when the writer would not find it anyway
+/// when its current wait ends.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum WriterWait {
+    /// Running (or writing without the lock): it looks at every request
+    /// when it next takes the lock.
+    Busy,
+    /// Nothing to do: any request wakes it.
+    Idle,
+    /// A waiter's write is in progress; its end wakes the writer.
+    Write,
+    /// Sleeping out the sync interval. A request waits for its end; a
+    /// blocked waiter, a full batch and shutdown end it early.
+    Pacing,
+    /// Letting group commits gather (`GROUP_WINDOW`) before a lazy flush.
+    /// Another lazy request joins the window without waking it.
+    Window,
+}

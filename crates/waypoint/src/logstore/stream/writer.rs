@@ -1,0 +1,295 @@
+//! Who writes a stream's chunks, and when: its writer thread with sync
+//! pacing and group windows, and blocking committers that write and sync
+//! themselves; the waits on the durable position (seed 000 §3.1, §3.2's
+//! group commit).
+//!
+//! Invariants: one write is in progress at a time, by the writer or by a
+//! committer, and each starts at `durable` (so chunks reach the segments
+//! in stream order); `durable` advances only after the write's syncs
+//! returned Ok, and before the marks it vouches for; a request or waiter
+//! that needs the writer awake wakes it, and one the writer would find
+//! anyway when its current wait ends does not.
+
+use super::failure::PoisonOnPanic;
+use super::ring::{Chunk, Stage1, WriterWait, CHUNK_SIZE};
+use super::Stream;
+use crate::error::{Error, Result};
+use parking_lot::MutexGuard;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a stream's writer waits for more group commits before it
+/// syncs for a lazy (group) request.
+pub const GROUP_WINDOW: Duration = Duration::from_micros(500);
+/// Default of `PerWorkerOptions::log_sync_interval`: under continuous load a
+/// stream's writer starts a sync at most this often, unless a thread is
+/// blocked waiting for durability (see [`Stream::wait_durable`]).
+pub const SYNC_INTERVAL: Duration = Duration::from_millis(2);
+/// Log bytes waiting for a sync that end a pacing pause early: a batch this
+/// large is worth its sync already.
+pub const SYNC_BATCH: usize = 128 << 10;
+// A full chunk is sealed, and ends a pause anyway: a batch as large as a
+// chunk would never end one by itself.
+const _: () = assert!(SYNC_BATCH < CHUNK_SIZE);
+
+impl Stream {
+    /// Passive group commit: have the writer flush up to `position` within
+    /// a short group window rather than at once.
+    pub fn request_flush_lazily(&self, position: u64) {
+        if self.lazy_requested.0.fetch_max(position, Ordering::SeqCst) >= position {
+            return;
+        }
+        // A writer that is busy, pacing or already in a group window finds
+        // the request when that ends: under RFA's remote commits waking it
+        // for every request cost a context switch per commit.
+        if self.writer_idle.load(Ordering::SeqCst) {
+            // The idle writer holds the lock until its wait releases it, so
+            // this notification cannot fall between its check and its wait.
+            // Checked again under the lock: another request may have woken
+            // the writer since, into a group window this one must not cut
+            // short (found by review).
+            let s = self.stage1.lock();
+            if s.writer == WriterWait::Idle {
+                self.work.notify_one();
+            }
+        }
+    }
+
+    /// Ask the writer to make everything up to `position` durable, without
+    /// waiting.
+    pub fn request_flush(&self, position: u64) {
+        let mut s = self.stage1.lock();
+        if position > s.flush_requested {
+            s.flush_requested = position;
+            // A pacing writer syncs this when its interval ends: waking it
+            // now would only cost the committer a system call.
+            if s.writer != WriterWait::Pacing {
+                self.work.notify_one();
+            }
+        }
+    }
+
+    /// Block until everything up to `position` is durable; the writer
+    /// syncs it at once (a blocked waiter ends its pacing).
+    pub fn wait_durable(&self, position: u64) -> Result<()> {
+        if self.durable() >= position {
+            return Ok(());
+        }
+        self.request_flush(position);
+        let mut s = self.stage1.lock();
+        // Someone is blocked on the log now: a pacing writer syncs at once.
+        s.blocked += 1;
+        self.work.notify_one();
+        let result = loop {
+            if self.durable() >= position {
+                break Ok(());
+            }
+            if let Err(e) = self.check_healthy() {
+                break Err(e);
+            }
+            if s.shutdown {
+                break Err(Error::Closed);
+            }
+            self.durable_cv.wait(&mut s);
+        };
+        s.blocked -= 1;
+        result
+    }
+
+    /// Like [`Stream::wait_durable`], but when no write is in progress the
+    /// caller writes and syncs the pending chunks itself; while another
+    /// thread writes, it waits for that write and then looks again. For a
+    /// blocking commit (`Transaction::commit`): waking the writer and being
+    /// woken by it cost an isolated commit two thread handoffs on top of its
+    /// `fdatasync` (docs/BENCHMARKS.md, "2026-11-22: a blocking commit
+    /// syncs the log itself"). Pipelined commits do
+    /// not use it: syncing whenever a window fills, rather than paced by
+    /// the writer, cost 2-worker TPC-C 5%.
+    pub fn sync_to(&self, position: u64) -> Result<()> {
+        if self.durable() >= position {
+            return Ok(());
+        }
+        let mut s = self.stage1.lock();
+        loop {
+            if self.durable() >= position {
+                return Ok(());
+            }
+            self.check_healthy()?;
+            if s.shutdown {
+                return Err(Error::Closed);
+            }
+            if !s.writing {
+                // Else nothing could ever make it durable: no spinning on
+                // empty writes.
+                assert!(position <= self.appended(), "waits for appended bytes only");
+                if !s.current.bytes.is_empty() {
+                    s.seal_current();
+                }
+                let chunks = begin_write(&mut s);
+                self.committer_syncs.fetch_add(1, Ordering::Relaxed);
+                let written = MutexGuard::unlocked(&mut s, || self.write_chunks(&chunks));
+                self.finish_write(&mut s, chunks, written);
+                continue;
+            }
+            self.durable_cv.wait(&mut s);
+        }
+    }
+
+    /// Write chunks to the segment files, then publish durability: the
+    /// position first, the marks it covers after.
+    fn write_chunks(&self, chunks: &VecDeque<Chunk>) -> Result<()> {
+        let _poison = PoisonOnPanic::new(self);
+        let written = self.files.write(chunks, self.durable())?;
+        self.syncs.fetch_add(written.syncs, Ordering::Relaxed);
+        // The position first: whoever sees the new durable mark must also
+        // see these bytes as durable (the per-worker WAL's pool compares a
+        // page's last record position with `durable` after its gate
+        // trusted the durable GSN; the other order made that check fire on
+        // pages that were synced, docs/RELIABILITY.md, "the WAL-rule check fired on
+        // synced pages").
+        let before = self.durable.fetch_max(written.end, Ordering::AcqRel);
+        if written.max_mark > 0 {
+            self.durable_mark
+                .fetch_max(written.max_mark, Ordering::AcqRel);
+        }
+        if let Some(counter) = self.stage2.get() {
+            counter.fetch_add(written.end.saturating_sub(before), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// After `write_chunks`: record a failure, publish the notes that
+    /// became durable, recycle the buffers, end the write and wake whoever
+    /// waits for durability or for the write to end.
+    fn finish_write(&self, s: &mut Stage1, chunks: VecDeque<Chunk>, written: Result<()>) {
+        debug_assert!(s.writing);
+        if let Err(e) = written {
+            self.fail(&e);
+            // Nothing more will become durable; waiters see the error.
+            s.full.clear();
+        }
+        let durable = self.durable();
+        while let Some(&(end, value)) = s.notes.front() {
+            if end > durable {
+                break;
+            }
+            self.durable_note.fetch_max(value, Ordering::AcqRel);
+            s.notes.pop_front();
+        }
+        s.recycle(chunks);
+        s.writing = false;
+        if s.writer == WriterWait::Write {
+            self.work.notify_one();
+        }
+        self.durable_cv.notify_all();
+    }
+
+    pub(super) fn writer_loop(self: Arc<Self>) {
+        let mut last_sync: Option<Instant> = None;
+        loop {
+            let chunks = {
+                let mut s = self.stage1.lock();
+                // Every wait below releases the lock and goes round again,
+                // so a write begun meanwhile by a waiter is seen here.
+                loop {
+                    if self.failed.load(Ordering::Acquire) {
+                        // A waiter's write failed; it woke everyone.
+                        return;
+                    }
+                    if s.writing {
+                        self.writer_waits(&mut s, WriterWait::Write, None);
+                        continue;
+                    }
+                    if self.lazy_requested() > s.flush_requested && s.full.is_empty() {
+                        // Group window: let more commits join before syncing.
+                        self.writer_waits(&mut s, WriterWait::Window, Some(GROUP_WINDOW));
+                        s.flush_requested = s.flush_requested.max(self.lazy_requested());
+                        continue;
+                    }
+                    let batch_ready = !s.full.is_empty() || s.current.bytes.len() >= SYNC_BATCH;
+                    if s.blocked == 0 && !s.shutdown && !batch_ready {
+                        // Sync pacing: within the sync interval of the last
+                        // sync, and while nobody is blocked on the log,
+                        // requests gather silently (pipelined commits do
+                        // not wait yet) and the writer syncs them when the
+                        // interval ends. Fewer, larger syncs cost less than
+                        // a sync per few commits (on a virtual disk they
+                        // also cost the vCPUs steal time; docs/decisions/
+                        // 012-sync-pacing.md). A blocked waiter ends the pause,
+                        // and so does a batch of SYNC_BATCH bytes.
+                        if let Some(rest) = self.pace(last_sync) {
+                            self.writer_waits(&mut s, WriterWait::Pacing, Some(rest));
+                            continue;
+                        }
+                    }
+                    let wanted = s.flush_requested > self.durable() && !s.current.bytes.is_empty();
+                    if wanted {
+                        s.seal_current();
+                    }
+                    if !s.full.is_empty() {
+                        break;
+                    }
+                    if s.shutdown {
+                        self.durable_cv.notify_all();
+                        return;
+                    }
+                    self.writer_idle.store(true, Ordering::SeqCst);
+                    if self.lazy_requested() <= s.flush_requested {
+                        self.writer_waits(&mut s, WriterWait::Idle, None);
+                    }
+                    self.writer_idle.store(false, Ordering::SeqCst);
+                }
+                begin_write(&mut s)
+            };
+            last_sync = Some(Instant::now());
+            let written = self.write_chunks(&chunks);
+            self.finish_write(&mut self.stage1.lock(), chunks, written);
+        }
+    }
+
+    fn lazy_requested(&self) -> u64 {
+        self.lazy_requested.0.load(Ordering::SeqCst)
+    }
+
+    /// The writer sleeps for `why` (at most `limit`), saying so to the
+    /// threads that decide whether to wake it.
+    fn writer_waits(
+        &self,
+        s: &mut MutexGuard<'_, Stage1>,
+        why: WriterWait,
+        limit: Option<Duration>,
+    ) {
+        debug_assert_eq!(s.writer, WriterWait::Busy);
+        s.writer = why;
+        match limit {
+            Some(limit) => {
+                self.work.wait_for(s, limit);
+            }
+            None => self.work.wait(s),
+        }
+        s.writer = WriterWait::Busy;
+        self.writer_wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How long the writer should still wait before starting a sync, when
+    /// the last one started less than the sync interval ago.
+    fn pace(&self, last_sync: Option<Instant>) -> Option<Duration> {
+        let interval = Duration::from_micros(self.sync_interval_us.load(Ordering::Relaxed));
+        let since = last_sync?.elapsed();
+        (since < interval).then(|| interval - since)
+    }
+}
+
+/// Take every full chunk for one write. The caller writes them with
+/// `write_chunks` (without the stage-1 lock) and then calls
+/// `finish_write`; until then nobody else writes.
+fn begin_write(s: &mut Stage1) -> VecDeque<Chunk> {
+    assert!(
+        !s.writing,
+        "one write at a time keeps chunks in stream order"
+    );
+    s.writing = true;
+    std::mem::take(&mut s.full)
+}
