@@ -183,3 +183,26 @@ fn a_none_crash_after_page_writes_is_refused_not_misread() {
         assert_eq!(data_file_bytes(&sim), before);
     }
 }
+
+/// A `none` open that changes nothing writes nothing, not even at its
+/// close: a crash inside that close cannot cost the clean state.
+#[test]
+fn a_none_open_and_close_without_changes_writes_nothing() {
+    let sim = SimStorage::new(6);
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    fill(&db, 100);
+    db.close().unwrap();
+    let closed = data_file_bytes(&sim);
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    assert_eq!(count(&db), 100);
+    sim.inject(waypoint::io::Fault::at(
+        sim.op_count(),
+        waypoint::io::FaultKind::Freeze,
+    ));
+    db.close().unwrap();
+    sim.clear_faults();
+    sim.crash(waypoint::io::CrashPolicy::DropAll);
+    assert_eq!(data_file_bytes(&sim), closed);
+    let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
+    assert_eq!(count(&db), 100);
+}

@@ -51,6 +51,11 @@ impl DbInner {
         }
         let pool = &shared.pool;
         pool.flush_all()?;
+        if shared.scheme.data_file_untouched() {
+            // Still the clean state the open found: rewriting the free
+            // list and the superblock would only risk it.
+            return shared.scheme.remove_log_after_clean_close();
+        }
         // Every page is durable: the log is no longer needed. Stop the
         // writers and note the floor; segments are deleted only after the
         // superblock records it.

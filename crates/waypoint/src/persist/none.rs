@@ -5,7 +5,8 @@
 //! Pages are written at eviction and at the clean close, with no log to
 //! order them, behind [`MarkBeforeFirstWrite`]: the open leaves the
 //! superblock as the last clean close wrote it, and the first page write
-//! (or the close's free list) is preceded by a synced unclean mark.
+//! (or the close's free list) is preceded by a synced unclean mark. An
+//! open that changed nothing writes nothing at its close either.
 //!
 //! Invariant: the data file is the last clean close's as long as the
 //! superblock says clean; a crash after the first page write leaves it
@@ -161,6 +162,12 @@ impl Scheme for NoneScheme {
     }
 
     fn stop_services(&self) {}
+
+    fn data_file_untouched(&self) -> bool {
+        // A change dirties a page (an allocation or a free too), and a
+        // dirty page is written, behind the mark, before this is asked.
+        !self.gate.marked.load(Ordering::Acquire)
+    }
 
     fn seal_for_clean_close(&self) -> Result<u64> {
         // The close writes the free list into free pages next: the

@@ -192,6 +192,16 @@ pub trait Scheme: Send + Sync {
     /// commits are quiesced.
     fn stop_services(&self);
 
+    /// Clean close, once every dirty page is in the data file: can the
+    /// scheme vouch that the data file has not changed since the open and
+    /// its superblock still says clean? Then the close writes nothing
+    /// more (no free list, no superblock), so a crash in it cannot cost
+    /// the clean state. Only a scheme that defers the unclean mark
+    /// (`UncleanMark::BeforeFirstPageWrite`) can.
+    fn data_file_untouched(&self) -> bool {
+        false
+    }
+
     /// Clean close, once every dirty page is in the data file: make the
     /// log durable, stop its writers, and return the log floor the
     /// superblock records (every record at or below it is in the pages).
