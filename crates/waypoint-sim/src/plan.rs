@@ -267,22 +267,28 @@ impl Plan {
 
     /// One line: the workload, the options and the fault schedule.
     pub fn describe(&self) -> String {
-        if self.scheme == SchemeKind::None {
-            return self.describe_none();
-        }
         let mut s = format!(
-            "{} x{} sessions x{} txns, commit {}, checkpoint {}, {} shards, {} ckpt threads, \
-             wal limit {} KiB, buffer {} pages",
+            "{} x{} sessions x{} txns, ",
             self.workload.name(),
             self.sessions,
-            self.txns_per_session,
-            protocol_name(self.protocol),
-            checkpoint_name(self.checkpoint),
-            self.shards,
-            self.checkpoint_threads,
-            self.wal_limit >> 10,
-            self.buffer_pages
+            self.txns_per_session
         );
+        match self.scheme {
+            // No log, so none of the log's options.
+            SchemeKind::None => s.push_str("scheme none, "),
+            SchemeKind::PerWorker => {
+                let _ = write!(
+                    s,
+                    "commit {}, checkpoint {}, {} shards, {} ckpt threads, wal limit {} KiB, ",
+                    protocol_name(self.protocol),
+                    checkpoint_name(self.checkpoint),
+                    self.shards,
+                    self.checkpoint_threads,
+                    self.wal_limit >> 10
+                );
+            }
+        }
+        let _ = write!(s, "buffer {} pages", self.buffer_pages);
         if let Some(f) = &self.early_fault {
             let _ = write!(s, "; {}", f.describe());
         }
@@ -296,37 +302,14 @@ impl Plan {
         if let Some((at, p)) = self.recovery_crash {
             let _ = write!(s, "; crash again at +{at} of recovery, {}", policy_name(p));
         }
-        let _ = write!(s, "; sync interval {} µs", self.sync_interval_us);
-        if self.direct_log {
-            s.push_str("; direct log");
-        }
-        if !self.zero_fill {
-            s.push_str("; no zero-fill");
-        }
-        s
-    }
-
-    /// `describe` for the `none` scheme: no log, so none of its options.
-    fn describe_none(&self) -> String {
-        let mut s = format!(
-            "{} x{} sessions x{} txns, scheme none, buffer {} pages",
-            self.workload.name(),
-            self.sessions,
-            self.txns_per_session,
-            self.buffer_pages
-        );
-        if let Some(f) = &self.early_fault {
-            let _ = write!(s, "; {}", f.describe());
-        }
-        let _ = write!(
-            s,
-            "; {} (else at +{} of close); crash {}",
-            self.freeze.describe(),
-            self.close_freeze_after,
-            policy_name(self.crash)
-        );
-        if let Some((at, p)) = self.recovery_crash {
-            let _ = write!(s, "; crash again at +{at} of recovery, {}", policy_name(p));
+        if self.scheme == SchemeKind::PerWorker {
+            let _ = write!(s, "; sync interval {} µs", self.sync_interval_us);
+            if self.direct_log {
+                s.push_str("; direct log");
+            }
+            if !self.zero_fill {
+                s.push_str("; no zero-fill");
+            }
         }
         s
     }
