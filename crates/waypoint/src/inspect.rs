@@ -220,9 +220,15 @@ pub fn inspect_with(storage: &dyn Storage, dir: &Path) -> Result<DatabaseInfo> {
         _ => superblock.log_floor,
     };
     let log_dir = dir.join(WAL_DIR);
+    // The log is read as the superblock's scheme's (the per-worker
+    // scheme's if it records none, or one without a log).
+    let scheme = superblock
+        .scheme
+        .filter(|k| k.recovers_from_log())
+        .unwrap_or(SchemeKind::PerWorker);
     let mut partitions = Vec::new();
     for id in partition_ids(storage, &log_dir)? {
-        partitions.push(inspect_partition(storage, &log_dir, id, log_floor)?);
+        partitions.push(inspect_partition(storage, &log_dir, scheme, id, log_floor)?);
     }
     Ok(DatabaseInfo {
         dir: dir.to_path_buf(),
@@ -243,6 +249,7 @@ pub fn inspect_with(storage: &dyn Storage, dir: &Path) -> Result<DatabaseInfo> {
 fn inspect_partition(
     storage: &dyn Storage,
     log_dir: &Path,
+    scheme: SchemeKind,
     id: u32,
     floor: u64,
 ) -> Result<PartitionInfo> {
@@ -251,7 +258,7 @@ fn inspect_partition(
     let mut other_files = Vec::new();
     for file in storage.list_dir(&path)? {
         match parse_segment_name(&file) {
-            Some(start) => segments.push(inspect_segment(storage, &file, start, floor)?),
+            Some(start) => segments.push(inspect_segment(storage, &file, scheme, start, floor)?),
             None => other_files.push(file),
         }
     }
@@ -278,6 +285,7 @@ fn inspect_partition(
 fn inspect_segment(
     storage: &dyn Storage,
     path: &Path,
+    scheme: SchemeKind,
     start: u64,
     floor: u64,
 ) -> Result<SegmentInfo> {
@@ -300,7 +308,7 @@ fn inspect_segment(
         by_kind: [KindTally::default(); KIND_SLOTS],
         end: SegmentEnd::NotScanned,
     };
-    info.header = match segment::decode_header(path, &whole, SchemeKind::PerWorker) {
+    info.header = match segment::decode_header(path, &whole, scheme) {
         Ok(segment::Header::Valid { stream, start }) => SegmentHeader::Valid {
             partition: stream,
             start,

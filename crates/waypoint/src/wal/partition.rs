@@ -85,6 +85,19 @@ impl Partition {
         clock: u64,
         existing: Vec<(u64, u64, u64)>,
     ) -> Result<Arc<Self>> {
+        Self::open_for(SchemeKind::PerWorker, storage, log_dir, id, end, clock, existing)
+    }
+
+    /// [`Partition::open`] for `scheme`'s log (its segments' tag).
+    pub fn open_for(
+        scheme: SchemeKind,
+        storage: Arc<dyn Storage>,
+        log_dir: &Path,
+        id: u32,
+        end: u64,
+        clock: u64,
+        existing: Vec<(u64, u64, u64)>,
+    ) -> Result<Arc<Self>> {
         let dir = partition_dir(log_dir, id);
         if clock >= MAX_GSN {
             // Recovery refuses such records; only a damaged checkpoint
@@ -100,7 +113,7 @@ impl Partition {
         let stream = Stream::open(
             storage,
             dir,
-            SchemeKind::PerWorker,
+            scheme,
             id,
             end,
             clock,

@@ -229,6 +229,7 @@ fn unfinished_smo(records: &[(u64, record::Record<'_>)]) -> Option<usize> {
 fn analyze_partition(
     storage: &dyn Storage,
     log_dir: &Path,
+    scheme: SchemeKind,
     id: u32,
     floor: u64,
 ) -> Result<PartitionLog> {
@@ -284,7 +285,7 @@ fn analyze_partition(
         let mut whole = vec![0u8; file_len as usize];
         file.read_at(&mut whole, 0)?;
         drop(file);
-        match segment::decode_header(&path, &whole, SchemeKind::PerWorker)? {
+        match segment::decode_header(&path, &whole, scheme)? {
             segment::Header::Valid { stream, start: s } if stream == id && s == start => {}
             segment::Header::Valid {
                 stream: partition,
@@ -488,12 +489,23 @@ impl Analysis {
     /// decide the winners. Reads only; records with a GSN at or below
     /// `floor` are ignored.
     pub fn read(storage: &dyn Storage, log_dir: &Path, floor: u64) -> Result<Analysis> {
+        Self::read_for(SchemeKind::PerWorker, storage, log_dir, floor)
+    }
+
+    /// [`Analysis::read`] of `scheme`'s log: a segment of another scheme
+    /// is refused ([`Error::LogSchemeMismatch`]).
+    pub fn read_for(
+        scheme: SchemeKind,
+        storage: &dyn Storage,
+        log_dir: &Path,
+        floor: u64,
+    ) -> Result<Analysis> {
         let t0 = Instant::now();
         let ids = partition_ids(storage, log_dir)?;
         let results: Vec<Result<PartitionLog>> = std::thread::scope(|s| {
             let handles: Vec<_> = ids
                 .iter()
-                .map(|&id| s.spawn(move || analyze_partition(storage, log_dir, id, floor)))
+                .map(|&id| s.spawn(move || analyze_partition(storage, log_dir, scheme, id, floor)))
                 .collect();
             handles
                 .into_iter()
