@@ -26,12 +26,12 @@
 //!   image nor perturbs the operation count of a deterministic run.
 //! - **Instances.** A clone of the disk is the view of one engine instance
 //!   (one process): it belongs to the generation it was made in, and after
-//!   the next crash every [`Storage`] call through it fails the same way
-//!   (EIO, uncounted, nothing changed or revealed). A test hands each
-//!   instance `sim.clone()` and may `mem::forget` it to simulate power
-//!   loss; the forgotten instance's threads keep running, and without this
-//!   fence its checkpointer could still prune, rename or create files in
-//!   the next image. The value [`SimStorage::new`] returns is the test's
+//!   the next crash every [`Storage`](super::Storage) call through it fails
+//!   the same way (EIO, uncounted, nothing changed or revealed). A test
+//!   hands each instance `sim.clone()` and may `mem::forget` it to simulate
+//!   power loss; the forgotten instance's threads keep running, and without
+//!   this fence its checkpointer could still prune, rename or create files
+//!   in the next image. The value [`SimStorage::new`] returns is the test's
 //!   own view and is never fenced.
 //! - **Faults.** Every storage and file call (not the test helpers on
 //!   [`SimStorage`]) increments the operation counter; an injected [`Fault`]
@@ -41,8 +41,9 @@
 //!
 //! Files: `tree` (the inodes, durable and current names and images, the
 //! pending metadata log), `faults` (the fault and crash policies, the
-//! operation counter, the crash itself), `storage` (the [`Storage`] calls),
-//! `file` (the [`StorageFile`] handle).
+//! operation counter, the crash itself), `storage` (the
+//! [`Storage`](super::Storage) calls), `file` (the
+//! [`StorageFile`](super::StorageFile) handle).
 
 mod faults;
 mod file;
@@ -122,8 +123,9 @@ impl SimStorage {
         }
     }
 
-    /// Locks the disk for a [`Storage`] call through this view, which a
-    /// crash since the view was cloned has killed: EIO, not counted.
+    /// Locks the disk for a [`Storage`](super::Storage) call through this
+    /// view, which a crash since the view was cloned has killed: EIO, not
+    /// counted.
     fn lock_live(&self, op: IoOp, path: &Path) -> Result<parking_lot::MutexGuard<'_, Inner>> {
         let inner = self.inner.lock();
         match self.instance {
@@ -148,7 +150,7 @@ impl SimStorage {
         self.inner.lock().space_limit = limit;
     }
 
-    /// Open log files ([`Storage::open_log_file`]) as `O_DIRECT` files
+    /// Open log files ([`Storage::open_log_file`](super::Storage::open_log_file)) as `O_DIRECT` files
     /// are: a write that is not whole aligned blocks from aligned memory
     /// fails with `EINVAL`, as the real one would.
     pub fn set_direct_log(&self, on: bool) {
