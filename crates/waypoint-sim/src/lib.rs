@@ -180,6 +180,12 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
         }
     }
     #[cfg(feature = "testing")]
+    if options_in.broken_commit_ack {
+        if let Some(wal) = db.wal() {
+            wal.set_broken_commit_ack_for_tests(true);
+        }
+    }
+    #[cfg(feature = "testing")]
     if options_in.broken_unclean_mark {
         if let Some(none) = db.none_scheme() {
             none.set_broken_unclean_mark_for_tests(true);

@@ -68,6 +68,11 @@ pub struct SimOptions {
     /// (`NoneScheme::set_broken_unclean_mark_for_tests`; `testing` only).
     #[cfg(feature = "testing")]
     pub broken_unclean_mark: bool,
+    /// UNSAFE, same purpose: a commit is acknowledged without waiting for
+    /// the flush of its commit record
+    /// (`Wal::set_broken_commit_ack_for_tests`; `testing` only).
+    #[cfg(feature = "testing")]
+    pub broken_commit_ack: bool,
     /// Multiplies the transactions per session (default 1.0).
     pub scale: Option<f64>,
     /// Run this persistence scheme on every seed instead of the one each

@@ -200,6 +200,36 @@ fn the_simulator_reports_a_broken_rfa_check() {
     );
 }
 
+/// The `aries` scheme through the same crashes: its one log recovers
+/// every acknowledged commit.
+#[test]
+fn aries_scheme_seeds_pass() {
+    let options = SimOptions {
+        scheme: Some(SchemeKind::Aries),
+        ..SimOptions::default()
+    };
+    assert_eq!(failures_within(&options, 150), 0);
+}
+
+/// With the central log's commits acknowledged before the flush of their
+/// commit records, a power loss before the writer's next sync loses
+/// acknowledged commits; the simulator must see it.
+#[test]
+#[cfg(feature = "testing")]
+fn the_simulator_reports_aries_commits_acknowledged_before_their_flush() {
+    let options = SimOptions {
+        scheme: Some(SchemeKind::Aries),
+        workload: Some(Workload::Bank),
+        broken_commit_ack: true,
+        ..SimOptions::default()
+    };
+    let failed = failures_within(&options, 200);
+    assert!(
+        failed > 0,
+        "200 aries seeds acknowledging commits before their flush all passed: the simulator cannot see it"
+    );
+}
+
 /// The `none` scheme through the same crashes: every reopen is refused as
 /// not recoverable or reads a clean close's state (the load's, or the
 /// workload's when the close got through).

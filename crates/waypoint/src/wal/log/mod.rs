@@ -107,6 +107,11 @@ pub struct Wal {
     /// a broken RFA check).
     #[cfg(feature = "testing")]
     broken_rfa: std::sync::atomic::AtomicBool,
+    /// Test-only: a commit is acknowledged without waiting for its flush
+    /// (proves the simulator catches an acknowledgement before the commit
+    /// record is durable).
+    #[cfg(feature = "testing")]
+    broken_commit_ack: std::sync::atomic::AtomicBool,
     /// Per session slot, its transactions whose records recovery may still
     /// need to undo (the prune rule's "oldest active transaction").
     unresolved: parking_lot::Mutex<HashMap<u16, Arc<parking_lot::Mutex<VecDeque<Unresolved>>>>>,
@@ -193,6 +198,8 @@ impl Wal {
             chained_commits: AtomicU64::new(0),
             #[cfg(feature = "testing")]
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "testing")]
+            broken_commit_ack: std::sync::atomic::AtomicBool::new(false),
             unresolved: parking_lot::Mutex::new(HashMap::new()),
             stage2: Arc::new(AtomicU64::new(0)),
             archive: RwLock::new(None),
@@ -273,6 +280,24 @@ impl Wal {
     #[cfg(feature = "testing")]
     pub fn set_broken_rfa_for_tests(&self, broken: bool) {
         self.broken_rfa.store(broken, Ordering::Relaxed);
+    }
+
+    /// Acknowledge a commit without waiting for the flush of its commit
+    /// record: a broken commit rule, which the simulator must catch
+    /// (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn set_broken_commit_ack_for_tests(&self, broken: bool) {
+        self.broken_commit_ack.store(broken, Ordering::Relaxed);
+    }
+
+    /// Whether the broken-commit-flush switch is on: a constant `false`
+    /// without the `testing` feature.
+    #[inline(always)]
+    pub(super) fn broken_commit_ack(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.broken_commit_ack.load(Ordering::Relaxed);
+        #[cfg(not(feature = "testing"))]
+        false
     }
 
     /// Whether the broken-RFA switch is on: a constant `false` without the
