@@ -37,7 +37,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence};
+use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence, SchemeKind};
 use waypoint_bench::load::for_each_row;
 use waypoint_bench::registry;
 use waypoint_bench::summary::RecoverySummary;
@@ -86,8 +86,14 @@ pub struct CrashTestArgs {
     /// (each promises that a killed process loses no acknowledged commit),
     /// or async (acknowledges before the log reaches the kernel: a kill
     /// loses the last acknowledged commits, so failures are expected).
+    /// With `--scheme aries`, rfa and rfa-group mean group (a central log
+    /// has no other log to avoid flushing).
     #[arg(long, default_value = "rfa-group")]
     pub commit: String,
+    /// Persistence scheme of the child and of recovery: per-worker or
+    /// aries (none keeps no log: a kill loses what it changed, by design).
+    #[arg(long, default_value = "per-worker")]
+    pub scheme: String,
     /// Buffer pool of the child on odd cycles (even cycles: at most 2 MiB,
     /// so pages with uncommitted changes are stolen).
     #[arg(long, default_value = "64MiB")]
@@ -150,6 +156,8 @@ pub struct CrashChildArgs {
     #[arg(long)]
     pub commit: String,
     #[arg(long)]
+    pub scheme: String,
+    #[arg(long)]
     pub buffer: usize,
     #[arg(long)]
     pub wal_limit: u64,
@@ -201,16 +209,12 @@ fn child_fail(why: String) -> ! {
 }
 
 pub fn child(args: CrashChildArgs) -> Result<()> {
-    let options = Options {
-        create_if_missing: false,
-        buffer_pool_bytes: args.buffer,
-        persistence: Persistence::PerWorker(PerWorkerOptions {
-            commit: commit_protocol(&args.commit)?,
-            wal_limit_bytes: args.wal_limit,
-            ..PerWorkerOptions::default()
-        }),
-        ..Options::default()
-    };
+    let options = open_options(
+        scheme_kind(&args.scheme)?,
+        commit_protocol(&args.commit)?,
+        args.buffer,
+        args.wal_limit,
+    );
     let db = Database::open(&args.dir, options).context("open")?;
     let workload = registry::reopen(&db, &args.workload)?;
     let acks = db.table(ACK_TABLE)?;
@@ -324,14 +328,32 @@ fn stderr_tail(path: &Path) -> String {
     }
 }
 
-fn open_options(buffer: usize, wal_limit: u64) -> Options {
+/// `--scheme`: a scheme with a log.
+fn scheme_kind(name: &str) -> Result<SchemeKind> {
+    match SchemeKind::parse(name) {
+        Some(k) if k.recovers_from_log() => Ok(k),
+        Some(k) => bail!("--scheme {k} keeps no log: a kill loses its changes by design; use per-worker or aries"),
+        None => bail!("unknown --scheme {name:?}; available: per-worker, aries"),
+    }
+}
+
+fn open_options(
+    scheme: SchemeKind,
+    commit: waypoint::CommitProtocol,
+    buffer: usize,
+    wal_limit: u64,
+) -> Options {
     Options {
         create_if_missing: false,
         buffer_pool_bytes: buffer,
-        persistence: Persistence::PerWorker(PerWorkerOptions {
-            wal_limit_bytes: wal_limit,
-            ..PerWorkerOptions::default()
-        }),
+        persistence: Persistence::of(
+            scheme,
+            PerWorkerOptions {
+                commit,
+                wal_limit_bytes: wal_limit,
+                ..PerWorkerOptions::default()
+            },
+        ),
         ..Options::default()
     }
 }
@@ -380,6 +402,7 @@ fn prepare(dir: &Path, args: &CrashTestArgs, buffer: usize) -> Result<String> {
         Options {
             create_if_missing: !exists,
             buffer_pool_bytes: buffer,
+            persistence: Persistence::of(scheme_kind(&args.scheme)?, PerWorkerOptions::default()),
             ..Options::default()
         },
     )
@@ -463,6 +486,7 @@ impl Run<'_> {
             .args(["--workers", &a.workers.to_string()])
             .args(["--in-flight", &a.in_flight.to_string()])
             .args(["--commit", &a.commit])
+            .args(["--scheme", &a.scheme])
             .args(["--buffer", &buffer.to_string()])
             .args(["--wal-limit", &self.wal_limit.to_string()])
             .args(["--max-run-ms", &(hi.max(lo) + 120_000).to_string()])
@@ -522,8 +546,16 @@ impl Run<'_> {
 
         // Recover and check.
         let t0 = Instant::now();
-        let db = Database::open(&self.dir, open_options(self.buffer, self.wal_limit))
-            .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
+        let db = Database::open(
+            &self.dir,
+            open_options(
+                scheme_kind(&self.args.scheme).map_err(|e| fail(e.to_string(), true))?,
+                waypoint::CommitProtocol::default(),
+                self.buffer,
+                self.wal_limit,
+            ),
+        )
+        .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
         let open = t0.elapsed();
         let recovery = db
             .recovery_report()
@@ -605,12 +637,13 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     if args.cycles == 0 {
         bail!("--cycles 0 is out of range: at least 1");
     }
-    commit_protocol(&args.commit)?;
+    let commit = commit_protocol(&args.commit)?;
+    let scheme = scheme_kind(&args.scheme)?;
     let buffer = crate::args::parse_size("buffer", &args.buffer)?;
     let wal_limit = crate::args::parse_size("wal-limit", &args.wal_limit)? as u64;
     // The children's options (an even cycle's smaller buffer is valid
     // when this one is: at least 16 pages, at most 2 MiB).
-    open_options(buffer, wal_limit)
+    open_options(scheme, commit, buffer, wal_limit)
         .validate()
         .map_err(|e| crate::args::name_flag(e, flags))?;
     if args.records == Some(0) || args.scale == Some(0) {
