@@ -535,6 +535,8 @@ fn the_scheme_is_chosen_by_flag_or_config_and_reported() {
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["config"]["scheme"], "aries");
     assert!(v["wal_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["log_latch_acquisitions"].as_u64().unwrap() > 0, "{v}");
+    assert!(stdout.contains("log latch: "), "{stdout}");
 }
 
 #[test]
