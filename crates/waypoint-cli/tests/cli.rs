@@ -647,7 +647,7 @@ fn simulate_reports_failures_with_a_reproduction_command() {
         "{stdout}"
     );
     fails_with_one_line(&["simulate", "--workload", "voter"], "unknown --workload");
-    fails_with_one_line(&["simulate", "--scheme", "aries"], "unknown --scheme");
+    fails_with_one_line(&["simulate", "--scheme", "aether"], "unknown --scheme");
 }
 
 /// Every file below `dir` with its bytes.
