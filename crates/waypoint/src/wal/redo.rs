@@ -43,7 +43,7 @@
 use super::record::{self, RecordBody};
 use super::recovery::{Logged, PartitionLog};
 use crate::btree::node::{Node, NodeMut};
-use crate::buffer::page;
+use crate::buffer::page::{self, PageKind};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -322,7 +322,6 @@ pub(super) fn redo(
     })
 }
 
-/// Whether `key` lies in (lower fence, upper fence] of `node`.
 /// Apply one page record to a page image (redo). Shared with nothing else:
 /// the runtime path changes pages through the tree and logs what it did;
 /// this re-does exactly that change from the record.
@@ -343,10 +342,24 @@ fn apply(page: &mut [u8], rec: &record::Record<'_>) -> std::result::Result<(), S
     }
     match &rec.body {
         RecordBody::Image(image) => {
-            if !image.write_to_page(page) {
+            // Later records change the page through `NodeMut`, which
+            // assumes a valid node and only debug-asserts its
+            // preconditions: an image of a node is checked in a copy, so a
+            // page never takes one that is no valid node.
+            let mut new = page.to_vec();
+            if !image.write_to_page(&mut new) {
                 return Err("page image does not fit the page".into());
             }
-            page[6] = rec.header.page_kind;
+            new[6] = rec.header.page_kind;
+            if matches!(
+                PageKind::from_byte(rec.header.page_kind),
+                Some(PageKind::BtreeLeaf | PageKind::BtreeInner)
+            ) {
+                Node::new(&new)
+                    .validate()
+                    .map_err(|e| format!("the page image is not a valid node: {e}"))?;
+            }
+            page.copy_from_slice(&new);
             Ok(())
         }
         RecordBody::Insert { key, value } => {
@@ -381,7 +394,7 @@ fn apply(page: &mut [u8], rec: &record::Record<'_>) -> std::result::Result<(), S
             Ok(())
         }
         RecordBody::Freed => {
-            page[6] = crate::buffer::page::PageKind::Free as u8;
+            page[6] = PageKind::Free as u8;
             Ok(())
         }
         RecordBody::Split { at, separator } => {
