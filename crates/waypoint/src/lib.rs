@@ -55,6 +55,7 @@ engine_modules! {
     checkpoint;
     db;
     error;
+    ids;
     io;
     logstore;
     persist;
@@ -71,6 +72,7 @@ pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
 pub use checkpoint::{CheckpointMode, CheckpointStats};
 pub use db::{Database, Options, Persistence, Stats, DATA_FILE};
 pub use error::{Error, IoOp, Result};
+pub use ids::{Gsn, LogPos, Tid};
 pub use io::{OpenMode, RealStorage, Storage, StorageFile, IO_ALIGN};
 pub use persist::{PersistenceStats, SchemeKind};
 pub use txn::{CommitInfo, IndexEntry, PendingCommit, Session, Transaction};
