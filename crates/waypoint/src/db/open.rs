@@ -22,7 +22,8 @@ use crate::checkpoint::meta;
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, OpenMode, RealStorage, Storage};
 use crate::persist::{UncleanMark, NoneOpening, OpenContext, Opening, SchemeKind};
-use crate::txn::epoch::{EpochClock, MAX_EPOCH, SYSTEM_SLOT};
+use crate::ids::Tid;
+use crate::txn::epoch::{EpochClock, SYSTEM_SLOT};
 use crate::txn::locks::{LockTable, SlotPool};
 use crate::txn::shared::{Counters, DbShared};
 use parking_lot::{Mutex, RwLock};
@@ -172,7 +173,7 @@ impl Database {
             checkpoint: checkpoint.as_ref(),
             floor,
             recovery_threads: options.recovery_threads,
-            first_epoch: (superblock.epoch + 1).clamp(1, MAX_EPOCH),
+            first_epoch: (superblock.epoch + 1).clamp(1, Tid::MAX_EPOCH),
         };
         let mut opening = open_scheme(&options.persistence, &ctx)?;
         // Checked: from here on the open writes.

@@ -121,7 +121,7 @@ impl Superblock {
                     )
                 })?),
             },
-            epoch: u64_at(80).min(crate::txn::epoch::MAX_EPOCH),
+            epoch: u64_at(80).min(crate::ids::Tid::MAX_EPOCH),
             log_floor: u64_at(88),
         })
     }

@@ -17,6 +17,7 @@
 //! is not durable.
 
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 use crate::io::Storage;
 use crate::logstore::stream::Stream;
 use crate::persist::SchemeKind;
@@ -229,22 +230,22 @@ impl Partition {
 
     /// Remember that the commit record of `tid` ends at `end`.
     #[inline]
-    pub fn note_commit(&self, tid: u64, end: u64) {
-        self.note_at(end, tid);
+    pub fn note_commit(&self, tid: Tid, end: u64) {
+        self.note_at(end, tid.get());
     }
 
     /// A remote-dependent commit is durable only once its dependencies are:
     /// its session reports it after waiting for them.
     #[inline]
-    pub fn mark_commit_durable(&self, tid: u64) {
-        self.raise_note(tid);
+    pub fn mark_commit_durable(&self, tid: Tid) {
+        self.raise_note(tid.get());
     }
 
     /// TID of the newest durable commit of this partition: every commit of
     /// this session with a TID at or below it is durable.
     #[inline]
-    pub fn durable_commit_tid(&self) -> u64 {
-        self.durable_note()
+    pub fn durable_commit_tid(&self) -> Tid {
+        Tid::new(self.durable_note())
     }
 }
 

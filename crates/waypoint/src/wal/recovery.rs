@@ -901,7 +901,7 @@ impl Recovery {
             RecordBody::Remove { key, before } => tree.restore(pool, plog, key, Some(before))?,
             RecordBody::Update { key, diff } => {
                 let current = tree.get(pool, key, None)?.0.map(|(tid, v)| {
-                    let mut stored = tid.to_le_bytes().to_vec();
+                    let mut stored = tid.get().to_le_bytes().to_vec();
                     stored.extend_from_slice(&v);
                     stored
                 });
@@ -970,6 +970,7 @@ pub trait UndoLog {
 mod tests {
     use crate::io::{CrashPolicy, SimStorage};
     use crate::persist::SessionLog;
+    use crate::ids::Tid;
     use crate::wal::test_support::{durable, key, recover, small_tree, VALUE};
 
     /// Losers with no key in common are undone as independent groups (on
@@ -986,17 +987,17 @@ mod tests {
             let log = &mut logs[(t % 2) as usize];
             log.on_begin();
             for k in 0..5 {
-                tree.insert(&pool_before, log, &key(1 + t * 10 + k), 2, &VALUE, None)
+                tree.insert(&pool_before, log, &key(1 + t * 10 + k), Tid::new(2), &VALUE, None)
                     .unwrap();
             }
         }
         // Two more: one inserts a key, the next (other session) updates it.
         logs[0].on_begin();
-        tree.insert(&pool_before, &logs[0], &key(500), 3, &VALUE, None)
+        tree.insert(&pool_before, &logs[0], &key(500), Tid::new(3), &VALUE, None)
             .unwrap();
         logs[1].on_begin();
         assert!(tree
-            .update(&pool_before, &logs[1], &key(500), 4, &[9; 100], None)
+            .update(&pool_before, &logs[1], &key(500), Tid::new(4), &[9; 100], None)
             .unwrap());
         durable(&wal, 1);
         durable(&wal, 2);

@@ -407,6 +407,7 @@ mod tests {
     //! power-loss tests in `tests/crash.rs` hunt for the rest).
     use crate::btree::BTree;
     use crate::buffer::BufferPool;
+    use crate::ids::Tid;
     use crate::io::{CrashPolicy, OpenMode, SimStorage, Storage};
     use crate::logstore::segment;
     use crate::logstore::segment::parse_segment_name;
@@ -425,7 +426,7 @@ mod tests {
         let leaves_before = leaves(pool, tree);
         let mut i = from;
         while leaves(pool, tree) == leaves_before {
-            tree.insert(pool, log, &key(i), 2, &VALUE, None).unwrap();
+            tree.insert(pool, log, &key(i), Tid::new(2), &VALUE, None).unwrap();
             i += 1;
             assert!(i < 100, "the left leaf should have split by now");
         }
@@ -558,7 +559,7 @@ mod tests {
         // Session 1 changes the left leaf; its record never becomes durable.
         let mut s1 = wal.session_log(1).unwrap();
         s1.on_begin();
-        tree.insert(&pool, &s1, &key(1), 2, &VALUE, None).unwrap();
+        tree.insert(&pool, &s1, &key(1), Tid::new(2), &VALUE, None).unwrap();
         // Session 2 splits that leaf and makes its own partition durable.
         let mut s2 = wal.session_log(2).unwrap();
         s2.on_begin();

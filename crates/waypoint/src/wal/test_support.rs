@@ -4,6 +4,7 @@
 use crate::btree::BTree;
 use crate::buffer::{BufferPool, PageWritePolicy, PoolConfig};
 use crate::io::{OpenMode, SimStorage, Storage};
+use crate::ids::Tid;
 use crate::persist::SessionLog;
 use crate::wal::recovery::{Analysis, Recovery};
 use crate::wal::{CommitProtocol, Wal};
@@ -53,10 +54,10 @@ pub fn small_tree(sim: &SimStorage) -> (Arc<BufferPool>, Arc<Wal>, BTree) {
     sys.on_begin();
     let tree = BTree::create(&pool, &sys).unwrap();
     for i in 0..60 {
-        tree.insert(&pool, &sys, &key(i * 1000), 1, &VALUE, None)
+        tree.insert(&pool, &sys, &key(i * 1000), Tid::new(1), &VALUE, None)
             .unwrap();
     }
-    sys.on_commit(&crate::persist::CommitView::without_writes(1, &[]))
+    sys.on_commit(&crate::persist::CommitView::without_writes(Tid::new(1), &[]))
         .unwrap();
     sys.wait_durable().unwrap();
     assert!(leaves(&pool, tree) >= 2, "the setup tree has an inner root");

@@ -11,6 +11,7 @@
 
 use super::{Deps, DepsRepr, Record, RecordBody, RecordHeader, RecordKind, Span, UpdateDiff};
 use super::{PageImage, MAX_IMAGE_BODY, MAX_SPANS};
+use crate::ids::Tid;
 use crate::logstore::frame::{self, Frame, FrameError};
 use crate::logstore::scan::{self, Payloads, Scan};
 
@@ -118,7 +119,7 @@ fn payload_fields(body: &RecordBody, out: &mut impl Sink) {
             out.bytes(img.tail);
         }
         RecordBody::Commit { tid, deps } => {
-            out.int(*tid);
+            out.int(tid.get());
             out.int(len(deps.len()));
             for (partition, position) in deps.iter() {
                 out.int(u64::from(partition));
@@ -443,7 +444,7 @@ fn decode_payload(frame: Frame<'_>) -> Result<Record<'_>, DecodeError> {
             })
         }
         RecordKind::Commit => {
-            let tid = r.int()?;
+            let tid = Tid::new(r.int()?);
             // Every pair takes at least two bytes, which bounds the count
             // by the record's length before anything relies on it.
             let count = r.len((rec.len() / 2) as u64, "more dependencies than bytes")?;

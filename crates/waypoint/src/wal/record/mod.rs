@@ -61,6 +61,7 @@ pub use update::{encode_update, Span, UpdateDiff, MAX_SPANS};
 
 use crate::btree::PageOp;
 use crate::buffer::page::{PageKind, PAGE_HEADER_SIZE};
+use crate::ids::Tid;
 
 /// The record kinds, as stored in the payload's first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -227,7 +228,7 @@ pub enum RecordBody<'a> {
     /// A structure modification rewrote the page; this is its new body.
     Image(PageImage<'a>),
     /// The transaction committed with commit TID `tid`.
-    Commit { tid: u64, deps: Deps<'a> },
+    Commit { tid: Tid, deps: Deps<'a> },
     /// The transaction's rollback is complete.
     End,
     /// A structure modification released the page.

@@ -32,7 +32,7 @@ impl Owned {
             Owned::Remove(k, v) => RecordBody::Remove { key: k, before: v },
             Owned::Image(body) => RecordBody::Image(PageImage::from_body(body)),
             Owned::Commit(tid, deps) => RecordBody::Commit {
-                tid: *tid,
+                tid: Tid::new(*tid),
                 deps: Deps::new(deps),
             },
             Owned::End => RecordBody::End,
