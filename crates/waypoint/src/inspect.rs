@@ -256,7 +256,7 @@ fn inspect_partition(
         }
     }
     segments.sort_by_key(|s| s.start);
-    // The rule recovery applies (wal/recovery.rs): records that stop where
+    // The rule recovery applies (wal/recovery/partition_log.rs): records that stop where
     // the next segment starts are that segment's end, not a torn write.
     for i in 1..segments.len() {
         let next = segments[i].start;

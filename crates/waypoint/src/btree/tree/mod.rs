@@ -57,7 +57,9 @@ pub struct BTree {
     root: RootId,
 }
 
-fn encode_value(tid: Tid, value: &[u8]) -> Vec<u8> {
+/// A leaf value as stored: the TID, then the user value. Recovery's
+/// logical undo rebuilds a stored value with it too.
+pub(crate) fn encode_value(tid: Tid, value: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(TID_SIZE + value.len());
     v.extend_from_slice(&tid.get().to_le_bytes());
     v.extend_from_slice(value);

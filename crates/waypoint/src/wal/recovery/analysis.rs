@@ -1,0 +1,224 @@
+//! Analysis over all partitions (seed 000 §3.7): a thread per partition,
+//! then the winners (a commit all of whose dependencies survived), the
+//! check against the synced positions of the checkpoint metadata
+//! (docs/decisions/023-synced-positions-outside-the-log.md), the changes to
+//! the log's files, and redo into a [`Recovery`] whose losers undo reverts.
+//! Nothing on disk changes before [`Analysis::apply`].
+
+use super::partition_log::{analyze_partition, partition_ids, PartitionLog};
+use super::report::{RecoveredPartition, RecoveryReport};
+use super::Recovery;
+use crate::buffer::BufferPool;
+use crate::error::{Error, Result};
+use crate::io::Storage;
+use crate::wal::partition::partition_dir;
+use crate::wal::redo;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What analysis found in the log, before anything on disk is changed.
+pub struct Analysis {
+    log_dir: PathBuf,
+    logs: Vec<PartitionLog>,
+    winners: FxHashSet<u64>,
+    floor: u64,
+    report: RecoveryReport,
+}
+
+impl Analysis {
+    /// Where each partition ends and its GSN clock: what the log manager
+    /// continues from (redo changes neither).
+    pub fn partitions(&self) -> Vec<RecoveredPartition> {
+        self.logs.iter().map(|l| l.recovered.clone()).collect()
+    }
+
+    /// Analysis: read every partition below `log_dir` (a thread each) and
+    /// decide the winners. Reads only; records with a GSN at or below
+    /// `floor` are ignored.
+    pub fn read(storage: &dyn Storage, log_dir: &Path, floor: u64) -> Result<Analysis> {
+        let t0 = Instant::now();
+        let ids = partition_ids(storage, log_dir)?;
+        let results: Vec<Result<PartitionLog>> = std::thread::scope(|s| {
+            let handles: Vec<_> = ids
+                .iter()
+                .map(|&id| s.spawn(move || analyze_partition(storage, log_dir, id, floor)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Internal {
+                            what: "a log analysis thread panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        });
+        let logs: Vec<PartitionLog> = results.into_iter().collect::<Result<_>>()?;
+        let mut report = RecoveryReport {
+            partitions: logs.len(),
+            segments: logs.iter().map(|l| l.recovered.segments.len()).sum(),
+            records: logs
+                .iter()
+                .map(|l| l.records.len() as u64 + l.commits.len() as u64 + l.ended.len() as u64)
+                .sum(),
+            log_bytes: logs.iter().map(|l| l.bytes).sum(),
+            torn_tails: logs.iter().map(|l| l.torn_tails).sum(),
+            ..Default::default()
+        };
+        let ends: FxHashMap<u32, u64> = logs
+            .iter()
+            .map(|l| (l.recovered.id, l.recovered.end))
+            .collect();
+        let mut winners: FxHashSet<u64> = FxHashSet::default();
+        for l in &logs {
+            for (txn, deps) in &l.commits {
+                if deps
+                    .iter()
+                    .all(|(q, pos)| ends.get(q).copied().unwrap_or(0) >= *pos)
+                {
+                    winners.insert(*txn);
+                }
+            }
+        }
+        report.analysis = t0.elapsed();
+        tracing::info!(
+            partitions = report.partitions,
+            records = report.records,
+            bytes = report.log_bytes,
+            "log analysis done"
+        );
+        Ok(Analysis {
+            log_dir: log_dir.to_path_buf(),
+            logs,
+            winners,
+            floor,
+            report,
+        })
+    }
+
+    /// Where each partition's log ends, as (partition, stream position),
+    /// for the partitions that keep a segment (in partition order): after
+    /// [`Analysis::apply`], what is known to be synced. (A partition
+    /// without segments resumes its stream at the position its last
+    /// segment's name gave, but no file holds that position.)
+    pub fn synced_ends(&self) -> Vec<(u32, u64)> {
+        self.logs
+            .iter()
+            .filter(|l| l.end_segment.is_some())
+            .map(|l| (l.recovered.id, l.recovered.end))
+            .collect()
+    }
+
+    /// The largest GSN of any record in the log, those at or below the
+    /// floor included, with the directory of its partition.
+    pub fn max_gsn(&self) -> Option<(u64, &Path)> {
+        self.logs
+            .iter()
+            .filter(|l| l.recovered.clock > 0)
+            .max_by_key(|l| l.recovered.clock)
+            .map(|l| (l.recovered.clock, l.dir.as_path()))
+    }
+
+    /// Refuse a log that ends before a position `synced` records as
+    /// durable for its partition (`(partition, position)`, from the
+    /// checkpoint metadata): those bytes were synced, so their loss is
+    /// damage, not a torn tail, and recovering without them could drop
+    /// acknowledged commits. `Error::LogTruncated` names the segment the
+    /// partition now ends in (its directory if it has none) and the
+    /// missing range. A partition whose directory is gone ends at 0.
+    pub fn check_synced(&self, synced: &[(u32, u64)]) -> Result<()> {
+        for &(id, expected_end) in synced {
+            let found = self.logs.iter().find(|l| l.recovered.id == id);
+            let found_end = found.map_or(0, |l| l.recovered.end);
+            if found_end < expected_end {
+                let path = found
+                    .and_then(|l| l.end_segment.clone())
+                    .unwrap_or_else(|| partition_dir(&self.log_dir, id));
+                return Err(Error::LogTruncated {
+                    partition: id,
+                    path,
+                    expected_end,
+                    found_end,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Make the changes analysis decided on (a thread per partition): cut
+    /// torn tails, remove segments that were never synced, sync every
+    /// segment kept. Afterwards every partition's log is durable up to its
+    /// end ([`Analysis::synced_ends`]).
+    pub fn apply(&self, storage: &dyn Storage) -> Result<()> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .logs
+                .iter()
+                .map(|l| s.spawn(move || l.apply(storage)))
+                .collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Internal {
+                        what: "a log analysis thread panicked".into(),
+                    })
+                })
+            })
+        })?;
+        if self.logs.is_empty() {
+            return Ok(());
+        }
+        storage.sync_dir(&self.log_dir)
+    }
+
+    /// Redo (on `threads` threads) into `pool`, after [`Analysis::apply`].
+    pub fn redo(self, pool: &BufferPool, threads: usize) -> Result<Recovery> {
+        let Analysis {
+            logs,
+            winners,
+            floor,
+            mut report,
+            ..
+        } = self;
+        let t1 = Instant::now();
+        let redone = redo::redo(&logs, pool, threads.max(1), floor)?;
+        let beyond_gap = redone.beyond_gap;
+        report.gaps = redone.gaps;
+        report.records_redone = redone.records_redone;
+        report.pages_redone = redone.pages;
+        report.committed_beyond_gap = winners.intersection(&beyond_gap).count();
+        if report.committed_beyond_gap > 0 {
+            tracing::warn!(
+                count = report.committed_beyond_gap,
+                "commits whose log has a gap are rolled back (they were never acknowledged)"
+            );
+        }
+        let ended: FxHashSet<u64> = logs.iter().flat_map(|l| l.ended.iter().copied()).collect();
+        let mut losers = FxHashSet::default();
+        for l in &logs {
+            for r in &l.records {
+                let winner = winners.contains(&r.txn) && !beyond_gap.contains(&r.txn);
+                if !winner && !ended.contains(&r.txn) {
+                    losers.insert(r.txn);
+                }
+            }
+        }
+        report.winners = winners.len() - report.committed_beyond_gap;
+        report.losers = losers.len();
+        report.redo = t1.elapsed();
+        tracing::info!(
+            pages = report.pages_redone,
+            records = report.records_redone,
+            gaps = report.gaps,
+            "redo done"
+        );
+        let applied = redone.applied;
+        Ok(Recovery {
+            logs,
+            applied,
+            losers,
+            report,
+        })
+    }
+}

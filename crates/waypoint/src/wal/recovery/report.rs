@@ -1,0 +1,58 @@
+//! What recovery reports: its counts and timings ([`RecoveryReport`], for
+//! `waypoint recover` and the logs) and where each partition's log ends
+//! ([`RecoveredPartition`], what the log manager continues from) (seed 000
+//! §3.7).
+
+use std::time::Duration;
+
+/// What recovery did, for `waypoint recover` and the logs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecoveryReport {
+    pub partitions: usize,
+    pub segments: usize,
+    pub records: u64,
+    pub log_bytes: u64,
+    pub torn_tails: usize,
+    pub winners: usize,
+    pub losers: usize,
+    pub pages_redone: usize,
+    pub records_redone: u64,
+    pub records_undone: u64,
+    /// Groups of losers with no key in common, undone in parallel.
+    pub undo_groups: usize,
+    pub gaps: usize,
+    /// Transactions whose commit record survived but which had a record
+    /// beyond a gap: never an acknowledged one (the commit protocols wait
+    /// for every dependency), so non-zero only after an unacknowledged
+    /// commit was cut short.
+    pub committed_beyond_gap: usize,
+    pub repaired_torn_pages: usize,
+    pub analysis: Duration,
+    pub redo: Duration,
+    pub undo: Duration,
+}
+
+impl RecoveryReport {
+    pub fn total(&self) -> Duration {
+        self.analysis + self.redo + self.undo
+    }
+
+    /// Log recovered per second of recovery, in GB/s.
+    pub fn gb_per_sec(&self) -> f64 {
+        let secs = self.total().as_secs_f64();
+        if secs == 0.0 {
+            return 0.0;
+        }
+        self.log_bytes as f64 / 1e9 / secs
+    }
+}
+
+/// Where a partition's log ends after recovery, for the log manager.
+#[derive(Debug, Clone)]
+pub struct RecoveredPartition {
+    pub id: u32,
+    pub end: u64,
+    pub clock: u64,
+    /// (start position, length, max GSN) of each segment.
+    pub segments: Vec<(u64, u64, u64)>,
+}
