@@ -18,6 +18,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
+use crate::ids::Gsn;
 use std::path::Path;
 
 /// File name below the database directory.
@@ -41,7 +42,7 @@ pub struct Meta {
     /// The format version the file was written in (1 or 2).
     pub version: u32,
     /// The log floor: records with a GSN at or below it are not needed.
-    pub floor: u64,
+    pub floor: Gsn,
     /// Per log partition, the stream position up to which its log was
     /// durable when the file was written, in increasing partition order;
     /// partitions at position 0 are left out.
@@ -70,7 +71,7 @@ impl Meta {
 /// ```
 /// The file's bytes for `floor` and the synced positions `synced` (in
 /// increasing partition order; zero positions are left out).
-pub fn encode(floor: u64, synced: &[(u32, u64)]) -> Vec<u8> {
+pub fn encode(floor: Gsn, synced: &[(u32, u64)]) -> Vec<u8> {
     let entries: Vec<(u32, u64)> = synced.iter().copied().filter(|&(_, p)| p > 0).collect();
     debug_assert!(
         entries.windows(2).all(|w| w[0].0 < w[1].0),
@@ -81,7 +82,7 @@ pub fn encode(floor: u64, synced: &[(u32, u64)]) -> Vec<u8> {
     b.extend_from_slice(MAGIC);
     b.extend_from_slice(&META_FORMAT_VERSION.to_le_bytes());
     b.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-    b.extend_from_slice(&floor.to_le_bytes());
+    b.extend_from_slice(&floor.get().to_le_bytes());
     for (partition, position) in entries {
         b.extend_from_slice(&partition.to_le_bytes());
         b.extend_from_slice(&[0; 4]);
@@ -154,7 +155,7 @@ pub fn decode(path: &Path, b: &[u8]) -> Result<Meta> {
     }
     Ok(Meta {
         version,
-        floor: u64_at(16),
+        floor: Gsn::new(u64_at(16)),
         synced,
     })
 }
@@ -183,7 +184,7 @@ pub fn read(storage: &dyn Storage, dir: &Path) -> Result<Option<Meta>> {
 /// Record `floor` and the synced positions `synced` (increasing partition
 /// order) durably: write a temporary file, sync it, rename it over the old
 /// one, sync the directory. A crash leaves the old file or the new one.
-pub fn write(storage: &dyn Storage, dir: &Path, floor: u64, synced: &[(u32, u64)]) -> Result<()> {
+pub fn write(storage: &dyn Storage, dir: &Path, floor: Gsn, synced: &[(u32, u64)]) -> Result<()> {
     let temp = dir.join(TEMP_FILE);
     if storage.exists(&temp) {
         storage.remove(&temp)?;
@@ -204,7 +205,7 @@ mod tests {
     fn meta(floor: u64, synced: &[(u32, u64)]) -> Meta {
         Meta {
             version: META_FORMAT_VERSION,
-            floor,
+            floor: Gsn::new(floor),
             synced: synced.to_vec(),
         }
     }
@@ -216,8 +217,8 @@ mod tests {
         sim.create_dir_all(dir).unwrap();
         sim.sync_dir(Path::new("/")).unwrap();
         assert_eq!(read(&sim, dir).unwrap(), None);
-        write(&sim, dir, 1234, &[(0, 10)]).unwrap();
-        write(&sim, dir, 5678, &[(0, 4096), (3, 0), (65535, 1 << 40)]).unwrap();
+        write(&sim, dir, Gsn::new(1234), &[(0, 10)]).unwrap();
+        write(&sim, dir, Gsn::new(5678), &[(0, 4096), (3, 0), (65535, 1 << 40)]).unwrap();
         sim.crash(CrashPolicy::DropAll);
         let m = read(&sim, dir).unwrap().unwrap();
         assert_eq!(
@@ -242,12 +243,12 @@ mod tests {
     #[test]
     fn a_version_1_file_reads_as_its_floor() {
         let path = Path::new("/db").join(META_FILE);
-        let mut b = encode(99, &[]);
+        let mut b = encode(Gsn::new(99), &[]);
         b[8..12].copy_from_slice(&1u32.to_le_bytes());
         let crc = crc32c::crc32c(&b[..24]);
         b[24..28].copy_from_slice(&crc.to_le_bytes());
         let m = decode(&path, &b).unwrap();
-        assert_eq!((m.version, m.floor, m.synced.len()), (1, 99, 0));
+        assert_eq!((m.version, m.floor, m.synced.len()), (1, Gsn::new(99), 0));
         for version in [0, 3, u32::MAX] {
             b[8..12].copy_from_slice(&version.to_le_bytes());
             let crc = crc32c::crc32c(&b[..24]);
@@ -268,7 +269,7 @@ mod tests {
         let dir = Path::new("/db");
         sim.create_dir_all(dir).unwrap();
         let synced = [(1, 0x0fed_cba9_8765_4321), (7, 8)];
-        write(&sim, dir, 0x0123_4567_89ab_cdef, &synced).unwrap();
+        write(&sim, dir, Gsn::new(0x0123_4567_89ab_cdef), &synced).unwrap();
         let path = dir.join(META_FILE);
         let len = (LEN + 2 * ENTRY_LEN) as u64;
         let crc_at = len - 8;
@@ -303,7 +304,7 @@ mod tests {
             read(&sim, dir).unwrap().unwrap(),
             meta(0x0123_4567_89ab_cdef, &synced)
         );
-        let good = encode(7, &synced);
+        let good = encode(Gsn::new(7), &synced);
         for len in [0, 1, 24, 31, 32, 33, 48, 63, 65, 80] {
             let mut bytes = good.to_vec();
             bytes.resize(len, 0);
@@ -318,7 +319,7 @@ mod tests {
         }
         // Entries out of order, or at position 0, behind a valid checksum.
         for bad in [[(7u32, 1u64), (1, 1)], [(1, 1), (1, 2)], [(1, 0), (2, 1)]] {
-            let mut b = encode(7, &[(1, 1), (2, 1)]);
+            let mut b = encode(Gsn::new(7), &[(1, 1), (2, 1)]);
             for (i, (p, pos)) in bad.iter().enumerate() {
                 b[24 + 16 * i..28 + 16 * i].copy_from_slice(&p.to_le_bytes());
                 b[32 + 16 * i..40 + 16 * i].copy_from_slice(&pos.to_le_bytes());

@@ -22,7 +22,7 @@ use crate::checkpoint::meta;
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, OpenMode, RealStorage, Storage};
 use crate::persist::{UncleanMark, NoneOpening, OpenContext, Opening, SchemeKind};
-use crate::ids::Tid;
+use crate::ids::{Gsn, Tid};
 use crate::txn::epoch::{EpochClock, SYSTEM_SLOT};
 use crate::txn::locks::{LockTable, SlotPool};
 use crate::txn::shared::{Counters, DbShared};
@@ -162,7 +162,7 @@ impl Database {
         // checkpoint's (metadata file), whichever is newer.
         let floor = superblock
             .log_floor
-            .max(checkpoint.as_ref().map_or(0, |m| m.floor));
+            .max(checkpoint.as_ref().map_or(Gsn::ZERO, |m| m.floor));
         let requested = options.persistence.kind();
         check_scheme(&dir, &superblock, requested)?;
         let ctx = OpenContext {
@@ -316,7 +316,7 @@ impl Database {
             log_required: false,
             scheme: Some(options.persistence.kind()),
             epoch: 0,
-            log_floor: 0,
+            log_floor: Gsn::ZERO,
         }
         .write(file.as_ref())?;
         drop(file);

@@ -23,6 +23,7 @@ use crate::persist::{
     OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
 };
 use crate::txn::epoch::SYSTEM_SLOT;
+use crate::ids::Gsn;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -193,7 +194,7 @@ fn check_log(
     dir: &Path,
     superblock: &Superblock,
     checkpoint: Option<&meta::Meta>,
-    floor: u64,
+    floor: Gsn,
 ) -> Result<Analysis> {
     let log_dir = dir.join(WAL_DIR);
     let required = !superblock.clean && superblock.log_required;
@@ -294,7 +295,7 @@ impl Scheme for PerWorkerScheme {
         self.checkpointer.stop();
     }
 
-    fn seal_for_clean_close(&self) -> Result<u64> {
+    fn seal_for_clean_close(&self) -> Result<Gsn> {
         self.wal.flush_all()?;
         self.wal.shutdown()?;
         Ok(self.wal.max_clock())

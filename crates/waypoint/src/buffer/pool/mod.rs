@@ -66,6 +66,7 @@ pub use writeback::Writer;
 use super::page::{self, PageId};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, StorageFile};
+use crate::ids::Gsn;
 use frame::{Frame, NO_PAGE};
 use page_table::PageTable;
 use parking_lot::{Condvar, Mutex};
@@ -128,7 +129,7 @@ pub struct BufferPool {
     /// Freed page ids with the GSN of their last logged change: a reused
     /// page starts from that GSN, so its next record's `prev_gsn` continues
     /// the page's chain in the log and recovery does not see a gap.
-    free_pages: Mutex<Vec<(PageId, u64)>>,
+    free_pages: Mutex<Vec<(PageId, Gsn)>>,
     /// The first I/O failure of a page write; the pool refuses further
     /// modifications once set (fjall/redb "poisoned" habit).
     failure: Mutex<Option<String>>,
@@ -229,7 +230,7 @@ impl BufferPool {
             next_page_id: AtomicU64::new(next_page_id),
             // Pages freed before the last clean close: their changes are all
             // below the log floor, which recovery treats as one state.
-            free_pages: Mutex::new(free_pages.into_iter().map(|p| (p, 0)).collect()),
+            free_pages: Mutex::new(free_pages.into_iter().map(|p| (p, Gsn::ZERO)).collect()),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             policy: parking_lot::RwLock::new(PageWritePolicy::default()),
@@ -302,7 +303,7 @@ impl BufferPool {
     }
 
     /// The free pages with the GSN of each one's last logged change.
-    pub fn free_pages_with_gsn(&self) -> Vec<(PageId, u64)> {
+    pub fn free_pages_with_gsn(&self) -> Vec<(PageId, Gsn)> {
         self.free_pages.lock().clone()
     }
 
@@ -338,8 +339,8 @@ impl BufferPool {
             .policy
             .read()
             .gate()
-            .map_or(u64::MAX, |g| g.write_limit());
-        self.write_limit.store(limit, Ordering::Release);
+            .map_or(Gsn::MAX, |g| g.write_limit());
+        self.write_limit.store(limit.get(), Ordering::Release);
     }
 
     fn frame_data(&self, idx: u32) -> *mut u8 {

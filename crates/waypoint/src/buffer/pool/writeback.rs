@@ -18,6 +18,7 @@ use crate::buffer::latch::Backoff;
 use crate::buffer::page::{self, PageId};
 use crate::error::{Error, Result};
 use crate::io::AlignedBuf;
+use crate::ids::Gsn;
 use std::sync::atomic::Ordering;
 
 /// Pages per writeback batch (one write and one `fdatasync`).
@@ -40,7 +41,7 @@ impl BufferPool {
         batch: &mut WritebackBatch,
         idx: u32,
         wait: bool,
-        limit: u64,
+        limit: Gsn,
     ) -> bool {
         let frame = &self.frames[idx as usize];
         if wait {
@@ -50,7 +51,7 @@ impl BufferPool {
         }
         let pid = frame.page_id.load(Ordering::Acquire);
         // SAFETY: the shared latch excludes writers.
-        let within_limit = limit == u64::MAX
+        let within_limit = limit == Gsn::MAX
             || page::page_gsn(unsafe {
                 std::slice::from_raw_parts(self.frame_data(idx), self.page_size)
             }) <= limit;
@@ -102,7 +103,7 @@ impl BufferPool {
             if result.is_ok() {
                 if frame.page_id.load(Ordering::Acquire) == item.pid {
                     // Invariant 4: only after sync_data returned Ok.
-                    frame.persisted_gsn.fetch_max(item.gsn, Ordering::AcqRel);
+                    frame.persisted_gsn.fetch_max(item.gsn.get(), Ordering::AcqRel);
                 }
             } else {
                 frame.dirty.store(true, Ordering::Release);
@@ -122,7 +123,7 @@ impl BufferPool {
     }
 
     fn write_batch_inner(&self, batch: &mut WritebackBatch) -> Result<()> {
-        let max_gsn = batch.items.iter().map(|i| i.gsn).max().unwrap_or(0);
+        let max_gsn = batch.items.iter().map(|i| i.gsn).max().unwrap_or(Gsn::ZERO);
         let gate = self.policy.read().gate().cloned();
         if let Some(gate) = gate {
             gate.ensure_durable(max_gsn)?;
@@ -181,7 +182,7 @@ impl BufferPool {
         loop {
             for idx in 0..self.frames.len() as u32 {
                 if self.frames[idx as usize].dirty.load(Ordering::Acquire) {
-                    self.stage(&mut batch, idx, true, u64::MAX);
+                    self.stage(&mut batch, idx, true, Gsn::MAX);
                     if batch.is_full() {
                         self.write_batch(&mut batch, Writer::Flush)
                             .inspect_err(|e| self.poison(e))?;
@@ -295,7 +296,7 @@ impl BufferPool {
     fn stage_or_revisit(&self, batch: &mut WritebackBatch, idx: u32) -> bool {
         let frame = &self.frames[idx as usize];
         if frame.dirty.load(Ordering::Acquire) {
-            !self.stage(batch, idx, false, u64::MAX)
+            !self.stage(batch, idx, false, Gsn::MAX)
         } else {
             frame.writeback.load(Ordering::Acquire)
         }
@@ -305,7 +306,7 @@ impl BufferPool {
 pub(super) struct WritebackItem {
     idx: u32,
     pid: PageId,
-    gsn: u64,
+    gsn: Gsn,
     /// The frame's last writer and the end of its last record at the copy.
     writer: u32,
     writer_end: u64,

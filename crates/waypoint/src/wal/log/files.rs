@@ -9,6 +9,7 @@
 
 use super::Wal;
 use crate::error::Result;
+use crate::ids::Gsn;
 use std::path::PathBuf;
 
 impl Wal {
@@ -24,10 +25,10 @@ impl Wal {
 
     /// Delete, in every partition, the segments whose records all have a
     /// GSN below `gsn` (never a partition's newest). Returns bytes removed.
-    pub fn prune_below(&self, gsn: u64) -> Result<u64> {
+    pub fn prune_below(&self, gsn: Gsn) -> Result<u64> {
         let mut removed = 0;
         for p in self.all().iter() {
-            removed += p.prune_below(gsn)?;
+            removed += p.prune_below(gsn.get())?;
         }
         Ok(removed)
     }
@@ -56,7 +57,7 @@ impl Wal {
     pub fn prune_all(&self) -> Result<u64> {
         let mut removed = 0;
         for p in self.all().iter() {
-            removed += p.prune_below(u64::MAX)?;
+            removed += p.prune_below(Gsn::MAX.get())?;
         }
         Ok(removed)
     }

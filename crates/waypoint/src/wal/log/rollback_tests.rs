@@ -4,12 +4,12 @@
 
 use super::*;
 use crate::buffer::{page, BufferPool};
-use crate::ids::Tid;
+use crate::ids::{Gsn, Tid};
 use crate::io::{CrashPolicy, Fault, FaultKind, SimStorage};
 use crate::persist::{CommitView, SessionLog};
 use crate::wal::test_support::{durable, key, recover, small_tree, VALUE};
 
-fn leaf_gsn(pool: &BufferPool, tree: crate::btree::BTree, k: &[u8]) -> u64 {
+fn leaf_gsn(pool: &BufferPool, tree: crate::btree::BTree, k: &[u8]) -> Gsn {
     // The two-level setup tree: the root's child for `k`.
     let root = pool.shared(tree.root()).unwrap();
     let (_, leaf) = crate::btree::node::Node::new(root.data())

@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::persist::{CommitView, SessionLog};
 use crate::wal::partition::Partition;
 use crate::wal::record::{self, RecordBody, RecordHeader, RecordKind};
+use crate::ids::Gsn;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,8 +31,8 @@ pub(super) struct TxnState {
     pub(super) txn: u64,
     /// Records are compensation records (a rollback in progress).
     pub(super) compensating: bool,
-    pub(super) gsn: u64,
-    pub(super) flushed_at_start: u64,
+    pub(super) gsn: Gsn,
+    pub(super) flushed_at_start: Gsn,
     pub(super) needs_remote: bool,
     pub(super) wrote: bool,
     pub(super) buf: Vec<u8>,
@@ -70,7 +71,7 @@ impl WalSessionLog {
     }
 
     /// Header of a record without a page (commit, end).
-    pub(super) fn pageless_header(&self, gsn: u64, txn: u64) -> RecordHeader {
+    pub(super) fn pageless_header(&self, gsn: Gsn, txn: u64) -> RecordHeader {
         RecordHeader {
             gsn,
             txn,
@@ -168,7 +169,7 @@ impl WalSessionLog {
                 ticket: None,
             });
         }
-        let last = first + count - 1;
+        let last = first.plus(count - 1);
         st.gsn = last;
         st.wrote = true;
         let tree = u32::try_from(tree).expect("page ids are below 2^32");
@@ -179,7 +180,7 @@ impl WalSessionLog {
             let data = page.data();
             let body = RecordBody::from_page_op(*op, data);
             let header = RecordHeader {
-                gsn: first + i as u64,
+                gsn: first.plus(i as u64),
                 txn: st.txn,
                 page: page.page_id(),
                 prev_gsn: page::page_gsn(data),
@@ -202,7 +203,7 @@ impl WalSessionLog {
         // the unlogged change from ever reaching the data file.
         let end = *appended.as_ref().unwrap_or(&u64::MAX);
         for (i, page) in pages.iter_mut().enumerate() {
-            page::set_page_gsn(page.data_mut(), first + i as u64);
+            page::set_page_gsn(page.data_mut(), first.plus(i as u64));
             page.set_last_writer(self.slot as u32, end);
         }
         match appended {
@@ -337,7 +338,7 @@ impl crate::wal::recovery::UndoLog for WalSessionLog {
         st.txn = txn;
         st.compensating = true;
         st.gsn = st.gsn.max(self.partition.clock());
-        st.flushed_at_start = 0;
+        st.flushed_at_start = Gsn::ZERO;
         st.wrote = true;
     }
 

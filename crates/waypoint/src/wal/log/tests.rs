@@ -5,7 +5,7 @@
 use super::unresolved::UNRESOLVED_TRIM_AT;
 use super::*;
 use crate::btree::BTree;
-use crate::ids::Tid;
+use crate::ids::{Gsn, Tid};
 use crate::buffer::{page, BufferPool, PageWritePolicy, PoolConfig};
 use crate::io::{OpenMode, SimStorage};
 use crate::persist::{CommitView, SessionLog};
@@ -33,7 +33,7 @@ fn setup_on(
         Vec::new(),
     )
     .unwrap();
-    let wal = Wal::new(Arc::new(sim), Path::new("/db/wal"), protocol, Vec::new(), 0).unwrap();
+    let wal = Wal::new(Arc::new(sim), Path::new("/db/wal"), protocol, Vec::new(), Gsn::ZERO).unwrap();
     pool.set_page_write_policy(PageWritePolicy::StealBehindGate(wal.clone()));
     let mut sys = wal.session_log(100).unwrap();
     sys.on_begin();
@@ -47,7 +47,7 @@ fn setup_on(
 struct PanickingGate;
 
 impl FlushGate for PanickingGate {
-    fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+    fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         panic!("gate bug");
     }
     fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
@@ -81,7 +81,7 @@ fn a_panic_while_writing_pages_poisons_the_pool_instead_of_leaving_them_in_write
 struct BrokenGate;
 
 impl FlushGate for BrokenGate {
-    fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+    fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         Ok(())
     }
     fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
@@ -145,7 +145,7 @@ fn a_session_drops_its_resolved_transactions_without_the_checkpointer() {
         let queued = s1.unresolved.lock().len();
         assert!(queued <= UNRESOLVED_TRIM_AT, "{queued} transactions queued");
     }
-    assert_eq!(wal.oldest_unresolved_gsn(), u64::MAX, "all resolved");
+    assert_eq!(wal.oldest_unresolved_gsn(), Gsn::MAX, "all resolved");
 }
 
 fn commit(log: &mut WalSessionLog, tid: Tid, observed: &[Tid]) {
@@ -323,7 +323,7 @@ fn page_gsns_follow_the_gsn_protocol() {
     let (pool, wal, a, _) = setup(CommitProtocol::FlushAll);
     let mut s1 = wal.session_log(1).unwrap();
     let mut s2 = wal.session_log(2).unwrap();
-    let mut last = 0;
+    let mut last = Gsn::ZERO;
     for i in 0..50u64 {
         let (s, slot) = if i % 2 == 0 {
             (&mut s1, 1)

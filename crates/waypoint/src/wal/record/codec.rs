@@ -11,7 +11,7 @@
 
 use super::{Deps, DepsRepr, Record, RecordBody, RecordHeader, RecordKind, Span, UpdateDiff};
 use super::{PageImage, MAX_IMAGE_BODY, MAX_SPANS};
-use crate::ids::Tid;
+use crate::ids::{Gsn, Tid};
 use crate::logstore::frame::{self, Frame, FrameError};
 use crate::logstore::scan::{self, Payloads, Scan};
 
@@ -76,14 +76,14 @@ fn unzigzag(v: u64) -> i64 {
 /// (the frame's), both being recent stream positions of the partition, and
 /// the prev GSN as a difference to the GSN.
 fn header_fields(h: &RecordHeader, has_page: bool, out: &mut impl Sink) {
-    out.int(h.gsn);
+    out.int(h.gsn.get());
     out.int(h.txn >> TXN_POSITION_BITS);
     let start = (h.txn & TXN_POSITION_MASK) as i64;
     out.int(zigzag(start - (h.watermark & TXN_POSITION_MASK) as i64));
     if has_page {
         out.int(u64::from(h.tree));
         out.int(h.page);
-        out.int(zigzag(h.gsn.wrapping_sub(h.prev_gsn) as i64));
+        out.int(zigzag(h.gsn.get().wrapping_sub(h.prev_gsn.get()) as i64));
     }
 }
 
@@ -187,7 +187,7 @@ pub(super) fn len_u32(n: usize, what: &str) -> u32 {
 pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
     let kind = body.kind();
     assert!(
-        kind.has_page() || (header.tree == 0 && header.page == 0 && header.prev_gsn == 0),
+        kind.has_page() || (header.tree == 0 && header.page == 0 && header.prev_gsn == Gsn::ZERO),
         "{kind:?} record with a tree, page id or prev GSN"
     );
     assert!(
@@ -510,14 +510,14 @@ fn decode_header(
         let tree = r.int_to(u32::MAX.into(), "tree root above 2^32")? as u32;
         let page = r.int()?;
         let prev_gsn = gsn.wrapping_sub(unzigzag(r.int()?) as u64);
-        (tree, page, prev_gsn)
+        (tree, page, Gsn::new(prev_gsn))
     } else {
-        (0, 0, 0)
+        (0, 0, Gsn::ZERO)
     };
     Ok(RecordHeader {
         page_kind,
         tree,
-        gsn,
+        gsn: Gsn::new(gsn),
         txn: (slot << TXN_POSITION_BITS) | start as u64,
         page,
         prev_gsn,

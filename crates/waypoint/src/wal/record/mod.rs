@@ -61,7 +61,7 @@ pub use update::{encode_update, Span, UpdateDiff, MAX_SPANS};
 
 use crate::btree::PageOp;
 use crate::buffer::page::{PageKind, PAGE_HEADER_SIZE};
-use crate::ids::Tid;
+use crate::ids::{Gsn, Tid};
 
 /// The record kinds, as stored in the payload's first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -129,13 +129,13 @@ pub struct RecordHeader {
     /// Root page id of the B+-tree the page belongs to (logical undo finds a
     /// key there after splits moved it); 0 for commit and end records.
     pub tree: u32,
-    pub gsn: u64,
+    pub gsn: Gsn,
     pub txn: u64,
     /// Page the record changes; 0 for commit and end records.
     pub page: u64,
     /// The page's GSN before this record; redo applies the record to a page
     /// copy only when it is at exactly this GSN. 0 for commit and end records.
-    pub prev_gsn: u64,
+    pub prev_gsn: Gsn,
     /// A compensation log record: written while rolling back, redone but
     /// never undone (so a rollback interrupted by a crash is not undone twice).
     pub compensation: bool,

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::wal::partition::partition_dir;
 use crate::wal::redo;
+use crate::ids::Gsn;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -22,7 +23,7 @@ pub struct Analysis {
     log_dir: PathBuf,
     logs: Vec<PartitionLog>,
     winners: FxHashSet<u64>,
-    floor: u64,
+    floor: Gsn,
     report: RecoveryReport,
 }
 
@@ -36,7 +37,7 @@ impl Analysis {
     /// Analysis: read every partition below `log_dir` (a thread each) and
     /// decide the winners. Reads only; records with a GSN at or below
     /// `floor` are ignored.
-    pub fn read(storage: &dyn Storage, log_dir: &Path, floor: u64) -> Result<Analysis> {
+    pub fn read(storage: &dyn Storage, log_dir: &Path, floor: Gsn) -> Result<Analysis> {
         let t0 = Instant::now();
         let ids = partition_ids(storage, log_dir)?;
         let results: Vec<Result<PartitionLog>> = std::thread::scope(|s| {
@@ -113,10 +114,10 @@ impl Analysis {
 
     /// The largest GSN of any record in the log, those at or below the
     /// floor included, with the directory of its partition.
-    pub fn max_gsn(&self) -> Option<(u64, &Path)> {
+    pub fn max_gsn(&self) -> Option<(Gsn, &Path)> {
         self.logs
             .iter()
-            .filter(|l| l.recovered.clock > 0)
+            .filter(|l| l.recovered.clock > Gsn::ZERO)
             .max_by_key(|l| l.recovered.clock)
             .map(|l| (l.recovered.clock, l.dir.as_path()))
     }

@@ -16,14 +16,15 @@ use crate::logstore::segment::parse_segment_name;
 use crate::persist::SchemeKind;
 use crate::wal::partition::partition_dir;
 use crate::wal::record::{self, RecordBody, RecordKind};
+use crate::ids::Gsn;
 use std::path::{Path, PathBuf};
 
 /// One record kept in memory between analysis and undo.
 pub(in crate::wal) struct Logged {
-    pub gsn: u64,
+    pub gsn: Gsn,
     pub txn: u64,
     pub page: u64,
-    pub prev: u64,
+    pub prev: Gsn,
     pub tree: u32,
     pub kind: RecordKind,
     pub compensation: bool,
@@ -136,7 +137,7 @@ pub(super) fn analyze_partition(
     storage: &dyn Storage,
     log_dir: &Path,
     id: u32,
-    floor: u64,
+    floor: Gsn,
 ) -> Result<PartitionLog> {
     let dir = partition_dir(log_dir, id);
     let mut starts: Vec<(u64, PathBuf)> = Vec::new();
@@ -154,7 +155,7 @@ pub(super) fn analyze_partition(
         recovered: RecoveredPartition {
             id,
             end: starts.first().map(|s| s.0).unwrap_or(0),
-            clock: 0,
+            clock: Gsn::ZERO,
             segments: Vec::new(),
         },
         dir: dir.clone(),
@@ -262,7 +263,7 @@ pub(super) fn analyze_partition(
             log.torn_tails += 1;
             ended = true;
         }
-        let mut max_gsn = 0;
+        let mut max_gsn = Gsn::ZERO;
         let mut in_smo = false;
         for (offset, rec) in records {
             let h = &rec.header;

@@ -289,7 +289,7 @@ fn decode_again<'a>(dir: &Path, r: &'a Logged) -> Result<record::Record<'a>> {
     record::decode(&r.bytes).map_err(|e| {
         corruption(
             dir,
-            r.gsn,
+            r.gsn.get(),
             format!(
                 "record GSN {}: decoded in analysis, it fails now: {e}",
                 r.gsn

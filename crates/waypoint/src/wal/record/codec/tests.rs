@@ -5,6 +5,7 @@ use super::*;
 use crate::logstore::scan::ScanEnd;
 use crate::wal::record::encode_update;
 use crate::wal::record::image::tests::page_body;
+use crate::ids::Gsn;
 use proptest::prelude::*;
 
 /// An owned record, so strategies can generate them.
@@ -56,10 +57,10 @@ impl Owned {
             // BtreeLeaf or BtreeInner.
             page_kind: if image { 2 + (gsn % 2) as u8 } else { 0 },
             tree: if page { (gsn % 1000) as u32 * 3 + 1 } else { 0 },
-            gsn,
+            gsn: Gsn::new(gsn),
             txn: gsn / 3 + 1,
             page: if page { gsn * 7 + 2 } else { 0 },
-            prev_gsn: if page { gsn.saturating_sub(5) } else { 0 },
+            prev_gsn: Gsn::new(if page { gsn.saturating_sub(5) } else { 0 }),
             compensation: gsn % 4 == 1,
             smo_more: self.body().kind().is_structural() && gsn.is_multiple_of(3),
             watermark,
@@ -170,12 +171,12 @@ proptest! {
         // Any values: the header's differences (transaction start to
         // watermark, GSN to prev GSN) hold for all of them.
         let header = RecordHeader {
-            gsn,
+            gsn: Gsn::new(gsn),
             txn,
             page_kind: if kind == RecordKind::Image { page_kind } else { 0 },
             tree: if kind.has_page() { tree } else { 0 },
             page: if kind.has_page() { page } else { 0 },
-            prev_gsn: if kind.has_page() { prev_gsn } else { 0 },
+            prev_gsn: Gsn::new(if kind.has_page() { prev_gsn } else { 0 }),
             watermark,
             ..rec.header(gsn % 1000, 0)
         };
@@ -284,10 +285,10 @@ fn decode_errors_name_the_problem() {
     let header = RecordHeader {
         page_kind: 0,
         tree: 3,
-        gsn: 5,
+        gsn: Gsn::new(5),
         txn: 1,
         page: 9,
-        prev_gsn: 4,
+        prev_gsn: Gsn::new(4),
         compensation: false,
         smo_more: false,
         watermark: 4096,
