@@ -7,7 +7,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use waypoint::inspect::{CheckpointState, DatabaseInfo, SegmentEnd, SegmentHeader};
 use waypoint::wal::record::RecordKind;
-use waypoint::Gsn;
+use waypoint::{Gsn, LogPos};
 use waypoint_bench::registry;
 use waypoint_bench::summary::RecoverySummary;
 
@@ -124,7 +124,7 @@ fn checkpoint_json(c: &CheckpointState) -> serde_json::Value {
         CheckpointState::Absent => json!({ "present": false }),
         CheckpointState::Present(m) => json!({
             "present": true, "version": m.version, "floor": m.floor.get(),
-            "synced": m.synced.iter().map(|(p, pos)| json!({ "partition": p, "position": pos })).collect::<Vec<_>>(),
+            "synced": m.synced.iter().map(|(p, pos)| json!({ "partition": p, "position": pos.get() })).collect::<Vec<_>>(),
         }),
         CheckpointState::Unreadable(e) => json!({ "present": true, "error": e }),
     }
@@ -133,7 +133,7 @@ fn checkpoint_json(c: &CheckpointState) -> serde_json::Value {
 fn header_json(h: &SegmentHeader) -> serde_json::Value {
     match h {
         SegmentHeader::Valid { partition, start } => {
-            json!({ "state": "valid", "partition": partition, "start": start })
+            json!({ "state": "valid", "partition": partition, "start": start.get() })
         }
         SegmentHeader::Torn => json!({ "state": "torn" }),
         SegmentHeader::UnsupportedVersion(v) => {
@@ -169,7 +169,7 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
                 .iter()
                 .map(|s| {
                     json!({
-                        "path": s.path, "start": s.start, "bytes": s.file_bytes,
+                        "path": s.path, "start": s.start.get(), "bytes": s.file_bytes,
                         "header": header_json(&s.header), "records": s.records,
                         "commits": s.commits(), "records_above_floor": s.records_above_floor,
                         "first_gsn": s.first_gsn.map(Gsn::get), "last_gsn": s.last_gsn.map(Gsn::get),
@@ -319,7 +319,7 @@ fn to_text(i: &DatabaseInfo) -> String {
             out += &format!("  p{:05} not a segment: {}\n", p.id, f.display());
         }
         if let CheckpointState::Present(m) = &i.checkpoint {
-            if m.synced(p.id) > 0 {
+            if m.synced(p.id) > LogPos::ZERO {
                 out += &format!(
                     "  p{:05} synced up to stream position {} (checkpoint.waypoint)\n",
                     p.id,

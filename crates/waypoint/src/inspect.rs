@@ -15,7 +15,7 @@ use crate::buffer::page::PAGE_FORMAT_VERSION;
 use crate::checkpoint::meta;
 use crate::db::{Superblock, DATA_FILE, DB_FORMAT_VERSION, DOUBLE_WRITE_FILE, WAL_DIR};
 use crate::error::{Error, Result};
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use crate::io::{OpenMode, RealStorage, Storage};
 use crate::logstore::scan::ScanEnd;
 use crate::logstore::segment::parse_segment_name;
@@ -126,7 +126,7 @@ pub struct PartitionInfo {
 pub enum SegmentHeader {
     /// A header of this build's format naming `partition` and `start`
     /// (which should equal the directory's and the file name's).
-    Valid { partition: u32, start: u64 },
+    Valid { partition: u32, start: LogPos },
     /// Short, zero or failing its checksum: never synced; recovery removes
     /// the file.
     Torn,
@@ -163,7 +163,7 @@ pub enum SegmentEnd {
 pub struct SegmentInfo {
     pub path: PathBuf,
     /// Stream position of the first record (from the file name).
-    pub start: u64,
+    pub start: LogPos,
     pub file_bytes: u64,
     pub header: SegmentHeader,
     /// Valid records before the end of the scan.
@@ -263,7 +263,7 @@ fn inspect_partition(
         let next = segments[i].start;
         let s = &mut segments[i - 1];
         if let SegmentEnd::TornTail { offset, .. } = s.end {
-            if s.start + s.valid_bytes == next {
+            if s.start.advance(s.valid_bytes) == next {
                 s.end = SegmentEnd::Ended { offset };
             }
         }
@@ -279,7 +279,7 @@ fn inspect_partition(
 fn inspect_segment(
     storage: &dyn Storage,
     path: &Path,
-    start: u64,
+    start: LogPos,
     floor: Gsn,
 ) -> Result<SegmentInfo> {
     let file = storage.open(path, OpenMode::ReadOnly)?;

@@ -18,7 +18,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use std::path::Path;
 
 /// File name below the database directory.
@@ -46,15 +46,15 @@ pub struct Meta {
     /// Per log partition, the stream position up to which its log was
     /// durable when the file was written, in increasing partition order;
     /// partitions at position 0 are left out.
-    pub synced: Vec<(u32, u64)>,
+    pub synced: Vec<(u32, LogPos)>,
 }
 
 impl Meta {
     /// The synced position recorded for `partition` (0 if none).
-    pub fn synced(&self, partition: u32) -> u64 {
+    pub fn synced(&self, partition: u32) -> LogPos {
         self.synced
             .binary_search_by_key(&partition, |&(p, _)| p)
-            .map_or(0, |i| self.synced[i].1)
+            .map_or(LogPos::ZERO, |i| self.synced[i].1)
     }
 }
 
@@ -71,8 +71,12 @@ impl Meta {
 /// ```
 /// The file's bytes for `floor` and the synced positions `synced` (in
 /// increasing partition order; zero positions are left out).
-pub fn encode(floor: Gsn, synced: &[(u32, u64)]) -> Vec<u8> {
-    let entries: Vec<(u32, u64)> = synced.iter().copied().filter(|&(_, p)| p > 0).collect();
+pub fn encode(floor: Gsn, synced: &[(u32, LogPos)]) -> Vec<u8> {
+    let entries: Vec<(u32, LogPos)> = synced
+        .iter()
+        .copied()
+        .filter(|&(_, p)| p > LogPos::ZERO)
+        .collect();
     debug_assert!(
         entries.windows(2).all(|w| w[0].0 < w[1].0),
         "partitions in order"
@@ -86,7 +90,7 @@ pub fn encode(floor: Gsn, synced: &[(u32, u64)]) -> Vec<u8> {
     for (partition, position) in entries {
         b.extend_from_slice(&partition.to_le_bytes());
         b.extend_from_slice(&[0; 4]);
-        b.extend_from_slice(&position.to_le_bytes());
+        b.extend_from_slice(&position.get().to_le_bytes());
     }
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
@@ -151,7 +155,7 @@ pub fn decode(path: &Path, b: &[u8]) -> Result<Meta> {
                 "checkpoint metadata entry is not a partition after the previous one with a position above 0",
             ));
         }
-        synced.push((partition, position));
+        synced.push((partition, LogPos::new(position)));
     }
     Ok(Meta {
         version,
@@ -184,7 +188,12 @@ pub fn read(storage: &dyn Storage, dir: &Path) -> Result<Option<Meta>> {
 /// Record `floor` and the synced positions `synced` (increasing partition
 /// order) durably: write a temporary file, sync it, rename it over the old
 /// one, sync the directory. A crash leaves the old file or the new one.
-pub fn write(storage: &dyn Storage, dir: &Path, floor: Gsn, synced: &[(u32, u64)]) -> Result<()> {
+pub fn write(
+    storage: &dyn Storage,
+    dir: &Path,
+    floor: Gsn,
+    synced: &[(u32, LogPos)],
+) -> Result<()> {
     let temp = dir.join(TEMP_FILE);
     if storage.exists(&temp) {
         storage.remove(&temp)?;
@@ -202,11 +211,16 @@ mod tests {
     use super::*;
     use crate::io::{CrashPolicy, SimStorage};
 
+    /// `(partition, position)` pairs as positions.
+    fn at(synced: &[(u32, u64)]) -> Vec<(u32, LogPos)> {
+        synced.iter().map(|&(p, pos)| (p, LogPos::new(pos))).collect()
+    }
+
     fn meta(floor: u64, synced: &[(u32, u64)]) -> Meta {
         Meta {
             version: META_FORMAT_VERSION,
             floor: Gsn::new(floor),
-            synced: synced.to_vec(),
+            synced: at(synced),
         }
     }
 
@@ -217,8 +231,14 @@ mod tests {
         sim.create_dir_all(dir).unwrap();
         sim.sync_dir(Path::new("/")).unwrap();
         assert_eq!(read(&sim, dir).unwrap(), None);
-        write(&sim, dir, Gsn::new(1234), &[(0, 10)]).unwrap();
-        write(&sim, dir, Gsn::new(5678), &[(0, 4096), (3, 0), (65535, 1 << 40)]).unwrap();
+        write(&sim, dir, Gsn::new(1234), &at(&[(0, 10)])).unwrap();
+        write(
+            &sim,
+            dir,
+            Gsn::new(5678),
+            &at(&[(0, 4096), (3, 0), (65535, 1 << 40)]),
+        )
+        .unwrap();
         sim.crash(CrashPolicy::DropAll);
         let m = read(&sim, dir).unwrap().unwrap();
         assert_eq!(
@@ -227,7 +247,7 @@ mod tests {
             "zeros left out"
         );
         assert_eq!(
-            (m.synced(0), m.synced(3), m.synced(65535)),
+            (m.synced(0).get(), m.synced(3).get(), m.synced(65535).get()),
             (4096, 0, 1 << 40)
         );
         sim.corrupt(&dir.join(META_FILE), 17, 0x10).unwrap();
@@ -269,7 +289,7 @@ mod tests {
         let dir = Path::new("/db");
         sim.create_dir_all(dir).unwrap();
         let synced = [(1, 0x0fed_cba9_8765_4321), (7, 8)];
-        write(&sim, dir, Gsn::new(0x0123_4567_89ab_cdef), &synced).unwrap();
+        write(&sim, dir, Gsn::new(0x0123_4567_89ab_cdef), &at(&synced)).unwrap();
         let path = dir.join(META_FILE);
         let len = (LEN + 2 * ENTRY_LEN) as u64;
         let crc_at = len - 8;
@@ -304,7 +324,7 @@ mod tests {
             read(&sim, dir).unwrap().unwrap(),
             meta(0x0123_4567_89ab_cdef, &synced)
         );
-        let good = encode(Gsn::new(7), &synced);
+        let good = encode(Gsn::new(7), &at(&synced));
         for len in [0, 1, 24, 31, 32, 33, 48, 63, 65, 80] {
             let mut bytes = good.to_vec();
             bytes.resize(len, 0);
@@ -319,7 +339,7 @@ mod tests {
         }
         // Entries out of order, or at position 0, behind a valid checksum.
         for bad in [[(7u32, 1u64), (1, 1)], [(1, 1), (1, 2)], [(1, 0), (2, 1)]] {
-            let mut b = encode(Gsn::new(7), &[(1, 1), (2, 1)]);
+            let mut b = encode(Gsn::new(7), &at(&[(1, 1), (2, 1)]));
             for (i, (p, pos)) in bad.iter().enumerate() {
                 b[24 + 16 * i..28 + 16 * i].copy_from_slice(&p.to_le_bytes());
                 b[32 + 16 * i..40 + 16 * i].copy_from_slice(&pos.to_le_bytes());

@@ -45,7 +45,7 @@ use crate::buffer::BufferPool;
 use crate::error::Result;
 use crate::io::Storage;
 use crate::wal::Wal;
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use parking_lot::{Condvar, Mutex};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -149,7 +149,7 @@ struct State {
     prune_lock: Mutex<()>,
     /// The synced positions in the metadata file, and when they were
     /// written.
-    synced: Mutex<(Vec<(u32, u64)>, Instant)>,
+    synced: Mutex<(Vec<(u32, LogPos)>, Instant)>,
 }
 
 /// The checkpointer thread of one database.
@@ -178,7 +178,7 @@ impl Checkpointer {
         dir: PathBuf,
         config: CheckpointConfig,
         floor: Gsn,
-        synced: Vec<(u32, u64)>,
+        synced: Vec<(u32, LogPos)>,
     ) -> Result<Checkpointer> {
         assert!(config.shards > 0 && config.wal_limit > 0 && config.threads > 0);
         wal.open_recovered()?;

@@ -24,7 +24,7 @@ use crate::db::Superblock;
 use crate::error::Result;
 use crate::io::StorageFile;
 use crate::wal::recovery::RecoveryReport;
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -110,7 +110,7 @@ impl FlushGate for MarkBeforeFirstWrite {
         self.ensure_marked()
     }
 
-    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+    fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
         // No log: nothing a page write could outrun.
         true
     }

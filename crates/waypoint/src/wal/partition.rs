@@ -17,7 +17,7 @@
 //! is not durable.
 
 use crate::error::{Error, Result};
-use crate::ids::{Gsn, Tid};
+use crate::ids::{Gsn, LogPos, Tid};
 use crate::io::Storage;
 use crate::logstore::stream::Stream;
 use crate::persist::SchemeKind;
@@ -82,9 +82,9 @@ impl Partition {
         storage: Arc<dyn Storage>,
         log_dir: &Path,
         id: u32,
-        end: u64,
+        end: LogPos,
         clock: Gsn,
-        existing: Vec<(u64, u64, Gsn)>,
+        existing: Vec<(LogPos, u64, Gsn)>,
     ) -> Result<Arc<Self>> {
         let dir = partition_dir(log_dir, id);
         if clock >= MAX_GSN {
@@ -198,7 +198,7 @@ impl Partition {
     /// Append one encoded record with GSN `gsn`; returns the stream
     /// position after it. Only the owning session appends.
     #[inline]
-    pub fn append(&self, record: &[u8], gsn: Gsn) -> Result<u64> {
+    pub fn append(&self, record: &[u8], gsn: Gsn) -> Result<LogPos> {
         self.append_group(record, 1, gsn)
     }
 
@@ -207,7 +207,7 @@ impl Partition {
     /// durable position never falls between them (a structure modification
     /// is durable whole or not at all).
     #[inline]
-    pub fn append_group(&self, records: &[u8], count: u64, max_gsn: Gsn) -> Result<u64> {
+    pub fn append_group(&self, records: &[u8], count: u64, max_gsn: Gsn) -> Result<LogPos> {
         debug_assert!(max_gsn > Gsn::ZERO && max_gsn < MAX_GSN);
         let end = self.stream.append_frames(records, count, max_gsn.get())?;
         let max_gsn = max_gsn.get();
@@ -236,7 +236,7 @@ impl Partition {
 
     /// Remember that the commit record of `tid` ends at `end`.
     #[inline]
-    pub fn note_commit(&self, tid: Tid, end: u64) {
+    pub fn note_commit(&self, tid: Tid, end: LogPos) {
         self.note_at(end, tid.get());
     }
 
@@ -298,7 +298,7 @@ mod tests {
     fn empty_partition(seed: u64) -> (SimStorage, Arc<Partition>) {
         let (sim, log_dir) = sim_log(seed);
         let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, Gsn::ZERO, Vec::new()).unwrap();
+        let p = Partition::open(storage, log_dir, 0, LogPos::ZERO, Gsn::ZERO, Vec::new()).unwrap();
         (sim, p)
     }
 
@@ -345,7 +345,7 @@ mod tests {
     fn a_reserved_group_holds_the_clock_at_its_first_gsn() {
         let (sim, log_dir) = sim_log(11);
         let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, Gsn::new(10), Vec::new()).unwrap();
+        let p = Partition::open(storage, log_dir, 0, LogPos::ZERO, Gsn::new(10), Vec::new()).unwrap();
         let first = p.reserve_gsns(Gsn::new(20), 3);
         assert_eq!(first, Gsn::new(21));
         assert_eq!(p.clock(), first, "the group's records are not appended");
@@ -418,7 +418,7 @@ mod tests {
     #[test]
     fn a_clean_close_deletes_an_unopened_partitions_segments_one_at_a_time() {
         let (sim, log_dir) = sim_log(15);
-        let p = Partition::open(Arc::new(sim.clone()), log_dir, 7, 0, Gsn::ZERO, Vec::new()).unwrap();
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 7, LogPos::ZERO, Gsn::ZERO, Vec::new()).unwrap();
         p.set_preallocate(false);
         p.set_segment_size(1000);
         for gsn in (1..=4).map(Gsn::new) {

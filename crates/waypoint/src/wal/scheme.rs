@@ -23,7 +23,7 @@ use crate::persist::{
     OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
 };
 use crate::txn::epoch::SYSTEM_SLOT;
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -34,7 +34,7 @@ pub(crate) struct PerWorkerOpening {
     /// The WAL limit in force (`checkpoint::limit_for_disk`).
     wal_limit: u64,
     /// The synced positions the metadata records after `prepare`.
-    synced: Vec<(u32, u64)>,
+    synced: Vec<(u32, LogPos)>,
     /// The log manager, continuing the log where analysis found it ends:
     /// made by `prepare`, its gate the page-write policy's from then on.
     wal: Option<Arc<Wal>>,

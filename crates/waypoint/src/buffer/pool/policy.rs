@@ -9,7 +9,7 @@
 //! gate returns Ok only once every record up to that GSN is durable.
 
 use crate::error::Result;
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use std::sync::Arc;
 
 /// Asked before page images are written: the WAL rule's seam. The log layer
@@ -21,7 +21,7 @@ pub trait FlushGate: Send + Sync {
     /// `end`: the pool asserts it, after `ensure_durable`, for the last
     /// record of every page it writes (the WAL rule checked independently
     /// of how the gate enforced it).
-    fn is_durable_at(&self, partition: u32, end: u64) -> bool;
+    fn is_durable_at(&self, partition: u32, end: LogPos) -> bool;
 
     /// The largest page GSN `ensure_durable` can still succeed for:
     /// [`Gsn::MAX`] while the log is healthy; once it can no longer be made

@@ -6,7 +6,7 @@ use super::writeback::{WritebackBatch, WRITEBACK_BATCH_PAGES};
 use super::*;
 use crate::buffer::page::{self, PageKind};
 use crate::io::{OpenMode, SimStorage, Storage};
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use std::path::Path;
 
 /// A pool of `frames` 4 KiB frames over `/db/data` on a simulated disk.
@@ -153,7 +153,7 @@ impl FlushGate for FullAtZero {
     fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         Ok(())
     }
-    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+    fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
         true
     }
     fn write_limit(&self) -> Gsn {
@@ -351,7 +351,7 @@ fn a_gated_pool_writes_a_page_only_after_the_gate_made_its_gsn_durable() {
             self.durable.fetch_max(gsn.get(), Ordering::AcqRel);
             Ok(())
         }
-        fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+        fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
             true
         }
         fn write_limit(&self) -> Gsn {

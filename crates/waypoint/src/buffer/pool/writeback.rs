@@ -18,7 +18,7 @@ use crate::buffer::latch::Backoff;
 use crate::buffer::page::{self, PageId};
 use crate::error::{Error, Result};
 use crate::io::AlignedBuf;
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use std::sync::atomic::Ordering;
 
 /// Pages per writeback batch (one write and one `fdatasync`).
@@ -309,7 +309,7 @@ pub(super) struct WritebackItem {
     gsn: Gsn,
     /// The frame's last writer and the end of its last record at the copy.
     writer: u32,
-    writer_end: u64,
+    writer_end: LogPos,
 }
 
 /// Page copies staged for one write + `fdatasync` (seed 000 §3.8).
@@ -348,7 +348,7 @@ impl WritebackBatch {
             pid,
             gsn: page::page_gsn(dst),
             writer: frame.last_writer.load(Ordering::Relaxed),
-            writer_end: frame.last_write_end.load(Ordering::Relaxed),
+            writer_end: LogPos::new(frame.last_write_end.load(Ordering::Relaxed)),
         });
     }
 

@@ -25,7 +25,7 @@
 use super::WalSessionLog;
 use crate::error::Result;
 use crate::persist::CommitView;
-use crate::ids::Tid;
+use crate::ids::{LogPos, Tid};
 use crate::wal::partition::Partition;
 use crate::wal::record::{self, RecordBody};
 use std::sync::atomic::Ordering;
@@ -92,7 +92,7 @@ impl CommitProtocol {
 /// What a commit still has to wait for before it is acknowledged.
 #[derive(Debug, Clone)]
 pub struct CommitTicket {
-    pub(super) targets: Vec<(Arc<Partition>, u64)>,
+    pub(super) targets: Vec<(Arc<Partition>, LogPos)>,
     /// A remote-dependent commit's TID, published as durable after the
     /// wait (its own partition alone does not make it durable).
     pub(super) remote_tid: Option<Tid>,
@@ -227,7 +227,7 @@ impl WalSessionLog {
         }
         let flush_others =
             st.needs_remote || matches!(protocol, CommitProtocol::FlushAll | CommitProtocol::Group);
-        let (others, deps): (Vec<Arc<Partition>>, Vec<(u32, u64)>) = if flush_others {
+        let (others, deps): (Vec<Arc<Partition>>, Vec<(u32, LogPos)>) = if flush_others {
             let others: Vec<Arc<Partition>> = self
                 .wal
                 .all()

@@ -41,7 +41,7 @@ use super::recovery::RecoveredPartition;
 use crate::buffer::FlushGate;
 use crate::error::Result;
 use crate::io::Storage;
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use parking_lot::RwLock;
 use session::TxnState;
 use std::cell::RefCell;
@@ -250,7 +250,7 @@ impl Wal {
             .iter()
             .find(|r| r.id == slot as u32)
             .map(|r| (r.end, r.clock, r.segments.clone()))
-            .unwrap_or((0, self.max_clock_locked(&parts), Vec::new()));
+            .unwrap_or((LogPos::ZERO, self.max_clock_locked(&parts), Vec::new()));
         // A new partition's clock starts at the largest clock: its first
         // records then order after everything already logged.
         let clock = clock.max(self.max_clock_locked(&parts));
@@ -401,7 +401,7 @@ impl FlushGate for Wal {
         Ok(())
     }
 
-    fn is_durable_at(&self, partition: u32, end: u64) -> bool {
+    fn is_durable_at(&self, partition: u32, end: LogPos) -> bool {
         self.all()
             .iter()
             .find(|p| p.id() == partition)

@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::persist::{CommitView, SessionLog};
 use crate::wal::partition::Partition;
 use crate::wal::record::{self, RecordBody, RecordHeader, RecordKind};
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -64,7 +64,7 @@ impl WalSessionLog {
         st: &mut TxnState,
         header: &RecordHeader,
         body: &RecordBody<'_>,
-    ) -> Result<u64> {
+    ) -> Result<LogPos> {
         st.buf.clear();
         record::encode(header, body, &mut st.buf);
         self.partition.append(&st.buf, header.gsn)
@@ -81,7 +81,7 @@ impl WalSessionLog {
     }
 
     /// Append the end record of `txn`: its rollback is complete.
-    fn append_end(&self, txn: u64) -> Result<u64> {
+    fn append_end(&self, txn: u64) -> Result<LogPos> {
         let mut st = self.state.borrow_mut();
         let gsn = self.partition.reserve_gsn(st.gsn);
         st.gsn = gsn;
@@ -201,7 +201,7 @@ impl WalSessionLog {
         // Stamped even when the append failed: the partition is then poisoned
         // or full and never durable up to these GSNs, so the WAL rule keeps
         // the unlogged change from ever reaching the data file.
-        let end = *appended.as_ref().unwrap_or(&u64::MAX);
+        let end = *appended.as_ref().unwrap_or(&LogPos::MAX);
         for (i, page) in pages.iter_mut().enumerate() {
             page::set_page_gsn(page.data_mut(), first.plus(i as u64));
             page.set_last_writer(self.slot as u32, end);
@@ -235,7 +235,7 @@ impl SessionLog for WalSessionLog {
         // Unique across restarts too: the partition's end position grows
         // with every transaction that logs anything, and one that logged
         // nothing leaves no record to confuse.
-        st.txn = ((self.slot as u64) << 48) | (self.partition.appended() & ((1 << 48) - 1));
+        st.txn = ((self.slot as u64) << 48) | (self.partition.appended().get() & ((1 << 48) - 1));
         st.compensating = false;
         st.gsn = st.gsn.max(self.partition.clock());
         st.needs_remote = false;

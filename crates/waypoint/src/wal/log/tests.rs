@@ -5,7 +5,7 @@
 use super::unresolved::UNRESOLVED_TRIM_AT;
 use super::*;
 use crate::btree::BTree;
-use crate::ids::{Gsn, Tid};
+use crate::ids::{Gsn, LogPos, Tid};
 use crate::buffer::{page, BufferPool, PageWritePolicy, PoolConfig};
 use crate::io::{OpenMode, SimStorage};
 use crate::persist::{CommitView, SessionLog};
@@ -50,7 +50,7 @@ impl FlushGate for PanickingGate {
     fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         panic!("gate bug");
     }
-    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+    fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
         true
     }
 }
@@ -84,7 +84,7 @@ impl FlushGate for BrokenGate {
     fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         Ok(())
     }
-    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+    fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
         false
     }
 }
@@ -120,10 +120,13 @@ fn the_wal_reports_durability_per_partition_position() {
     assert!(wal.is_durable_at(1, end));
     let written = wal.partition(1).unwrap().appended();
     assert!(
-        !wal.is_durable_at(1, written + 8),
+        !wal.is_durable_at(1, written.advance(8)),
         "beyond what was written"
     );
-    assert!(!wal.is_durable_at(77, 0), "a partition that does not exist");
+    assert!(
+        !wal.is_durable_at(77, LogPos::ZERO),
+        "a partition that does not exist"
+    );
     // The real gate makes the page's record durable before the write.
     pool.flush_all().unwrap();
 }
@@ -230,7 +233,7 @@ fn a_page_read_from_disk_is_no_remote_dependency() {
     let mut write_as = |last_writer: u32, key: &[u8], tid: Tid| {
         pool.exclusive(a.root())
             .unwrap()
-            .set_last_writer(last_writer, 0);
+            .set_last_writer(last_writer, LogPos::ZERO);
         s2.on_begin();
         a.insert(&pool, &s2, key, tid, b"y", None).unwrap();
         commit(&mut s2, tid, &[]);
@@ -244,7 +247,7 @@ fn a_page_read_from_disk_is_no_remote_dependency() {
     assert_eq!(write_as(100, b"k2", Tid::new(2 << 16 | 2)), 1);
 }
 
-fn positions(t: &CommitTicket) -> Vec<(u32, u64)> {
+fn positions(t: &CommitTicket) -> Vec<(u32, LogPos)> {
     t.targets.iter().map(|(p, pos)| (p.id(), *pos)).collect()
 }
 

@@ -11,7 +11,7 @@
 
 use super::{Deps, DepsRepr, Record, RecordBody, RecordHeader, RecordKind, Span, UpdateDiff};
 use super::{PageImage, MAX_IMAGE_BODY, MAX_SPANS};
-use crate::ids::{Gsn, Tid};
+use crate::ids::{Gsn, LogPos, Tid};
 use crate::logstore::frame::{self, Frame, FrameError};
 use crate::logstore::scan::{self, Payloads, Scan};
 
@@ -79,7 +79,7 @@ fn header_fields(h: &RecordHeader, has_page: bool, out: &mut impl Sink) {
     out.int(h.gsn.get());
     out.int(h.txn >> TXN_POSITION_BITS);
     let start = (h.txn & TXN_POSITION_MASK) as i64;
-    out.int(zigzag(start - (h.watermark & TXN_POSITION_MASK) as i64));
+    out.int(zigzag(start - (h.watermark.get() & TXN_POSITION_MASK) as i64));
     if has_page {
         out.int(u64::from(h.tree));
         out.int(h.page);
@@ -123,7 +123,7 @@ fn payload_fields(body: &RecordBody, out: &mut impl Sink) {
             out.int(len(deps.len()));
             for (partition, position) in deps.iter() {
                 out.int(u64::from(partition));
-                out.int(position);
+                out.int(position.get());
             }
         }
         RecordBody::End | RecordBody::Freed => {}
@@ -299,14 +299,14 @@ impl<'a> Reader<'a> {
 /// placed in a stream, or taken back out with [`frame::place_at`] (bytes
 /// after it are ignored).
 pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
-    decode_at(buf, 0)
+    decode_at(buf, LogPos::ZERO)
 }
 
 /// Decode the record at the start of `buf`, placed at stream position
 /// `position` (bytes after it are ignored). Errors are checked in this
 /// order: the frame's (`Zero`, `Truncated`/`BadLength`, `BadChecksum`),
 /// then, on checksum-valid bytes, `BadKind`, `Malformed`.
-pub fn decode_at(buf: &[u8], position: u64) -> Result<Record<'_>, DecodeError> {
+pub fn decode_at(buf: &[u8], position: LogPos) -> Result<Record<'_>, DecodeError> {
     let frame = frame::open(buf, position).map_err(DecodeError::Frame)?;
     decode_payload(frame)
 }
@@ -339,7 +339,7 @@ pub type SegmentScan<'a> = Scan<Record<'a>>;
 
 /// Scan a whole segment of the per-worker WAL ([`scan::scan`]): `buf[0]`
 /// is the first record, at stream position `base`.
-pub fn scan_segment(buf: &[u8], base: u64) -> SegmentScan<'_> {
+pub fn scan_segment(buf: &[u8], base: LogPos) -> SegmentScan<'_> {
     scan::scan::<Records>(buf, base)
 }
 
@@ -496,11 +496,11 @@ fn decode_header(
     kind: RecordKind,
     flags: u8,
     page_kind: u8,
-    watermark: u64,
+    watermark: LogPos,
 ) -> Result<RecordHeader, DecodeError> {
     let gsn = r.int()?;
     let slot = r.int_to(u64::MAX >> TXN_POSITION_BITS, "transaction slot above 2^16")?;
-    let start = ((watermark & TXN_POSITION_MASK) as i64)
+    let start = ((watermark.get() & TXN_POSITION_MASK) as i64)
         .checked_add(unzigzag(r.int()?))
         .filter(|s| (0..=TXN_POSITION_MASK as i64).contains(s))
         .ok_or(DecodeError::Malformed(

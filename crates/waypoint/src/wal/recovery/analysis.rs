@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::wal::partition::partition_dir;
 use crate::wal::redo;
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -68,7 +68,7 @@ impl Analysis {
             torn_tails: logs.iter().map(|l| l.torn_tails).sum(),
             ..Default::default()
         };
-        let ends: FxHashMap<u32, u64> = logs
+        let ends: FxHashMap<u32, LogPos> = logs
             .iter()
             .map(|l| (l.recovered.id, l.recovered.end))
             .collect();
@@ -77,7 +77,7 @@ impl Analysis {
             for (txn, deps) in &l.commits {
                 if deps
                     .iter()
-                    .all(|(q, pos)| ends.get(q).copied().unwrap_or(0) >= *pos)
+                    .all(|(q, pos)| ends.get(q).copied().unwrap_or(LogPos::ZERO) >= *pos)
                 {
                     winners.insert(*txn);
                 }
@@ -104,7 +104,7 @@ impl Analysis {
     /// [`Analysis::apply`], what is known to be synced. (A partition
     /// without segments resumes its stream at the position its last
     /// segment's name gave, but no file holds that position.)
-    pub fn synced_ends(&self) -> Vec<(u32, u64)> {
+    pub fn synced_ends(&self) -> Vec<(u32, LogPos)> {
         self.logs
             .iter()
             .filter(|l| l.end_segment.is_some())
@@ -129,10 +129,10 @@ impl Analysis {
     /// acknowledged commits. `Error::LogTruncated` names the segment the
     /// partition now ends in (its directory if it has none) and the
     /// missing range. A partition whose directory is gone ends at 0.
-    pub fn check_synced(&self, synced: &[(u32, u64)]) -> Result<()> {
+    pub fn check_synced(&self, synced: &[(u32, LogPos)]) -> Result<()> {
         for &(id, expected_end) in synced {
             let found = self.logs.iter().find(|l| l.recovered.id == id);
-            let found_end = found.map_or(0, |l| l.recovered.end);
+            let found_end = found.map_or(LogPos::ZERO, |l| l.recovered.end);
             if found_end < expected_end {
                 let path = found
                     .and_then(|l| l.end_segment.clone())

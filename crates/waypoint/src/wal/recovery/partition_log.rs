@@ -16,7 +16,7 @@ use crate::logstore::segment::parse_segment_name;
 use crate::persist::SchemeKind;
 use crate::wal::partition::partition_dir;
 use crate::wal::record::{self, RecordBody, RecordKind};
-use crate::ids::Gsn;
+use crate::ids::{Gsn, LogPos};
 use std::path::{Path, PathBuf};
 
 /// One record kept in memory between analysis and undo.
@@ -59,7 +59,7 @@ pub(in crate::wal) struct PartitionLog {
     actions: Vec<FileAction>,
     /// Page records in log order, which is GSN order.
     pub(in crate::wal) records: Vec<Logged>,
-    pub(super) commits: Vec<(u64, Vec<(u32, u64)>)>,
+    pub(super) commits: Vec<(u64, Vec<(u32, LogPos)>)>,
     pub(super) ended: Vec<u64>,
     pub(super) bytes: u64,
     pub(super) torn_tails: usize,
@@ -140,7 +140,7 @@ pub(super) fn analyze_partition(
     floor: Gsn,
 ) -> Result<PartitionLog> {
     let dir = partition_dir(log_dir, id);
-    let mut starts: Vec<(u64, PathBuf)> = Vec::new();
+    let mut starts: Vec<(LogPos, PathBuf)> = Vec::new();
     for path in storage.list_dir(&dir)? {
         match parse_segment_name(&path) {
             Some(start) => starts.push((start, path)),
@@ -154,7 +154,7 @@ pub(super) fn analyze_partition(
     let mut log = PartitionLog {
         recovered: RecoveredPartition {
             id,
-            end: starts.first().map(|s| s.0).unwrap_or(0),
+            end: starts.first().map(|s| s.0).unwrap_or(LogPos::ZERO),
             clock: Gsn::ZERO,
             segments: Vec::new(),
         },
@@ -318,7 +318,7 @@ pub(super) fn analyze_partition(
                 // Taken out of the stream, so redo and undo decode the
                 // copy without knowing where it lay.
                 let mut bytes: Box<[u8]> = buf[*offset as usize..end].into();
-                frame::place_at(&mut bytes, start + offset);
+                frame::place_at(&mut bytes, start.advance(*offset));
                 log.records.push(Logged {
                     gsn: h.gsn,
                     txn: h.txn,
@@ -341,7 +341,7 @@ pub(super) fn analyze_partition(
         log.bytes += valid;
         log.recovered.clock = log.recovered.clock.max(max_gsn);
         log.recovered.segments.push((start, valid, max_gsn));
-        log.recovered.end = start + valid;
+        log.recovered.end = start.advance(valid);
     }
     if let Some((torn, offset)) = stopped {
         log.note_torn_tail(&torn, offset);
