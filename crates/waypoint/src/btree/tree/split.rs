@@ -7,7 +7,7 @@
 //! every node that may have to split is latched; it allocates every page
 //! the split could need before changing anything (`Spares`), then splits
 //! bottom-up, each split handing its separator to the level above. Where a
-//! node splits is `NodeMut::split_index_for`'s choice (node.rs;
+//! node splits is `NodeMut::split_index_for`'s choice (node/split.rs;
 //! docs/decisions/006-page-splits-at-the-insertion-point.md).
 //!
 //! Invariants kept: the root page id never changes (a root grows by moving

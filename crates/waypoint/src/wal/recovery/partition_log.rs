@@ -37,7 +37,8 @@ pub(in crate::wal) struct Logged {
 }
 
 /// A change to the log's files that analysis decided on, applied by
-/// [`Analysis::apply`](super::Analysis::apply) in the order decided (stream order per partition).
+/// [`Analysis::apply`](super::Analysis::apply) in the order decided (stream
+/// order per partition).
 #[derive(Debug)]
 enum FileAction {
     /// Remove a segment that holds nothing durable (`why` says what it is).
