@@ -1,20 +1,24 @@
 //! The numbers the engine orders its work by, each a type of its own so
 //! that one is never passed where another is meant:
 //!
-//! - [`Gsn`]: a global sequence number (seed 000 §3.2), stamped on every
-//!   log record and on the page the record changed. GSNs order the records
-//!   of one page across log partitions; the WAL rule, RFA's GSN_flushed,
-//!   checkpoints and the log floor are all stated in them.
-//! - [`Tid`]: a transaction id in Silo's sense (seed 002 §2.1, and §4's
-//!   epoch clock): the version word of a record and the commit order of
-//!   the transaction that wrote it, with the epoch in its high bits.
+//! - [`Gsn`]: a global sequence number (seed 000 §2.4; §3.2 states RFA's
+//!   GSN_flushed in them), stamped on every log record and on the page the
+//!   record changed. GSNs order the records of one page across log
+//!   partitions; the WAL rule, checkpoints and the log floor are stated in
+//!   them too.
+//! - [`Tid`]: a transaction id in Silo's sense (seed 002 §2, with §2.1's
+//!   epochs in its high bits): the version word of a record and the commit
+//!   order of the transaction that wrote it.
 //! - [`LogPos`]: a byte position in one log stream (one partition's log):
 //!   where a record starts or ends, how far a stream is durable. Frames are
 //!   salted with their position (`logstore::frame`).
 //!
-//! Invariant: the on-disk and in-log encodings are the raw `u64`s
-//! ([`Gsn::get`], [`Gsn::new`] and so on at the codecs); nothing else
-//! converts, and arithmetic is only what each type's methods allow.
+//! Invariant: each is stored as its raw `u64` (on disk, in the log, in an
+//! atomic) and converted only there, with `new` and `get`, and in the
+//! bit arithmetic of the TID layout; arithmetic is what each type's
+//! methods allow. The scheme-neutral `logstore::stream` keeps plain `u64`
+//! marks and notes, which the per-worker WAL's partition fills with GSNs
+//! and TIDs.
 
 use std::fmt;
 
@@ -49,6 +53,8 @@ impl Gsn {
     }
 
     /// The GSN `n` after this one: the `n`th of a group reserved from it.
+    /// GSNs stay below 2^63 (`wal::partition::MAX_GSN`), so this does not
+    /// overflow.
     #[inline]
     pub fn plus(self, n: u64) -> Gsn {
         Gsn(self.0 + n)
@@ -173,9 +179,10 @@ impl fmt::Display for Tid {
     }
 }
 
-/// A byte position in one log stream: the stream's bytes since it was
-/// first created, across its segment files (a segment is named by the
-/// position of its first byte).
+/// A byte position in one log stream: the bytes appended to the stream
+/// before it, across its segment files (a segment is named by the position
+/// of its first byte; positions start again at 0 after a clean close
+/// removed the log).
 #[repr(transparent)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct LogPos(u64);
@@ -197,7 +204,8 @@ impl LogPos {
         self.0
     }
 
-    /// The position `bytes` further on.
+    /// The position `bytes` further on (added as the `u64`s are: a stream
+    /// never reaches 2^64 bytes).
     #[inline]
     pub fn advance(self, bytes: u64) -> LogPos {
         LogPos(self.0 + bytes)

@@ -143,7 +143,7 @@ pub struct BufferPool {
     /// memory leave (`provider::count_frames_now_and_then`).
     takes_since_count: std::sync::atomic::AtomicUsize,
     /// The page provider stages only pages with a GSN at or below this
-    /// (`u64::MAX` until the policy's gate reports the log full).
+    /// ([`Gsn::MAX`] until the policy's gate reports the log full).
     write_limit: AtomicU64,
     /// Under [`PageWritePolicy::KeepDirtyInMemory`]: dirty pages left
     /// fewer frames than the read reserve (`provider::read_reserve`). They
