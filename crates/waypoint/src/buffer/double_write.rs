@@ -13,8 +13,8 @@
 
 use super::page;
 use crate::error::Result;
-use crate::io::{AlignedBuf, StorageFile};
 use crate::ids::Gsn;
+use crate::io::{AlignedBuf, StorageFile};
 
 /// Repair torn data pages from `double_write`; returns how many were
 /// restored. The data file is synced if anything changed.

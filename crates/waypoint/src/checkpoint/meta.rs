@@ -17,8 +17,8 @@
 //!   unclean, so a database that was not closed cleanly always has it.
 
 use crate::error::{Error, Result};
-use crate::io::{OpenMode, Storage};
 use crate::ids::{Gsn, LogPos};
+use crate::io::{OpenMode, Storage};
 use std::path::Path;
 
 /// File name below the database directory.

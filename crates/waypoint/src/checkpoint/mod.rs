@@ -43,9 +43,9 @@ pub mod meta;
 
 use crate::buffer::BufferPool;
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use crate::io::Storage;
 use crate::wal::Wal;
-use crate::ids::{Gsn, LogPos};
 use parking_lot::{Condvar, Mutex};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -30,9 +30,9 @@
 
 use crate::buffer::page::{self, PageId, PageKind, PAGE_HEADER_SIZE};
 use crate::error::{Error, Result};
+use crate::ids::Gsn;
 use crate::io::{AlignedBuf, StorageFile};
 use crate::persist::SchemeKind;
-use crate::ids::Gsn;
 
 pub const MAGIC: &[u8; 8] = b"WAYPOINT";
 pub const DB_FORMAT_VERSION: u32 = 1;

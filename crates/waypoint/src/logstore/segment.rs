@@ -15,9 +15,9 @@
 //! offset `HEADER_SIZE + p - start`.
 
 use crate::error::{Error, Result};
+use crate::ids::LogPos;
 use crate::io::Storage;
 use crate::persist::SchemeKind;
-use crate::ids::LogPos;
 use std::path::{Path, PathBuf};
 
 /// Bytes before the first record of a segment.

@@ -22,9 +22,9 @@ use super::{NoSessionLog, SessionLog};
 use crate::buffer::{BufferPool, FlushGate, PageWritePolicy};
 use crate::db::Superblock;
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use crate::io::StorageFile;
 use crate::wal::recovery::RecoveryReport;
-use crate::ids::{Gsn, LogPos};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

@@ -23,10 +23,10 @@ use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::checkpoint::{meta, CheckpointStats};
 use crate::db::Superblock;
 use crate::error::Result;
+use crate::ids::Gsn;
 use crate::io::{Storage, StorageFile};
 use crate::wal::recovery::RecoveryReport;
 use crate::wal::WalStats;
-use crate::ids::Gsn;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -22,8 +22,8 @@ use crate::io::Storage;
 use crate::persist::{
     OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
 };
-use crate::txn::epoch::SYSTEM_SLOT;
 use crate::ids::{Gsn, LogPos};
+use crate::txn::epoch::SYSTEM_SLOT;
 use std::path::Path;
 use std::sync::Arc;
 

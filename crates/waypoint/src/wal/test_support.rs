@@ -3,8 +3,8 @@
 
 use crate::btree::BTree;
 use crate::buffer::{BufferPool, PageWritePolicy, PoolConfig};
-use crate::io::{OpenMode, SimStorage, Storage};
 use crate::ids::{Gsn, Tid};
+use crate::io::{OpenMode, SimStorage, Storage};
 use crate::persist::SessionLog;
 use crate::wal::recovery::{Analysis, Recovery};
 use crate::wal::{CommitProtocol, Wal};

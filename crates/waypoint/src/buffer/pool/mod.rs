@@ -65,8 +65,8 @@ pub use writeback::Writer;
 
 use super::page::{self, PageId};
 use crate::error::{Error, Result};
-use crate::io::{AlignedBuf, StorageFile};
 use crate::ids::Gsn;
+use crate::io::{AlignedBuf, StorageFile};
 use frame::{Frame, NO_PAGE};
 use page_table::PageTable;
 use parking_lot::{Condvar, Mutex};

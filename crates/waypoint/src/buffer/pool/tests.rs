@@ -5,8 +5,8 @@ use super::frame::NO_PAGE;
 use super::writeback::{WritebackBatch, WRITEBACK_BATCH_PAGES};
 use super::*;
 use crate::buffer::page::{self, PageKind};
-use crate::io::{OpenMode, SimStorage, Storage};
 use crate::ids::{Gsn, LogPos};
+use crate::io::{OpenMode, SimStorage, Storage};
 use std::path::Path;
 
 /// A pool of `frames` 4 KiB frames over `/db/data` on a simulated disk.

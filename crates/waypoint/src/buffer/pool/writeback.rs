@@ -17,8 +17,8 @@ use super::BufferPool;
 use crate::buffer::latch::Backoff;
 use crate::buffer::page::{self, PageId};
 use crate::error::{Error, Result};
-use crate::io::AlignedBuf;
 use crate::ids::{Gsn, LogPos};
+use crate::io::AlignedBuf;
 use std::sync::atomic::Ordering;
 
 /// Pages per writeback batch (one write and one `fdatasync`).

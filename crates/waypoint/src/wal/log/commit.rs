@@ -24,8 +24,8 @@
 
 use super::WalSessionLog;
 use crate::error::Result;
-use crate::persist::CommitView;
 use crate::ids::{LogPos, Tid};
+use crate::persist::CommitView;
 use crate::wal::partition::Partition;
 use crate::wal::record::{self, RecordBody};
 use std::sync::atomic::Ordering;

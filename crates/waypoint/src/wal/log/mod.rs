@@ -36,12 +36,12 @@ pub use session::WalSessionLog;
 pub use stats::{PartitionLogStats, WalStats};
 
 use super::partition::Partition;
+use crate::ids::{Gsn, LogPos};
 use crate::logstore::stream::FullFlag;
 use super::recovery::RecoveredPartition;
 use crate::buffer::FlushGate;
 use crate::error::Result;
 use crate::io::Storage;
-use crate::ids::{Gsn, LogPos};
 use parking_lot::RwLock;
 use session::TxnState;
 use std::cell::RefCell;

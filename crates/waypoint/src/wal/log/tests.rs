@@ -5,8 +5,8 @@
 use super::unresolved::UNRESOLVED_TRIM_AT;
 use super::*;
 use crate::btree::BTree;
-use crate::ids::{Gsn, LogPos, Tid};
 use crate::buffer::{page, BufferPool, PageWritePolicy, PoolConfig};
+use crate::ids::{Gsn, LogPos, Tid};
 use crate::io::{OpenMode, SimStorage};
 use crate::persist::{CommitView, SessionLog};
 

@@ -55,8 +55,8 @@ pub use undo::UndoLog;
 
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
-use crate::io::Storage;
 use crate::ids::Gsn;
+use crate::io::Storage;
 use rustc_hash::FxHashSet;
 use std::path::Path;
 

@@ -8,6 +8,7 @@
 use super::report::RecoveredPartition;
 use super::corruption;
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use crate::io::{OpenMode, Storage};
 use crate::logstore::frame;
 use crate::logstore::scan::ScanEnd;
@@ -16,7 +17,6 @@ use crate::logstore::segment::parse_segment_name;
 use crate::persist::SchemeKind;
 use crate::wal::partition::partition_dir;
 use crate::wal::record::{self, RecordBody, RecordKind};
-use crate::ids::{Gsn, LogPos};
 use std::path::{Path, PathBuf};
 
 /// One record kept in memory between analysis and undo.

@@ -2,10 +2,10 @@
 //! names, totality, and the WAL's records on the segment scan.
 
 use super::*;
+use crate::ids::{Gsn, LogPos};
 use crate::logstore::scan::ScanEnd;
 use crate::wal::record::encode_update;
 use crate::wal::record::image::tests::page_body;
-use crate::ids::{Gsn, LogPos};
 use proptest::prelude::*;
 
 /// An owned record, so strategies can generate them.
