@@ -422,7 +422,7 @@ fn forge_record(
         }
     }
     assert!(!tail.is_empty(), "no record at {offset}");
-    waypoint::logstore::frame::place_at(&mut tail, base + (offset - header) as u64);
+    waypoint::logstore::frame::place_at(&mut tail, base.advance((offset - header) as u64));
     // Zeros where the old records ran past the new ones.
     let old_end = header + scan.valid_len as usize;
     tail.resize(tail.len().max(old_end - offset), 0);
