@@ -18,7 +18,7 @@ use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 use waypoint::checkpoint::meta::{self, Meta, ENTRY_LEN, LEN, META_FILE};
 use waypoint::io::{OpenMode, SimStorage, Storage};
-use waypoint::Error;
+use waypoint::{Error, Gsn, LogPos};
 
 /// The bytes `m` was decoded from.
 fn reencode(m: &Meta) -> Vec<u8> {
@@ -140,7 +140,7 @@ fuzz_target!(|data: &[u8]| {
         }
         if mask & 63 == 63 {
             let floor = u64::from_le_bytes(b[16..24].try_into().unwrap());
-            assert_eq!(check(&b).map(|m| m.floor), Some(floor));
+            assert_eq!(check(&b).map(|m| m.floor.get()), Some(floor));
         } else {
             check(&b);
         }
@@ -176,6 +176,10 @@ fuzz_target!(|data: &[u8]| {
         .map(|(i, &b)| (i as u32 * 2, u64::from(b) + 1))
         .collect();
     let path = dir.join(META_FILE);
-    let m = meta::decode(&path, &meta::encode(floor, &synced)).unwrap();
-    assert_eq!((m.floor, m.synced), (floor, synced));
+    let synced: Vec<(u32, LogPos)> = synced
+        .into_iter()
+        .map(|(p, pos)| (p, LogPos::new(pos)))
+        .collect();
+    let m = meta::decode(&path, &meta::encode(Gsn::new(floor), &synced)).unwrap();
+    assert_eq!((m.floor, m.synced), (Gsn::new(floor), synced));
 });

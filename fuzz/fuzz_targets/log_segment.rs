@@ -24,13 +24,13 @@ use waypoint::logstore::segment::{
     decode_header, encode_header, header_checksum, Header, HEADER_SIZE,
 };
 use waypoint::wal::record::scan_segment;
-use waypoint::SchemeKind;
+use waypoint::{LogPos, SchemeKind};
 use waypoint_fuzz::{assert_reencodes, fix_record_checksums, ArbRecord};
 
 const PATH: &str = "/db/wal/p00001/00000000000000000000.wal";
 
 fn check_scan(buf: &[u8], base: u64) {
-    let scan = scan_segment(buf, base);
+    let scan = scan_segment(buf, LogPos::new(base));
     let mut next = 0u64;
     for (offset, rec) in &scan.records {
         assert_eq!(*offset, next, "records are not back to back");
@@ -72,7 +72,7 @@ fn check_segment_file(file: &[u8]) {
                 file[..HEADER_SIZE as usize],
                 "a valid header is not canonical"
             );
-            check_scan(&file[HEADER_SIZE as usize..], start);
+            check_scan(&file[HEADER_SIZE as usize..], start.get());
         }
         Ok(Header::Torn) => {}
         Err(e) => {
@@ -99,7 +99,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() >= HEADER_SIZE as usize {
         let mut file = data.to_vec();
         // The per-worker scheme's tag and zeros, under a valid checksum.
-        let ours = encode_header(SchemeKind::PerWorker, 0, 0);
+        let ours = encode_header(SchemeKind::PerWorker, 0, LogPos::ZERO);
         file[28..32].copy_from_slice(&ours[28..32]);
         let crc = header_checksum(&file[..HEADER_SIZE as usize]);
         file[24..28].copy_from_slice(&crc.to_le_bytes());
@@ -118,8 +118,8 @@ fuzz_target!(|data: &[u8]| {
             r.normalise();
             r.encode(&mut buf);
         }
-        waypoint::logstore::frame::place_at(&mut buf, base);
-        let scan = scan_segment(&buf, base);
+        waypoint::logstore::frame::place_at(&mut buf, LogPos::new(base));
+        let scan = scan_segment(&buf, LogPos::new(base));
         assert_eq!(
             scan.end,
             ScanEnd::Clean,

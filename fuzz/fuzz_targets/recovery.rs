@@ -165,7 +165,7 @@ fn damage(segment: &mut Vec<u8>, data: &[u8]) {
     if seal {
         if !keep_header && segment.len() >= HEADER {
             // The per-worker scheme's tag and zeros, under a valid checksum.
-            let ours = encode_header(SchemeKind::PerWorker, 0, 0);
+            let ours = encode_header(SchemeKind::PerWorker, 0, waypoint::LogPos::ZERO);
             segment[28..32].copy_from_slice(&ours[28..32]);
             let crc = header_checksum(&segment[..HEADER]);
             segment[24..28].copy_from_slice(&crc.to_le_bytes());

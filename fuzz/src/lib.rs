@@ -9,11 +9,12 @@
 //!   checksum-valid but nonsensical records) instead of stopping at
 //!   `BadChecksum` on almost every input.
 
-use arbitrary::Arbitrary;
+use arbitrary::{Arbitrary, Unstructured};
 use waypoint::logstore::frame::{self, MAX_LEN as MAX_RECORD_LEN, MIN_LEN as MIN_RECORD_LEN};
 use waypoint::wal::record::{
     self, Deps, PageImage, Record, RecordBody, RecordHeader, Span, UpdateDiff, MAX_IMAGE_BODY,
 };
+use waypoint::{Gsn, LogPos, Tid};
 
 /// The payload of a log record, owned.
 #[derive(Debug, Clone, Arbitrary)]
@@ -39,7 +40,8 @@ pub enum ArbBody {
     },
     Commit {
         tid: u64,
-        deps: Vec<(u32, u64)>,
+        #[arbitrary(with = arbitrary_deps)]
+        deps: Vec<(u32, LogPos)>,
     },
     End,
     Freed,
@@ -52,6 +54,16 @@ pub enum ArbBody {
         left: u64,
         right: u64,
     },
+}
+
+/// A commit record's dependency vector from fuzz input: (partition,
+/// stream position) pairs.
+fn arbitrary_deps(u: &mut Unstructured<'_>) -> arbitrary::Result<Vec<(u32, LogPos)>> {
+    let raw: Vec<(u32, u64)> = u.arbitrary()?;
+    Ok(raw
+        .into_iter()
+        .map(|(p, pos)| (p, LogPos::new(pos)))
+        .collect())
 }
 
 /// A log record, owned: the header fields `encode` takes plus the payload.
@@ -145,13 +157,13 @@ impl ArbRecord {
         RecordHeader {
             page_kind: self.page_kind,
             tree: self.tree,
-            gsn: self.gsn,
+            gsn: Gsn::new(self.gsn),
             txn: self.txn,
             page: self.page,
-            prev_gsn: self.prev_gsn,
+            prev_gsn: Gsn::new(self.prev_gsn),
             compensation: self.compensation,
             smo_more: self.smo_more,
-            watermark: self.watermark,
+            watermark: LogPos::new(self.watermark),
         }
     }
 
@@ -182,7 +194,7 @@ impl ArbRecord {
                 tail,
             }),
             ArbBody::Commit { tid, deps } => RecordBody::Commit {
-                tid: *tid,
+                tid: Tid::new(*tid),
                 deps: Deps::new(deps),
             },
             ArbBody::End => RecordBody::End,
@@ -232,7 +244,10 @@ pub fn fix_record_checksums(buf: &mut [u8], position: u64) -> usize {
         }
         let crc = crc32c::crc32c(&buf[pos + 4..pos + len]);
         buf[pos..pos + 4].copy_from_slice(&crc.to_le_bytes());
-        frame::place_at(&mut buf[pos..pos + len], position.wrapping_add(pos as u64));
+        frame::place_at(
+            &mut buf[pos..pos + len],
+            LogPos::new(position.wrapping_add(pos as u64)),
+        );
         pos += len;
         sealed += 1;
     }
@@ -249,7 +264,7 @@ pub fn assert_reencodes(bytes: &[u8], rec: &Record<'_>, position: u64) {
     let mut again = Vec::with_capacity(len);
     record::encode(&rec.header, &rec.body, &mut again);
     assert_eq!(again.len(), len, "encoded_len disagrees with encode");
-    frame::place_at(&mut again, position);
+    frame::place_at(&mut again, LogPos::new(position));
     assert!(
         again == bytes[..len],
         "a decoded record re-encodes to other bytes"

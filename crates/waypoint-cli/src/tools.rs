@@ -7,6 +7,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use waypoint::inspect::{CheckpointState, DatabaseInfo, SegmentEnd, SegmentHeader};
 use waypoint::wal::record::RecordKind;
+use waypoint::{Gsn, LogPos};
 use waypoint_bench::registry;
 use waypoint_bench::summary::RecoverySummary;
 
@@ -156,8 +157,8 @@ fn checkpoint_json(c: &CheckpointState) -> serde_json::Value {
     match c {
         CheckpointState::Absent => json!({ "present": false }),
         CheckpointState::Present(m) => json!({
-            "present": true, "version": m.version, "floor": m.floor,
-            "synced": m.synced.iter().map(|(p, pos)| json!({ "partition": p, "position": pos })).collect::<Vec<_>>(),
+            "present": true, "version": m.version, "floor": m.floor.get(),
+            "synced": m.synced.iter().map(|(p, pos)| json!({ "partition": p, "position": pos.get() })).collect::<Vec<_>>(),
         }),
         CheckpointState::Unreadable(e) => json!({ "present": true, "error": e }),
     }
@@ -166,7 +167,7 @@ fn checkpoint_json(c: &CheckpointState) -> serde_json::Value {
 fn header_json(h: &SegmentHeader) -> serde_json::Value {
     match h {
         SegmentHeader::Valid { partition, start } => {
-            json!({ "state": "valid", "partition": partition, "start": start })
+            json!({ "state": "valid", "partition": partition, "start": start.get() })
         }
         SegmentHeader::Torn => json!({ "state": "torn" }),
         SegmentHeader::UnsupportedVersion(v) => {
@@ -202,11 +203,11 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
                 .iter()
                 .map(|s| {
                     json!({
-                        "path": s.path, "start": s.start, "bytes": s.file_bytes,
+                        "path": s.path, "start": s.start.get(), "bytes": s.file_bytes,
                         "header": header_json(&s.header), "records": s.records,
                         "commits": s.commits(), "records_above_floor": s.records_above_floor,
-                        "first_gsn": s.first_gsn, "last_gsn": s.last_gsn,
-                        "min_gsn": s.min_gsn, "max_gsn": s.max_gsn,
+                        "first_gsn": s.first_gsn.map(Gsn::get), "last_gsn": s.last_gsn.map(Gsn::get),
+                        "min_gsn": s.min_gsn.map(Gsn::get), "max_gsn": s.max_gsn.map(Gsn::get),
                         "valid_bytes": s.valid_bytes, "end": end_json(&s.end),
                     })
                 })
@@ -214,8 +215,8 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
             json!({
                 "id": p.id, "path": p.path,
                 "bytes": p.segments.iter().map(|s| s.file_bytes).sum::<u64>(),
-                "first_gsn": p.segments.iter().find_map(|s| s.first_gsn),
-                "last_gsn": p.segments.iter().rev().find_map(|s| s.last_gsn),
+                "first_gsn": p.segments.iter().find_map(|s| s.first_gsn).map(Gsn::get),
+                "last_gsn": p.segments.iter().rev().find_map(|s| s.last_gsn).map(Gsn::get),
                 "segments": segments, "other_files": p.other_files,
             })
         })
@@ -230,12 +231,12 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
         "superblock": {
             "next_page_id": sb.next_page_id, "catalog_root": sb.catalog_root,
             "free_list_head": sb.free_list_head, "clean": sb.clean,
-            "log_required": sb.log_required, "epoch": sb.epoch, "log_floor": sb.log_floor,
+            "log_required": sb.log_required, "epoch": sb.epoch, "log_floor": sb.log_floor.get(),
         },
         "data_file": { "bytes": i.data_file_bytes, "pages": i.data_file_pages },
         "double_write_bytes": i.double_write_bytes,
         "checkpoint": checkpoint_json(&i.checkpoint),
-        "log_floor": i.log_floor,
+        "log_floor": i.log_floor.get(),
         "log": {
             "partitions": i.partitions.len(), "segments": i.segments(), "bytes": i.log_bytes(),
             "records_by_kind": i.records_by_kind().iter().map(|(k, t)| json!({
@@ -255,7 +256,7 @@ fn size(bytes: u64) -> String {
     }
 }
 
-fn gsn(g: Option<u64>) -> String {
+fn gsn(g: Option<Gsn>) -> String {
     g.map_or("-".to_string(), |g| g.to_string())
 }
 
@@ -352,7 +353,7 @@ fn to_text(i: &DatabaseInfo) -> String {
             out += &format!("  p{:05} not a segment: {}\n", p.id, f.display());
         }
         if let CheckpointState::Present(m) = &i.checkpoint {
-            if m.synced(p.id) > 0 {
+            if m.synced(p.id) > LogPos::ZERO {
                 out += &format!(
                     "  p{:05} synced up to stream position {} (checkpoint.waypoint)\n",
                     p.id,

@@ -16,6 +16,7 @@
 use crate::btree::{BTree, PageLog, RootId};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -248,7 +249,7 @@ impl Catalog {
             pool,
             log,
             name.as_bytes(),
-            0,
+            Tid::ZERO,
             &encode_entry(KIND_TABLE, id, tree.root(), None),
             None,
         )?;
@@ -278,7 +279,7 @@ impl Catalog {
             pool,
             log,
             name.as_bytes(),
-            0,
+            Tid::ZERO,
             &encode_entry(KIND_INDEX, id, tree.root(), Some(&table.name)),
             None,
         )?;

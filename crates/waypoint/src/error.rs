@@ -9,6 +9,7 @@
 //! prints `{e}` sees the cause and one that prints the chain (anyhow's
 //! `{:#}`) sees it once, not twice.
 
+use crate::ids::LogPos;
 use std::path::PathBuf;
 
 /// Result alias used throughout the engine.
@@ -146,8 +147,8 @@ pub enum Error {
     LogTruncated {
         partition: u32,
         path: PathBuf,
-        expected_end: u64,
-        found_end: u64,
+        expected_end: LogPos,
+        found_end: LogPos,
     },
     /// A file or directory of the database is missing: the log of a
     /// database that was not closed cleanly, its checkpoint metadata, or

@@ -15,6 +15,7 @@ use crate::buffer::page::PAGE_FORMAT_VERSION;
 use crate::checkpoint::meta;
 use crate::db::{Superblock, DATA_FILE, DB_FORMAT_VERSION, DOUBLE_WRITE_FILE, WAL_DIR};
 use crate::error::{Error, Result};
+use crate::ids::{Gsn, LogPos};
 use crate::io::{OpenMode, RealStorage, Storage};
 use crate::logstore::scan::ScanEnd;
 use crate::logstore::segment::parse_segment_name;
@@ -45,7 +46,7 @@ pub struct DatabaseInfo {
     pub checkpoint: CheckpointState,
     /// The floor the next recovery would use: the larger of the
     /// superblock's and the checkpoint metadata's.
-    pub log_floor: u64,
+    pub log_floor: Gsn,
     pub partitions: Vec<PartitionInfo>,
 }
 
@@ -125,7 +126,7 @@ pub struct PartitionInfo {
 pub enum SegmentHeader {
     /// A header of this build's format naming `partition` and `start`
     /// (which should equal the directory's and the file name's).
-    Valid { partition: u32, start: u64 },
+    Valid { partition: u32, start: LogPos },
     /// Short, zero or failing its checksum: never synced; recovery removes
     /// the file.
     Torn,
@@ -162,7 +163,7 @@ pub enum SegmentEnd {
 pub struct SegmentInfo {
     pub path: PathBuf,
     /// Stream position of the first record (from the file name).
-    pub start: u64,
+    pub start: LogPos,
     pub file_bytes: u64,
     pub header: SegmentHeader,
     /// Valid records before the end of the scan.
@@ -170,11 +171,11 @@ pub struct SegmentInfo {
     /// Of which with a GSN above the log floor (what recovery would use).
     pub records_above_floor: u64,
     /// GSN of the first and the last valid record.
-    pub first_gsn: Option<u64>,
-    pub last_gsn: Option<u64>,
+    pub first_gsn: Option<Gsn>,
+    pub last_gsn: Option<Gsn>,
     /// Smallest and largest GSN among the valid records.
-    pub min_gsn: Option<u64>,
-    pub max_gsn: Option<u64>,
+    pub min_gsn: Option<Gsn>,
+    pub max_gsn: Option<Gsn>,
     /// Bytes of valid records (after the header).
     pub valid_bytes: u64,
     /// Valid records and their bytes, indexed by kind byte.
@@ -251,7 +252,7 @@ fn inspect_partition(
     log_dir: &Path,
     scheme: SchemeKind,
     id: u32,
-    floor: u64,
+    floor: Gsn,
 ) -> Result<PartitionInfo> {
     let path = partition_dir(log_dir, id);
     let mut segments = Vec::new();
@@ -269,7 +270,7 @@ fn inspect_partition(
         let next = segments[i].start;
         let s = &mut segments[i - 1];
         if let SegmentEnd::TornTail { offset, .. } = s.end {
-            if s.start + s.valid_bytes == next {
+            if s.start.advance(s.valid_bytes) == next {
                 s.end = SegmentEnd::Ended { offset };
             }
         }
@@ -286,8 +287,8 @@ fn inspect_segment(
     storage: &dyn Storage,
     path: &Path,
     scheme: SchemeKind,
-    start: u64,
-    floor: u64,
+    start: LogPos,
+    floor: Gsn,
 ) -> Result<SegmentInfo> {
     let file = storage.open(path, OpenMode::ReadOnly)?;
     let file_bytes = file.len()?;

@@ -9,10 +9,12 @@
 //! [`Database`] and its [`Options`] (with the [`Persistence`] scheme and
 //! its [`PerWorkerOptions`]), [`Session`], [`Transaction`] and
 //! [`PendingCommit`], [`Table`] and [`Index`], [`Error`], [`Stats`] with
-//! the counters it carries, the [`RecoveryReport`], and the [`Storage`]
-//! trait with [`RealStorage`] for an embedder that brings its own file
-//! system. The modules themselves are private: their layout is the
-//! engine's to change.
+//! the counters it carries, the [`RecoveryReport`], the engine's numbers
+//! as types ([`Tid`], a commit's, in [`CommitInfo`]; [`Gsn`] and
+//! [`LogPos`], in the statistics and errors), and the [`Storage`] trait
+//! with [`RealStorage`] for an embedder that brings its own file system.
+//! The modules themselves are private: their layout is the engine's to
+//! change.
 //!
 //! # Features
 //!
@@ -56,6 +58,7 @@ engine_modules! {
     checkpoint;
     db;
     error;
+    ids;
     io;
     logstore;
     persist;
@@ -73,6 +76,7 @@ pub use central::{CentralOptions, LatchStats};
 pub use checkpoint::{CheckpointMode, CheckpointStats};
 pub use db::{Database, Options, Persistence, Stats, DATA_FILE};
 pub use error::{Error, IoOp, Result};
+pub use ids::{Gsn, LogPos, Tid};
 pub use io::{OpenMode, RealStorage, Storage, StorageFile, IO_ALIGN};
 pub use persist::{PersistenceStats, SchemeKind};
 pub use txn::{CommitInfo, IndexEntry, PendingCommit, Session, Transaction};

@@ -376,7 +376,7 @@ fn reader(w: &Workload) {
         };
         match tx.commit() {
             Ok(info) => {
-                assert_eq!(info.tid, 0, "read-only commit");
+                assert_eq!(info.tid, waypoint::Tid::ZERO, "read-only commit");
                 check_snapshot(&snap, w.n, "concurrent read-only transaction");
                 c.reads_ok.fetch_add(1, Ordering::Relaxed);
                 if concurrent && !w.stop.load(Ordering::Acquire) {

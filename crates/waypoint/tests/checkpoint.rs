@@ -108,7 +108,7 @@ fn run(sim: &SimStorage, mode: CheckpointMode, threads: usize) -> (u64, Vec<u32>
         stats.persistence.checkpoint
     );
     assert!(
-        stats.persistence.checkpoint.log_floor > 0,
+        stats.persistence.checkpoint.log_floor > waypoint::Gsn::ZERO,
         "{:?}",
         stats.persistence.checkpoint
     );

@@ -7,9 +7,9 @@
 use std::sync::{Arc, Mutex};
 use waypoint::btree::NoLog;
 use waypoint::persist::{CommitView, SessionLog};
-use waypoint::{Database, Options, Persistence};
+use waypoint::{Database, Options, Persistence, Tid};
 
-type Seen = (u64, Vec<(u32, Vec<u8>, Option<Vec<u8>>)>, Vec<u64>);
+type Seen = (Tid, Vec<(u32, Vec<u8>, Option<Vec<u8>>)>, Vec<Tid>);
 
 /// Records every commit it is shown.
 struct Recorder {
@@ -78,7 +78,7 @@ fn a_session_log_sees_each_commits_tid_write_set_and_dependencies() {
 
     let mut tx = s.begin().unwrap();
     assert_eq!(tx.scan(&a, .., usize::MAX).unwrap().len(), 2);
-    assert_eq!(tx.commit().unwrap().tid, 0, "read-only");
+    assert_eq!(tx.commit().unwrap().tid, Tid::ZERO, "read-only");
 
     let seen = seen.lock().unwrap();
     let (ta, tb) = (a.id(), b.id());
@@ -107,6 +107,6 @@ fn a_session_log_sees_each_commits_tid_write_set_and_dependencies() {
         ),
         "the update and the delete overwrote, and the get read, the first commit's records"
     );
-    assert_eq!(seen[2], (0, vec![], vec![first, second]));
+    assert_eq!(seen[2], (Tid::ZERO, vec![], vec![first, second]));
     assert_eq!(seen.len(), 3);
 }

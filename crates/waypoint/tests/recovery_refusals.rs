@@ -28,6 +28,7 @@ use waypoint::io::{CrashPolicy, OpenMode, SimStorage, Storage};
 use waypoint::logstore::segment::parse_segment_name;
 use waypoint::logstore::segment::HEADER_SIZE;
 use waypoint::wal::partition::partition_dir;
+use waypoint::LogPos;
 use waypoint::{Database, Error, Options, Persistence, SchemeKind};
 
 const DIR: &str = "/db";
@@ -185,7 +186,7 @@ fn a_crashed_database_without_its_checkpoint_metadata_is_refused_naming_it() {
 
 /// The last segment of the partition with the largest recorded synced
 /// position, with that position and the segment's start.
-fn last_synced_segment(sim: &SimStorage) -> (u32, PathBuf, u64, u64) {
+fn last_synced_segment(sim: &SimStorage) -> (u32, PathBuf, LogPos, LogPos) {
     let m = meta::read(sim, dir()).unwrap().expect("metadata exists");
     let &(partition, synced) = m.synced.iter().max_by_key(|(_, pos)| *pos).unwrap();
     let pdir = partition_dir(&dir().join(WAL_DIR), partition);
@@ -212,7 +213,7 @@ fn a_log_cut_before_its_recorded_synced_position_is_refused_naming_segment_and_r
     let sim = crashed_db(3, 0);
     let (partition, segment, start, synced) = last_synced_segment(&sim);
     // In the middle of the synced records: a record is cut in two.
-    let kept = (synced - start) / 2 + 3;
+    let kept = synced.bytes_since(start) / 2 + 3;
     cut(&sim, &segment, HEADER_SIZE + kept);
     let e = refused(&sim, options(&sim));
     match &e {
@@ -224,7 +225,7 @@ fn a_log_cut_before_its_recorded_synced_position_is_refused_naming_segment_and_r
         } => {
             assert_eq!((*p, path), (partition, &segment));
             assert_eq!(*expected_end, synced);
-            assert!(*found_end <= start + kept, "{e}");
+            assert!(*found_end <= start.advance(kept), "{e}");
         }
         e => panic!("expected LogTruncated, got {e:?}"),
     }
@@ -257,7 +258,10 @@ fn a_partition_whose_segments_are_all_gone_is_refused_naming_its_directory() {
             expected_end,
             found_end,
             ..
-        } => assert_eq!((path, expected_end, found_end), (pdir, synced, 0)),
+        } => assert_eq!(
+            (path, expected_end, found_end),
+            (pdir, synced, LogPos::ZERO)
+        ),
         e => panic!("expected LogTruncated, got {e:?}"),
     }
 }
@@ -288,7 +292,7 @@ fn a_cut_segment_before_the_last_is_reported_with_where_the_log_ends() {
     let m = meta::read(&sim, dir()).unwrap().unwrap();
     let (partition, _) = *m.synced.iter().max_by_key(|(_, pos)| *pos).unwrap();
     let pdir = partition_dir(&dir().join(WAL_DIR), partition);
-    let mut segments: Vec<(u64, PathBuf)> = sim
+    let mut segments: Vec<(LogPos, PathBuf)> = sim
         .list_dir(&pdir)
         .unwrap()
         .into_iter()
@@ -298,7 +302,11 @@ fn a_cut_segment_before_the_last_is_reported_with_where_the_log_ends() {
     assert!(segments.len() >= 2, "{segments:?}");
     let (first_start, first) = segments[0].clone();
     let (second_start, _) = segments[1].clone();
-    cut(&sim, &first, HEADER_SIZE + (second_start - first_start) / 2);
+    cut(
+        &sim,
+        &first,
+        HEADER_SIZE + second_start.bytes_since(first_start) / 2,
+    );
     match refused(&sim, opts()) {
         Error::Corruption { path, detail, .. } => {
             assert_eq!(path.parent(), Some(pdir.as_path()), "{detail}");
@@ -322,10 +330,10 @@ fn a_cut_past_the_recorded_synced_position_recovers_as_a_torn_tail() {
     let (_, segment, start, synced) = last_synced_segment(&sim);
     let len = sim.read_current(&segment).unwrap().len() as u64;
     assert!(
-        len > HEADER_SIZE + synced - start + 64,
+        len > HEADER_SIZE + synced.bytes_since(start) + 64,
         "rows were logged after the record"
     );
-    cut(&sim, &segment, HEADER_SIZE + synced - start + 20);
+    cut(&sim, &segment, HEADER_SIZE + synced.bytes_since(start) + 20);
     let db = Database::open(DIR, options(&sim)).unwrap();
     let report = db.recovery_report().unwrap().clone();
     assert_eq!(report.torn_tails, 1, "{report:?}");

@@ -82,7 +82,10 @@ fn a_cleanly_closed_database_switches_between_none_and_per_worker() {
     db.close().unwrap();
     assert_eq!(recorded_scheme(&sim), Some(SchemeKind::PerWorker));
     let floor = superblock(&sim).log_floor;
-    assert!(floor > 0, "the per-worker close records its floor");
+    assert!(
+        floor > waypoint::Gsn::ZERO,
+        "the per-worker close records its floor"
+    );
 
     let db = Database::open(DIR, options(&sim, Persistence::None)).unwrap();
     assert_eq!(count(&db), 300);

@@ -422,7 +422,7 @@ fn forge_record(
         }
     }
     assert!(!tail.is_empty(), "no record at {offset}");
-    waypoint::logstore::frame::place_at(&mut tail, base + (offset - header) as u64);
+    waypoint::logstore::frame::place_at(&mut tail, base.advance((offset - header) as u64));
     // Zeros where the old records ran past the new ones.
     let old_end = header + scan.valid_len as usize;
     tail.resize(tail.len().max(old_end - offset), 0);
@@ -524,6 +524,65 @@ fn a_redo_record_with_a_key_outside_its_page_is_corruption() {
     match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
         Err(waypoint::Error::Corruption { detail, .. }) => {
             assert!(detail.contains("fences"), "{detail}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+    }
+}
+/// Regression (found by the `recovery` fuzz target, saved as
+/// `fuzz/regressions/recovery/redo-image-not-a-node`): a checksum-valid page
+/// image whose bytes are not a valid node was written into the page, and
+/// the next record of that page, an insert, tripped `NodeMut::insert_at`'s
+/// precondition check (a panic in debug builds; in release builds an
+/// insert into a node whose keys are out of order). Redo now checks an
+/// image of a B+-tree node with `Node::validate` before the page takes it
+/// and refuses one that fails as corruption.
+#[test]
+fn a_redo_page_image_that_is_no_valid_node_is_corruption() {
+    use waypoint::wal::record::{self, PageImage, RecordBody, RecordKind};
+    let sim = SimStorage::new(34);
+    let segment = committed_log(&sim, 400);
+    let bytes = sim.read_current(&segment).unwrap();
+    let header = waypoint::logstore::segment::HEADER_SIZE as usize;
+    let base = waypoint::logstore::segment::parse_segment_name(&segment).unwrap();
+    let scan = record::scan_segment(&bytes[header..], base);
+    // The last split's new right leaf: an image, then inserts made on it.
+    let leaf = waypoint::buffer::PageKind::BtreeLeaf as u8;
+    let at = scan
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(i, (_, r))| {
+            r.body.kind() == RecordKind::Image
+                && r.header.page_kind == leaf
+                && scan.records[i + 1..].iter().any(|(_, next)| {
+                    next.body.kind() == RecordKind::Insert
+                        && next.header.page == r.header.page
+                        && next.header.prev_gsn == r.header.gsn
+                })
+        })
+        .map(|(_, (o, _))| header + *o as usize)
+        .next_back()
+        .expect("a split's leaf image followed by an insert on it");
+    forge_record(&sim, &segment, at, |rec, out| {
+        let RecordBody::Image(image) = rec.body else {
+            panic!("not an image: {rec:?}")
+        };
+        let mut page = vec![0u8; 32];
+        page.extend(image.image_body(4096).unwrap());
+        // The last key's bytes above every key, its stored head left as it
+        // was: binary search (by heads) still puts the next key after it.
+        let node = waypoint::btree::node::Node::new(&page);
+        let last = node.key(node.count() - 1).unwrap();
+        let from = last.as_ptr() as usize - page.as_ptr() as usize;
+        let len = last.len();
+        page[from..from + len].fill(0xff);
+        let body = RecordBody::Image(PageImage::from_body(&page[32..]));
+        record::encode(&rec.header, &body, out);
+    });
+    match Database::open("/db", options(&sim, CommitProtocol::FlushAll)) {
+        Err(waypoint::Error::Corruption { detail, .. }) => {
+            assert!(detail.contains("not a valid node"), "{detail}");
+            assert!(detail.contains("log partition"), "{detail}");
         }
         other => panic!("expected corruption, got {:?}", other.map(|_| ())),
     }

@@ -13,6 +13,7 @@
 
 use super::page;
 use crate::error::Result;
+use crate::ids::Gsn;
 use crate::io::{AlignedBuf, StorageFile};
 
 /// Repair torn data pages from `double_write`; returns how many were
@@ -27,7 +28,7 @@ pub fn repair(
     let slots = (dw_len / page_size as u64) as usize;
     // The file may hold copies from several batches (a shorter batch leaves
     // older slots behind): for each page, only its newest copy counts.
-    let mut newest: std::collections::HashMap<u64, (u64, usize)> = Default::default();
+    let mut newest: std::collections::HashMap<u64, (Gsn, usize)> = Default::default();
     let mut copy = AlignedBuf::zeroed(page_size);
     for slot in 0..slots {
         double_write.read_at(copy.as_mut_slice(), (slot * page_size) as u64)?;

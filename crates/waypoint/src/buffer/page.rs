@@ -16,6 +16,8 @@
 //! from disk has a matching checksum, the expected page id and a known format
 //! version; otherwise the read is a corruption error naming file and offset.
 
+use crate::ids::Gsn;
+
 pub const PAGE_FORMAT_VERSION: u16 = 1;
 pub const PAGE_HEADER_SIZE: usize = 32;
 pub const MIN_PAGE_SIZE: usize = 4096;
@@ -67,12 +69,12 @@ pub fn set_page_id(page: &mut [u8], id: PageId) {
     page[8..16].copy_from_slice(&id.to_le_bytes());
 }
 
-pub fn page_gsn(page: &[u8]) -> u64 {
-    read_u64(page, 16)
+pub fn page_gsn(page: &[u8]) -> Gsn {
+    Gsn::new(read_u64(page, 16))
 }
 
-pub fn set_page_gsn(page: &mut [u8], gsn: u64) {
-    page[16..24].copy_from_slice(&gsn.to_le_bytes());
+pub fn set_page_gsn(page: &mut [u8], gsn: Gsn) {
+    page[16..24].copy_from_slice(&gsn.get().to_le_bytes());
 }
 
 pub fn page_kind(page: &[u8]) -> Option<PageKind> {
@@ -161,7 +163,7 @@ mod tests {
     fn sealed_page_verifies_and_any_bit_flip_is_caught() {
         let mut page = vec![0u8; MIN_PAGE_SIZE];
         init_page(&mut page, 7, PageKind::BtreeLeaf);
-        set_page_gsn(&mut page, 42);
+        set_page_gsn(&mut page, Gsn::new(42));
         page[100] = 0xab;
         seal(&mut page);
         assert_eq!(verify(&page, 7), Ok(()));

@@ -17,6 +17,7 @@
 //!   unclean, so a database that was not closed cleanly always has it.
 
 use crate::error::{Error, Result};
+use crate::ids::{Gsn, LogPos};
 use crate::io::{OpenMode, Storage};
 use std::path::Path;
 
@@ -41,19 +42,19 @@ pub struct Meta {
     /// The format version the file was written in (1 or 2).
     pub version: u32,
     /// The log floor: records with a GSN at or below it are not needed.
-    pub floor: u64,
+    pub floor: Gsn,
     /// Per log partition, the stream position up to which its log was
     /// durable when the file was written, in increasing partition order;
     /// partitions at position 0 are left out.
-    pub synced: Vec<(u32, u64)>,
+    pub synced: Vec<(u32, LogPos)>,
 }
 
 impl Meta {
     /// The synced position recorded for `partition` (0 if none).
-    pub fn synced(&self, partition: u32) -> u64 {
+    pub fn synced(&self, partition: u32) -> LogPos {
         self.synced
             .binary_search_by_key(&partition, |&(p, _)| p)
-            .map_or(0, |i| self.synced[i].1)
+            .map_or(LogPos::ZERO, |i| self.synced[i].1)
     }
 }
 
@@ -70,8 +71,12 @@ impl Meta {
 /// ```
 /// The file's bytes for `floor` and the synced positions `synced` (in
 /// increasing partition order; zero positions are left out).
-pub fn encode(floor: u64, synced: &[(u32, u64)]) -> Vec<u8> {
-    let entries: Vec<(u32, u64)> = synced.iter().copied().filter(|&(_, p)| p > 0).collect();
+pub fn encode(floor: Gsn, synced: &[(u32, LogPos)]) -> Vec<u8> {
+    let entries: Vec<(u32, LogPos)> = synced
+        .iter()
+        .copied()
+        .filter(|&(_, p)| p > LogPos::ZERO)
+        .collect();
     debug_assert!(
         entries.windows(2).all(|w| w[0].0 < w[1].0),
         "partitions in order"
@@ -81,11 +86,11 @@ pub fn encode(floor: u64, synced: &[(u32, u64)]) -> Vec<u8> {
     b.extend_from_slice(MAGIC);
     b.extend_from_slice(&META_FORMAT_VERSION.to_le_bytes());
     b.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-    b.extend_from_slice(&floor.to_le_bytes());
+    b.extend_from_slice(&floor.get().to_le_bytes());
     for (partition, position) in entries {
         b.extend_from_slice(&partition.to_le_bytes());
         b.extend_from_slice(&[0; 4]);
-        b.extend_from_slice(&position.to_le_bytes());
+        b.extend_from_slice(&position.get().to_le_bytes());
     }
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
@@ -150,11 +155,11 @@ pub fn decode(path: &Path, b: &[u8]) -> Result<Meta> {
                 "checkpoint metadata entry is not a partition after the previous one with a position above 0",
             ));
         }
-        synced.push((partition, position));
+        synced.push((partition, LogPos::new(position)));
     }
     Ok(Meta {
         version,
-        floor: u64_at(16),
+        floor: Gsn::new(u64_at(16)),
         synced,
     })
 }
@@ -183,7 +188,12 @@ pub fn read(storage: &dyn Storage, dir: &Path) -> Result<Option<Meta>> {
 /// Record `floor` and the synced positions `synced` (increasing partition
 /// order) durably: write a temporary file, sync it, rename it over the old
 /// one, sync the directory. A crash leaves the old file or the new one.
-pub fn write(storage: &dyn Storage, dir: &Path, floor: u64, synced: &[(u32, u64)]) -> Result<()> {
+pub fn write(
+    storage: &dyn Storage,
+    dir: &Path,
+    floor: Gsn,
+    synced: &[(u32, LogPos)],
+) -> Result<()> {
     let temp = dir.join(TEMP_FILE);
     if storage.exists(&temp) {
         storage.remove(&temp)?;
@@ -201,11 +211,16 @@ mod tests {
     use super::*;
     use crate::io::{CrashPolicy, SimStorage};
 
+    /// `(partition, position)` pairs as positions.
+    fn at(synced: &[(u32, u64)]) -> Vec<(u32, LogPos)> {
+        synced.iter().map(|&(p, pos)| (p, LogPos::new(pos))).collect()
+    }
+
     fn meta(floor: u64, synced: &[(u32, u64)]) -> Meta {
         Meta {
             version: META_FORMAT_VERSION,
-            floor,
-            synced: synced.to_vec(),
+            floor: Gsn::new(floor),
+            synced: at(synced),
         }
     }
 
@@ -216,8 +231,14 @@ mod tests {
         sim.create_dir_all(dir).unwrap();
         sim.sync_dir(Path::new("/")).unwrap();
         assert_eq!(read(&sim, dir).unwrap(), None);
-        write(&sim, dir, 1234, &[(0, 10)]).unwrap();
-        write(&sim, dir, 5678, &[(0, 4096), (3, 0), (65535, 1 << 40)]).unwrap();
+        write(&sim, dir, Gsn::new(1234), &at(&[(0, 10)])).unwrap();
+        write(
+            &sim,
+            dir,
+            Gsn::new(5678),
+            &at(&[(0, 4096), (3, 0), (65535, 1 << 40)]),
+        )
+        .unwrap();
         sim.crash(CrashPolicy::DropAll);
         let m = read(&sim, dir).unwrap().unwrap();
         assert_eq!(
@@ -226,7 +247,7 @@ mod tests {
             "zeros left out"
         );
         assert_eq!(
-            (m.synced(0), m.synced(3), m.synced(65535)),
+            (m.synced(0).get(), m.synced(3).get(), m.synced(65535).get()),
             (4096, 0, 1 << 40)
         );
         sim.corrupt(&dir.join(META_FILE), 17, 0x10).unwrap();
@@ -242,12 +263,12 @@ mod tests {
     #[test]
     fn a_version_1_file_reads_as_its_floor() {
         let path = Path::new("/db").join(META_FILE);
-        let mut b = encode(99, &[]);
+        let mut b = encode(Gsn::new(99), &[]);
         b[8..12].copy_from_slice(&1u32.to_le_bytes());
         let crc = crc32c::crc32c(&b[..24]);
         b[24..28].copy_from_slice(&crc.to_le_bytes());
         let m = decode(&path, &b).unwrap();
-        assert_eq!((m.version, m.floor, m.synced.len()), (1, 99, 0));
+        assert_eq!((m.version, m.floor, m.synced.len()), (1, Gsn::new(99), 0));
         for version in [0, 3, u32::MAX] {
             b[8..12].copy_from_slice(&version.to_le_bytes());
             let crc = crc32c::crc32c(&b[..24]);
@@ -268,7 +289,7 @@ mod tests {
         let dir = Path::new("/db");
         sim.create_dir_all(dir).unwrap();
         let synced = [(1, 0x0fed_cba9_8765_4321), (7, 8)];
-        write(&sim, dir, 0x0123_4567_89ab_cdef, &synced).unwrap();
+        write(&sim, dir, Gsn::new(0x0123_4567_89ab_cdef), &at(&synced)).unwrap();
         let path = dir.join(META_FILE);
         let len = (LEN + 2 * ENTRY_LEN) as u64;
         let crc_at = len - 8;
@@ -303,7 +324,7 @@ mod tests {
             read(&sim, dir).unwrap().unwrap(),
             meta(0x0123_4567_89ab_cdef, &synced)
         );
-        let good = encode(7, &synced);
+        let good = encode(Gsn::new(7), &at(&synced));
         for len in [0, 1, 24, 31, 32, 33, 48, 63, 65, 80] {
             let mut bytes = good.to_vec();
             bytes.resize(len, 0);
@@ -318,7 +339,7 @@ mod tests {
         }
         // Entries out of order, or at position 0, behind a valid checksum.
         for bad in [[(7u32, 1u64), (1, 1)], [(1, 1), (1, 2)], [(1, 0), (2, 1)]] {
-            let mut b = encode(7, &[(1, 1), (2, 1)]);
+            let mut b = encode(Gsn::new(7), &at(&[(1, 1), (2, 1)]));
             for (i, (p, pos)) in bad.iter().enumerate() {
                 b[24 + 16 * i..28 + 16 * i].copy_from_slice(&p.to_le_bytes());
                 b[32 + 16 * i..40 + 16 * i].copy_from_slice(&pos.to_le_bytes());

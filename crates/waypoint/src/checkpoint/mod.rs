@@ -43,6 +43,7 @@ pub mod meta;
 
 use crate::buffer::BufferPool;
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use crate::io::Storage;
 use crate::wal::Wal;
 use parking_lot::{Condvar, Mutex};
@@ -118,9 +119,9 @@ pub struct CheckpointStats {
     pub pages_written: u64,
     /// Smallest checkpointed GSN over all shards (0 until every shard was
     /// checkpointed once).
-    pub checkpointed_gsn: u64,
+    pub checkpointed_gsn: Gsn,
     /// The durable log floor: records at or below it are no longer needed.
-    pub log_floor: u64,
+    pub log_floor: Gsn,
     pub pruned_bytes: u64,
     /// Log bytes in segment files at the last look.
     pub wal_disk_bytes: u64,
@@ -137,7 +138,7 @@ struct State {
     dir: PathBuf,
     config: CheckpointConfig,
     /// Per shard: GSN up to which all its changes are in the data file.
-    table: Mutex<Vec<u64>>,
+    table: Mutex<Vec<Gsn>>,
     stats: Mutex<CheckpointStats>,
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
@@ -148,7 +149,7 @@ struct State {
     prune_lock: Mutex<()>,
     /// The synced positions in the metadata file, and when they were
     /// written.
-    synced: Mutex<(Vec<(u32, u64)>, Instant)>,
+    synced: Mutex<(Vec<(u32, LogPos)>, Instant)>,
 }
 
 /// The checkpointer thread of one database.
@@ -176,8 +177,8 @@ impl Checkpointer {
         storage: Arc<dyn Storage>,
         dir: PathBuf,
         config: CheckpointConfig,
-        floor: u64,
-        synced: Vec<(u32, u64)>,
+        floor: Gsn,
+        synced: Vec<(u32, LogPos)>,
     ) -> Result<Checkpointer> {
         assert!(config.shards > 0 && config.wal_limit > 0 && config.threads > 0);
         wal.open_recovered()?;
@@ -200,7 +201,7 @@ impl Checkpointer {
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
             failure: Mutex::new(None),
-            floor: AtomicU64::new(floor),
+            floor: AtomicU64::new(floor.get()),
             prune_lock: Mutex::new(()),
             synced: Mutex::new((synced, Instant::now())),
         });
@@ -357,7 +358,7 @@ impl State {
         meta::write(
             self.storage.as_ref(),
             &self.dir,
-            self.floor.load(Ordering::Acquire),
+            Gsn::new(self.floor.load(Ordering::Acquire)),
             &synced,
         )?;
         *recorded = (synced, Instant::now());
@@ -405,31 +406,37 @@ impl State {
         }
         // Increments on other threads raise the floor too: one at a time.
         let _prune = self.prune_lock.lock();
-        let checkpointed = self.table.lock().iter().copied().min().unwrap_or(0);
+        let checkpointed = self
+            .table
+            .lock()
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(Gsn::ZERO);
         let oldest = self.wal.oldest_unresolved_gsn();
-        let floor = checkpointed.min(oldest.saturating_sub(1));
+        let floor = checkpointed.min(oldest.prev_or_zero());
         let mut pruned = 0;
-        if floor > self.floor.load(Ordering::Acquire) {
+        if floor.get() > self.floor.load(Ordering::Acquire) {
             // Invariant 3: durable floor first, then delete below it.
             let synced = self.wal.synced_positions();
             meta::write(self.storage.as_ref(), &self.dir, floor, &synced)?;
             *self.synced.lock() = (synced, Instant::now());
-            self.floor.store(floor, Ordering::Release);
-            pruned = self.wal.prune_below(floor + 1)?;
+            self.floor.store(floor.get(), Ordering::Release);
+            pruned = self.wal.prune_below(floor.next())?;
         }
         let mut stats = self.stats.lock();
         stats.increments += 1;
         stats.pages_written += pages;
         stats.checkpointed_gsn = checkpointed;
-        stats.log_floor = self.floor.load(Ordering::Acquire);
+        stats.log_floor = Gsn::new(self.floor.load(Ordering::Acquire));
         stats.pruned_bytes += pruned;
         tracing::debug!(
             ?shards,
             pages,
-            gsn_min,
-            checkpointed,
-            oldest,
-            floor,
+            gsn_min = gsn_min.get(),
+            checkpointed = checkpointed.get(),
+            oldest = oldest.get(),
+            floor = floor.get(),
             pruned,
             "checkpoint increment"
         );

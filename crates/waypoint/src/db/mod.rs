@@ -152,7 +152,7 @@ impl Database {
         system.on_begin();
         match change(&self.inner.shared.pool, system.page_log(), &mut catalog) {
             Ok(v) => {
-                system.on_commit(&crate::persist::CommitView::without_writes(0, &[]))?;
+                system.on_commit(&crate::persist::CommitView::without_writes(crate::ids::Tid::ZERO, &[]))?;
                 system.wait_durable()?;
                 Ok(v)
             }
@@ -297,7 +297,7 @@ impl Database {
                 .info
                 .tree
                 .scan(pool, all, all, false, &mut |k, tid, v| {
-                    if tid & crate::txn::epoch::ABSENT_BIT == 0 {
+                    if !tid.is_placeholder() {
                         if let Some(s) = extractor(k, v) {
                             let key = catalog::index_key(&s, k);
                             if key.len() > max {

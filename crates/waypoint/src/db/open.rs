@@ -20,9 +20,10 @@ use crate::buffer::{BufferPool, PoolConfig};
 use crate::catalog::{Catalog, CATALOG_ROOT};
 use crate::checkpoint::meta;
 use crate::error::{Error, Result};
+use crate::ids::{Gsn, Tid};
 use crate::io::{AlignedBuf, OpenMode, RealStorage, Storage};
 use crate::persist::{UncleanMark, NoneOpening, OpenContext, Opening, SchemeKind};
-use crate::txn::epoch::{EpochClock, MAX_EPOCH, SYSTEM_SLOT};
+use crate::txn::epoch::{EpochClock, SYSTEM_SLOT};
 use crate::txn::locks::{LockTable, SlotPool};
 use crate::txn::shared::{Counters, DbShared};
 use parking_lot::{Mutex, RwLock};
@@ -164,7 +165,7 @@ impl Database {
         // checkpoint's (metadata file), whichever is newer.
         let floor = superblock
             .log_floor
-            .max(checkpoint.as_ref().map_or(0, |m| m.floor));
+            .max(checkpoint.as_ref().map_or(Gsn::ZERO, |m| m.floor));
         let requested = options.persistence.kind();
         check_scheme(&dir, &superblock, requested)?;
         let ctx = OpenContext {
@@ -175,7 +176,7 @@ impl Database {
             checkpoint: checkpoint.as_ref(),
             floor,
             recovery_threads: options.recovery_threads,
-            first_epoch: (superblock.epoch + 1).clamp(1, MAX_EPOCH),
+            first_epoch: (superblock.epoch + 1).clamp(1, Tid::MAX_EPOCH),
         };
         let mut opening = open_scheme(&options.persistence, &ctx)?;
         // Checked: from here on the open writes.
@@ -318,7 +319,7 @@ impl Database {
             log_required: false,
             scheme: Some(options.persistence.kind()),
             epoch: 0,
-            log_floor: 0,
+            log_floor: Gsn::ZERO,
         }
         .write(file.as_ref())?;
         drop(file);

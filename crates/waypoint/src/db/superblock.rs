@@ -30,6 +30,7 @@
 
 use crate::buffer::page::{self, PageId, PageKind, PAGE_HEADER_SIZE};
 use crate::error::{Error, Result};
+use crate::ids::Gsn;
 use crate::io::{AlignedBuf, StorageFile};
 use crate::persist::SchemeKind;
 
@@ -51,7 +52,7 @@ pub struct Superblock {
     /// before the tag existed).
     pub scheme: Option<SchemeKind>,
     pub epoch: u64,
-    pub log_floor: u64,
+    pub log_floor: Gsn,
 }
 
 fn corruption(file: &dyn StorageFile, offset: u64, detail: impl Into<String>) -> Error {
@@ -121,8 +122,8 @@ impl Superblock {
                     )
                 })?),
             },
-            epoch: u64_at(80).min(crate::txn::epoch::MAX_EPOCH),
-            log_floor: u64_at(88),
+            epoch: u64_at(80).min(crate::ids::Tid::MAX_EPOCH),
+            log_floor: Gsn::new(u64_at(88)),
         })
     }
 
@@ -155,7 +156,7 @@ impl Superblock {
         data[73] = self.log_required as u8;
         data[74] = self.scheme.map_or(0, SchemeKind::tag);
         data[80..88].copy_from_slice(&self.epoch.to_le_bytes());
-        data[88..96].copy_from_slice(&self.log_floor.to_le_bytes());
+        data[88..96].copy_from_slice(&self.log_floor.get().to_le_bytes());
         page::seal(data);
         file.write_at(data, 0)?;
         file.sync_data()
@@ -171,7 +172,7 @@ fn ids_per_page(page_size: usize) -> usize {
 pub fn write_free_list(
     file: &dyn StorageFile,
     page_size: usize,
-    free: &[(PageId, u64)],
+    free: &[(PageId, Gsn)],
 ) -> Result<PageId> {
     if free.is_empty() {
         return Ok(0);

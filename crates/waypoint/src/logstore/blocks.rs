@@ -17,6 +17,7 @@
 //! segment's end and covers the new bytes completely.
 
 use crate::error::Result;
+use crate::ids::LogPos;
 use crate::io::{AlignedBuf, StorageFile, IO_ALIGN};
 
 /// Bytes staged per write: the writer's chunks (256 KiB) and a partial
@@ -32,7 +33,7 @@ pub struct BlockWriter {
     tail_len: usize,
     /// Start position of the segment whose tail this is, if any: a segment
     /// this writer did not start has an unknown tail and is not appended to.
-    segment: Option<u64>,
+    segment: Option<LogPos>,
 }
 
 impl BlockWriter {
@@ -46,14 +47,14 @@ impl BlockWriter {
     }
 
     /// Whether this writer holds the tail of the segment starting at `start`.
-    pub fn holds(&self, start: u64) -> bool {
+    pub fn holds(&self, start: LogPos) -> bool {
         self.segment == Some(start)
     }
 
     /// Begin the segment starting at stream position `start`, whose file
     /// begins with `header`; the header reaches the file with the first
     /// write.
-    pub fn begin_segment(&mut self, start: u64, header: &[u8]) {
+    pub fn begin_segment(&mut self, start: LogPos, header: &[u8]) {
         assert!(header.len() < IO_ALIGN, "a header fits one block");
         self.staging.as_mut_slice()[..header.len()].copy_from_slice(header);
         self.tail_at = 0;
@@ -114,8 +115,8 @@ mod tests {
             .unwrap();
         assert!(file.is_direct());
         let mut w = BlockWriter::new();
-        w.begin_segment(7, b"header!");
-        assert!(w.holds(7) && !w.holds(8));
+        w.begin_segment(LogPos::new(7), b"header!");
+        assert!(w.holds(LogPos::new(7)) && !w.holds(LogPos::new(8)));
         let mut expect = b"header!".to_vec();
         for (i, len) in [1, 4088, 4096, 5000, 0, 3, STAGING + 10_000, 17]
             .into_iter()
@@ -138,7 +139,7 @@ mod tests {
         sim.create_dir_all(Path::new("/db")).unwrap();
         let file = sim.open(Path::new("/db/s"), OpenMode::CreateNew).unwrap();
         let mut w = BlockWriter::new();
-        w.begin_segment(0, b"h");
+        w.begin_segment(LogPos::ZERO, b"h");
         let _ = w.write(file.as_ref(), 5, b"x");
     }
 }

@@ -40,6 +40,8 @@
 //! 1 to 9 bytes, the shortest form only, so a record has one encoding.
 //! [`put_vint`] and [`read_vint`] are the one implementation of them.
 
+use crate::ids::LogPos;
+
 /// Bytes before the watermark: checksum and length.
 pub const PREFIX: usize = 8;
 /// Every frame's length, and so its start within a segment, is a multiple
@@ -83,7 +85,7 @@ impl FrameError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame<'a> {
     /// The stream's durable position when the record was appended.
-    pub watermark: u64,
+    pub watermark: LogPos,
     /// The scheme's bytes: its payload, then the zero padding.
     pub payload: &'a [u8],
     len: usize,
@@ -118,11 +120,11 @@ impl Frame<'_> {
 /// stream was durable up to `watermark`; the scheme then appends its
 /// payload and calls [`seal`] with the returned start.
 #[inline]
-pub fn begin(out: &mut Vec<u8>, watermark: u64) -> usize {
+pub fn begin(out: &mut Vec<u8>, watermark: LogPos) -> usize {
     let start = out.len();
     // Checksum and length, filled in by `seal`.
     out.extend_from_slice(&[0; PREFIX]);
-    put_vint(out, watermark);
+    put_vint(out, watermark.get());
     start
 }
 
@@ -147,14 +149,14 @@ pub fn seal(out: &mut Vec<u8>, start: usize) {
 /// Bytes of a frame holding a payload of `payload` bytes appended at
 /// `watermark` (what [`begin`] and [`seal`] make of it).
 #[inline]
-pub fn framed_len(watermark: u64, payload: usize) -> usize {
-    align_up(PREFIX + vint_len(watermark) + payload)
+pub fn framed_len(watermark: LogPos, payload: usize) -> usize {
+    align_up(PREFIX + vint_len(watermark.get()) + payload)
 }
 
 /// The bytes before a frame's payload: prefix and watermark.
 #[inline]
-pub fn head_len(watermark: u64) -> usize {
-    PREFIX + vint_len(watermark)
+pub fn head_len(watermark: LogPos) -> usize {
+    PREFIX + vint_len(watermark.get())
 }
 
 fn align_up(n: usize) -> usize {
@@ -180,7 +182,8 @@ fn position_salt(position: u64) -> u32 {
 ///
 /// # Panics
 /// If `frames` does not hold whole frames.
-pub fn place_at(frames: &mut [u8], position: u64) {
+pub fn place_at(frames: &mut [u8], position: LogPos) {
+    let position = position.get();
     let mut at = 0;
     while at < frames.len() {
         let len = frames.get(at + 4..at + 8).map_or(0, |b| le_u32(b) as usize);
@@ -198,7 +201,7 @@ pub fn place_at(frames: &mut [u8], position: u64) {
 /// `position` (bytes after it are ignored). Errors are checked in this
 /// order: `Zero`, `Truncated`/`BadLength`, `BadChecksum`, then, on
 /// checksum-valid bytes, `Malformed`.
-pub fn open(buf: &[u8], position: u64) -> Result<Frame<'_>, FrameError> {
+pub fn open(buf: &[u8], position: LogPos) -> Result<Frame<'_>, FrameError> {
     let head = &buf[..buf.len().min(MIN_LEN)];
     if !head.is_empty() && head.iter().all(|&b| b == 0) {
         return Err(FrameError::Zero);
@@ -211,13 +214,13 @@ pub fn open(buf: &[u8], position: u64) -> Result<Frame<'_>, FrameError> {
         return Err(FrameError::BadLength);
     }
     let rec = buf.get(..len).ok_or(FrameError::Truncated)?;
-    if le_u32(&rec[..4]) != crc32c::crc32c(&rec[4..]) ^ position_salt(position) {
+    if le_u32(&rec[..4]) != crc32c::crc32c(&rec[4..]) ^ position_salt(position.get()) {
         return Err(FrameError::BadChecksum);
     }
     let mut rest = &rec[PREFIX..];
     let watermark = read_vint(&mut rest).map_err(FrameError::Malformed)?;
     Ok(Frame {
-        watermark,
+        watermark: LogPos::new(watermark),
         payload: rest,
         len,
     })
@@ -309,16 +312,16 @@ mod tests {
             junk in prop::collection::vec(any::<u8>(), 0..20),
         ) {
             let mut out = junk.clone();
-            let start = begin(&mut out, watermark);
+            let start = begin(&mut out, LogPos::new(watermark));
             out.extend_from_slice(&payload);
             seal(&mut out, start);
             prop_assert_eq!(&out[..junk.len()], &junk[..]);
             let f = &mut out[junk.len()..];
-            prop_assert_eq!(f.len(), framed_len(watermark, payload.len()));
+            prop_assert_eq!(f.len(), framed_len(LogPos::new(watermark), payload.len()));
             prop_assert_eq!(f.len() % ALIGN, 0);
-            place_at(f, position);
-            let opened = open(f, position).unwrap();
-            prop_assert_eq!(opened.watermark, watermark);
+            place_at(f, LogPos::new(position));
+            let opened = open(f, LogPos::new(position)).unwrap();
+            prop_assert_eq!(opened.watermark, LogPos::new(watermark));
             prop_assert_eq!(opened.encoded_len(), f.len());
             prop_assert_eq!(&opened.payload[..payload.len()], &payload[..]);
             prop_assert_eq!(opened.check_end(payload.len()), Ok(()));
@@ -327,7 +330,7 @@ mod tests {
 
         #[test]
         fn open_is_total_on_random_bytes(buf in prop::collection::vec(any::<u8>(), 0..600), at in any::<u64>()) {
-            if let Ok(f) = open(&buf, at) {
+            if let Ok(f) = open(&buf, LogPos::new(at)) {
                 prop_assert!(f.encoded_len() <= buf.len());
             }
             let _ = payload_head(&buf);
@@ -339,9 +342,9 @@ mod tests {
         // Prefix 0..8, watermark 4096 in 8..10, payload 10..13, padding to 16.
         let rec = frame(4096, b"abc");
         assert_eq!(rec.len(), 16);
-        let f = open(&rec, 0).unwrap();
-        assert_eq!((f.watermark, &f.payload[..3]), (4096, &b"abc"[..]));
-        assert_eq!(head_len(4096), 10);
+        let f = open(&rec, LogPos::ZERO).unwrap();
+        assert_eq!((f.watermark, &f.payload[..3]), (LogPos::new(4096), &b"abc"[..]));
+        assert_eq!(head_len(LogPos::new(4096)), 10);
         let edited = |f: &dyn Fn(&mut Vec<u8>), seal: bool| {
             let mut r = rec.clone();
             f(&mut r);
@@ -349,13 +352,13 @@ mod tests {
                 let crc = crc32c::crc32c(&r[4..]);
                 r[..4].copy_from_slice(&crc.to_le_bytes());
             }
-            open(&r, 0).err()
+            open(&r, LogPos::ZERO).err()
         };
         use FrameError::*;
-        assert_eq!(open(&[], 0).err(), Some(Truncated));
-        assert_eq!(open(&rec[..15], 0).err(), Some(Truncated));
-        assert_eq!(open(&[0; 20], 0).err(), Some(Zero));
-        assert_eq!(open(&[0; 100], 0).err(), Some(Zero));
+        assert_eq!(open(&[], LogPos::ZERO).err(), Some(Truncated));
+        assert_eq!(open(&rec[..15], LogPos::ZERO).err(), Some(Truncated));
+        assert_eq!(open(&[0; 20], LogPos::ZERO).err(), Some(Zero));
+        assert_eq!(open(&[0; 100], LogPos::ZERO).err(), Some(Zero));
         let set_len = |n: u32| move |r: &mut Vec<u8>| r[4..8].copy_from_slice(&n.to_le_bytes());
         assert_eq!(edited(&set_len(8), false), Some(BadLength));
         assert_eq!(edited(&set_len(20), false), Some(BadLength));
@@ -379,7 +382,7 @@ mod tests {
         assert_eq!(f.check_end(7), Err("payload longer than the record"));
         let big = frame(4096, &[1; 11]);
         assert_eq!(
-            open(&big, 0).unwrap().check_end(3),
+            open(&big, LogPos::ZERO).unwrap().check_end(3),
             Err("record longer than its payload")
         );
     }
@@ -416,22 +419,22 @@ mod tests {
         let ends: Vec<usize> = offsets.iter().skip(1).copied().chain([at0.len()]).collect();
         // Taken out of the stream: each frame as `seal` left it.
         let mut raw = at0.clone();
-        place_at(&mut raw, 0);
+        place_at(&mut raw, LogPos::ZERO);
         assert_eq!(raw[..ends[0]], at0[..ends[0]], "position 0 has no salt");
         let mut buf = raw.clone();
-        place_at(&mut buf, 4096);
+        place_at(&mut buf, LogPos::new(4096));
         for (&o, &end) in offsets.iter().zip(&ends) {
-            assert!(open(&raw[o..], 0).is_ok());
+            assert!(open(&raw[o..], LogPos::ZERO).is_ok());
             assert_ne!(buf[o..o + 4], raw[o..o + 4], "checksum at {o} salted");
             assert_eq!(buf[o + 4..end], raw[o + 4..end], "nothing else changes");
-            assert!(open(&buf[o..], 4096 + o as u64).is_ok());
-            assert_eq!(open(&buf[o..], 0).err(), Some(FrameError::BadChecksum));
+            assert!(open(&buf[o..], LogPos::new(4096 + o as u64)).is_ok());
+            assert_eq!(open(&buf[o..], LogPos::ZERO).err(), Some(FrameError::BadChecksum));
             assert_eq!(
-                open(&buf[o..], o as u64).err(),
+                open(&buf[o..], LogPos::new(o as u64)).err(),
                 Some(FrameError::BadChecksum)
             );
         }
-        place_at(&mut buf, 4096);
+        place_at(&mut buf, LogPos::new(4096));
         assert_eq!(buf, raw);
     }
 }

@@ -55,6 +55,7 @@
 
 use super::frame::{self, Frame, FrameError};
 use crate::error::Error;
+use crate::ids::LogPos;
 use std::path::PathBuf;
 
 /// A scheme's reading of the payloads in its frames. Static: the scan is
@@ -132,14 +133,15 @@ pub struct Scan<R> {
 /// own position, and watermarks are compared with it. Offsets in the result
 /// are relative to `buf`, whose first byte must be where the first frame
 /// starts (frames are aligned relative to it).
-pub fn scan<P: Payloads>(buf: &[u8], base: u64) -> Scan<P::Record<'_>> {
+pub fn scan<P: Payloads>(buf: &[u8], base: LogPos) -> Scan<P::Record<'_>> {
+    let base = base.get();
     let mut records = Vec::new();
     let mut pos = 0usize;
     let end = loop {
         if pos == buf.len() {
             break ScanEnd::Clean;
         }
-        match frame::open(&buf[pos..], base.wrapping_add(pos as u64)) {
+        match frame::open(&buf[pos..], LogPos::new(base.wrapping_add(pos as u64))) {
             Ok(frame) => {
                 let len = frame.encoded_len();
                 match P::decode(frame) {
@@ -210,9 +212,9 @@ fn later_durable_proof<P: Payloads>(
     while at + frame::MIN_LEN <= buf.len() {
         let h = &buf[at..];
         if frame::payload_head(h).is_some_and(P::plausible) {
-            if let Ok(f) = frame::open(h, base.wrapping_add(at as u64)) {
-                if f.watermark > bad_at {
-                    return Some((at, f.watermark));
+            if let Ok(f) = frame::open(h, LogPos::new(base.wrapping_add(at as u64))) {
+                if f.watermark.get() > bad_at {
+                    return Some((at, f.watermark.get()));
                 }
                 // A valid frame: its length is what was written, a nonzero
                 // multiple of the alignment.

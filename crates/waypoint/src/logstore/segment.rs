@@ -15,6 +15,7 @@
 //! offset `HEADER_SIZE + p - start`.
 
 use crate::error::{Error, Result};
+use crate::ids::LogPos;
 use crate::io::Storage;
 use crate::persist::SchemeKind;
 use std::path::{Path, PathBuf};
@@ -33,23 +34,23 @@ pub const LOG_FORMAT_VERSION: u32 = 6;
 const MAGIC: &[u8; 8] = b"WPLOGSEG";
 
 /// File name of the segment starting at stream position `start`.
-pub fn segment_name(start: u64) -> String {
-    format!("{start:020}.wal")
+pub fn segment_name(start: LogPos) -> String {
+    format!("{:020}.wal", start.get())
 }
 
 /// Parse a segment file name back into its start position.
-pub fn parse_segment_name(path: &Path) -> Option<u64> {
+pub fn parse_segment_name(path: &Path) -> Option<LogPos> {
     let name = path.file_name()?.to_str()?;
     let digits = name.strip_suffix(".wal")?;
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
+        .then(|| digits.parse().ok().map(LogPos::new))
         .flatten()
 }
 
 /// The segments in stream directory `dir`, by start position (other
 /// files, such as the spare of [`super::spare`], are not segments).
-pub fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let mut segments: Vec<(u64, PathBuf)> = storage
+pub fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<(LogPos, PathBuf)>> {
+    let mut segments: Vec<(LogPos, PathBuf)> = storage
         .list_dir(dir)?
         .into_iter()
         .filter_map(|path| Some((parse_segment_name(&path)?, path)))
@@ -106,12 +107,12 @@ pub fn retire(storage: &dyn Storage, path: &Path, archive: Option<&Path>) -> Res
 ///     28    1 scheme tag (`SchemeKind::tag`)
 ///     29    3 zero
 /// ```
-pub fn encode_header(scheme: SchemeKind, stream: u32, start: u64) -> [u8; HEADER_SIZE as usize] {
+pub fn encode_header(scheme: SchemeKind, stream: u32, start: LogPos) -> [u8; HEADER_SIZE as usize] {
     let mut h = [0u8; HEADER_SIZE as usize];
     h[0..8].copy_from_slice(MAGIC);
     h[8..12].copy_from_slice(&LOG_FORMAT_VERSION.to_le_bytes());
     h[12..16].copy_from_slice(&stream.to_le_bytes());
-    h[16..24].copy_from_slice(&start.to_le_bytes());
+    h[16..24].copy_from_slice(&start.get().to_le_bytes());
     h[28] = scheme.tag();
     let crc = header_checksum(&h);
     h[24..28].copy_from_slice(&crc.to_le_bytes());
@@ -127,7 +128,7 @@ pub fn header_checksum(h: &[u8]) -> u32 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Header {
     /// A valid header of this build's format and the reader's scheme.
-    Valid { stream: u32, start: u64 },
+    Valid { stream: u32, start: LogPos },
     /// Short, zero or failing its checksum: the header was never synced
     /// (it is written and synced with the segment's first records, so such
     /// a segment holds nothing that was durable).
@@ -182,7 +183,7 @@ pub fn decode_header(path: &Path, file: &[u8], scheme: SchemeKind) -> Result<Hea
     }
     Ok(Header::Valid {
         stream: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")),
-        start: u64::from_le_bytes(h[16..24].try_into().expect("4 bytes")),
+        start: LogPos::new(u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"))),
     })
 }
 
@@ -200,7 +201,7 @@ mod tests {
         let dir = Path::new("/db/wal/p00001");
         sim.create_dir_all(dir).unwrap();
         let archive = Path::new("/db/archive");
-        let path = dir.join(segment_name(0));
+        let path = dir.join(segment_name(LogPos::ZERO));
         for life in 0..3u8 {
             let f = sim.open(&path, OpenMode::CreateNew).unwrap();
             f.write_at(&[life; 8], 0).unwrap();
@@ -220,12 +221,12 @@ mod tests {
     fn header_round_trips_and_damage_is_torn_or_refused() {
         let path = Path::new("/log/p00001/x.wal");
         let ours = SchemeKind::PerWorker;
-        let h = encode_header(ours, 7, 4096);
+        let h = encode_header(ours, 7, LogPos::new(4096));
         assert_eq!(
             decode_header(path, &h, ours).unwrap(),
             Header::Valid {
                 stream: 7,
-                start: 4096
+                start: LogPos::new(4096)
             }
         );
         assert_eq!(decode_header(path, &h[..20], ours).unwrap(), Header::Torn);

@@ -3,6 +3,7 @@
 
 use super::frame::{self, Frame};
 use super::scan::Payloads;
+use crate::ids::LogPos;
 
 /// First payload byte of a test record.
 pub const MARK: u8 = 0xa5;
@@ -11,7 +12,7 @@ pub const MARK: u8 = 0xa5;
 /// the stream was durable up to `watermark`.
 pub fn frame(watermark: u64, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    let start = frame::begin(&mut out, watermark);
+    let start = frame::begin(&mut out, LogPos::new(watermark));
     out.extend_from_slice(payload);
     frame::seal(&mut out, start);
     out
@@ -41,7 +42,7 @@ pub fn segment_with(
         offsets.push(offset);
         buf.extend_from_slice(&frame(watermark(i, offset), p));
     }
-    frame::place_at(&mut buf, base);
+    frame::place_at(&mut buf, LogPos::new(base));
     (buf, offsets)
 }
 
@@ -82,7 +83,7 @@ impl Payloads for TestRecords {
         Ok(Numbered {
             n,
             fill,
-            watermark: frame.watermark,
+            watermark: frame.watermark.get(),
         })
     }
 }

@@ -22,6 +22,7 @@ pub use scheme::{PersistenceStats, Scheme, SchemeKind};
 
 use crate::btree::PageLog;
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 
 /// What a log scheme plugs into a session: its page logger for the
 /// session's modifications and the commit hooks. The default logs nothing.
@@ -106,17 +107,17 @@ pub struct ProcedureCall<'a> {
 
 /// Everything a scheme may know of a commit.
 pub struct CommitView<'a> {
-    tid: u64,
+    tid: Tid,
     writes: &'a dyn WriteSet,
-    depends_on: &'a [u64],
+    depends_on: &'a [Tid],
     procedure: Option<ProcedureCall<'a>>,
 }
 
 impl<'a> CommitView<'a> {
     pub(crate) fn new(
-        tid: u64,
+        tid: Tid,
         writes: &'a dyn WriteSet,
-        depends_on: &'a [u64],
+        depends_on: &'a [Tid],
         procedure: Option<ProcedureCall<'a>>,
     ) -> Self {
         debug_assert!(
@@ -133,13 +134,13 @@ impl<'a> CommitView<'a> {
 
     /// A commit with no table writes (a read-only transaction, a catalog
     /// change, a test's commit record).
-    pub fn without_writes(tid: u64, depends_on: &'a [u64]) -> Self {
+    pub fn without_writes(tid: Tid, depends_on: &'a [Tid]) -> Self {
         CommitView::new(tid, &NoWrites, depends_on, None)
     }
 
-    /// The transaction's TID; 0 for a read-only transaction or a catalog
-    /// change.
-    pub fn tid(&self) -> u64 {
+    /// The transaction's TID; [`Tid::ZERO`] for a read-only transaction or
+    /// a catalog change.
+    pub fn tid(&self) -> Tid {
         self.tid
     }
 
@@ -150,7 +151,7 @@ impl<'a> CommitView<'a> {
 
     /// TIDs of the committed records the transaction read or overwrote
     /// (the commits it depends on), sorted and unique.
-    pub fn depends_on(&self) -> &[u64] {
+    pub fn depends_on(&self) -> &[Tid] {
         self.depends_on
     }
 

@@ -22,6 +22,7 @@ use super::{NoSessionLog, SessionLog};
 use crate::buffer::{BufferPool, FlushGate, PageWritePolicy};
 use crate::db::Superblock;
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use crate::io::StorageFile;
 use crate::wal::recovery::RecoveryReport;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,11 +106,11 @@ impl MarkBeforeFirstWrite {
 }
 
 impl FlushGate for MarkBeforeFirstWrite {
-    fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+    fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         self.ensure_marked()
     }
 
-    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+    fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
         // No log: nothing a page write could outrun.
         true
     }
@@ -121,7 +122,7 @@ pub struct NoneScheme {
     /// it is still the floor at a clean close: every GSN a page carries is
     /// at or below it. Writing 0 instead would let a later open under a
     /// scheme with a log start from a floor below the pages' GSNs.
-    floor: u64,
+    floor: Gsn,
     gate: Arc<MarkBeforeFirstWrite>,
 }
 
@@ -169,7 +170,7 @@ impl Scheme for NoneScheme {
         !self.gate.marked.load(Ordering::Acquire)
     }
 
-    fn seal_for_clean_close(&self) -> Result<u64> {
+    fn seal_for_clean_close(&self) -> Result<Gsn> {
         // The close writes the free list into free pages next: the
         // superblock must not still call the old chain valid.
         self.gate.ensure_marked()?;

@@ -23,6 +23,7 @@ use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::checkpoint::{meta, CheckpointStats};
 use crate::db::Superblock;
 use crate::error::Result;
+use crate::ids::Gsn;
 use crate::io::{Storage, StorageFile};
 use crate::wal::recovery::RecoveryReport;
 use crate::wal::WalStats;
@@ -113,7 +114,7 @@ pub(crate) struct OpenContext<'a> {
     /// `checkpoint.waypoint`, if present.
     pub checkpoint: Option<&'a meta::Meta>,
     /// The log floor: every record at or below it is in the data file.
-    pub floor: u64,
+    pub floor: Gsn,
     pub recovery_threads: usize,
     /// The epoch this process's TIDs start at; older TIDs were written
     /// before the open.
@@ -214,7 +215,7 @@ pub trait Scheme: Send + Sync {
     /// Clean close, once every dirty page is in the data file: make the
     /// log durable, stop its writers, and return the log floor the
     /// superblock records (every record at or below it is in the pages).
-    fn seal_for_clean_close(&self) -> Result<u64>;
+    fn seal_for_clean_close(&self) -> Result<Gsn>;
 
     /// Clean close, after the superblock recorded it: remove the log.
     fn remove_log_after_clean_close(&self) -> Result<()>;

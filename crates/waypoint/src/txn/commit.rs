@@ -7,13 +7,14 @@
 //! by its undo entry, and undo is idempotent, so a change that fails half
 //! way is undone too.
 
-use super::epoch::{next_tid, ABSENT_BIT};
+use super::epoch::next_tid;
 use super::locks::{LockTable, StripeGuard};
 use super::shared::DbShared;
 use super::transaction::{LockedRecord, Transaction};
 use crate::btree::BTree;
 use crate::catalog;
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 use crate::persist::{CommitView, DurableWait, WriteSet, WriteView};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -39,8 +40,8 @@ impl WriteSet for Writes<'_> {
 /// Result of a successful commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitInfo {
-    /// The transaction's TID; 0 for a read-only transaction.
-    pub tid: u64,
+    /// The transaction's TID; [`Tid::ZERO`] for a read-only transaction.
+    pub tid: Tid,
 }
 
 /// A commit that is installed and visible but may not be durable yet: it
@@ -58,7 +59,7 @@ impl PendingCommit {
         PendingCommit { info, wait: None }
     }
 
-    pub fn tid(&self) -> u64 {
+    pub fn tid(&self) -> Tid {
         self.info.tid
     }
 
@@ -134,8 +135,8 @@ impl Transaction<'_> {
             let observed = self.observed_tids(&[]);
             self.session
                 .log
-                .on_commit(&CommitView::without_writes(0, &observed))?;
-            return Ok(CommitInfo { tid: 0 });
+                .on_commit(&CommitView::without_writes(Tid::ZERO, &observed))?;
+            return Ok(CommitInfo { tid: Tid::ZERO });
         }
         // A full log disk refuses writes before anything is locked.
         db.check_writable()?;
@@ -164,11 +165,11 @@ impl Transaction<'_> {
     }
 
     /// Steps 2-5 of the protocol, under the write-set locks.
-    fn install(&mut self, db: &DbShared, me: u64, undo: &mut Vec<Undo>) -> Result<u64> {
-        let placeholder = ABSENT_BIT | me;
+    fn install(&mut self, db: &DbShared, me: u64, undo: &mut Vec<Undo>) -> Result<Tid> {
+        let placeholder = Tid::placeholder(me);
         let log = self.session.log.page_log();
         let pool = &db.pool;
-        let mut max_seen = 0u64;
+        let mut max_seen = Tid::ZERO;
         // Current images of written records (stable: we hold their locks),
         // and the index changes they imply. Each read starts at the leaf
         // where the transaction read the key, if it is unchanged, and
@@ -178,7 +179,7 @@ impl Transaction<'_> {
             w.table.check_live()?;
             let (current, hint) = w.table.tree.get(pool, key, w.hint)?;
             if let Some((tid, _)) = &current {
-                debug_assert_eq!(tid & ABSENT_BIT, 0, "placeholder under a held lock");
+                debug_assert!(!tid.is_placeholder(), "placeholder under a held lock");
                 max_seen = max_seen.max(*tid);
             }
             let indexes = w.table.indexes.read().clone();
@@ -273,7 +274,7 @@ impl Transaction<'_> {
                 }
             }
         }
-        let overwritten: Vec<u64> = plans
+        let overwritten: Vec<Tid> = plans
             .iter()
             .filter_map(|(_, _, c, _, _)| c.as_ref().map(|(t, _)| *t))
             .collect();
@@ -287,8 +288,8 @@ impl Transaction<'_> {
     }
 
     /// TIDs of committed records this transaction read or overwrote.
-    fn observed_tids(&self, overwritten: &[u64]) -> Vec<u64> {
-        let mut tids: Vec<u64> = self
+    fn observed_tids(&self, overwritten: &[Tid]) -> Vec<Tid> {
+        let mut tids: Vec<Tid> = self
             .reads
             .iter()
             .filter_map(|r| r.observed)
@@ -298,7 +299,7 @@ impl Transaction<'_> {
                     .flat_map(|s| s.observed.iter().map(|(_, t)| *t)),
             )
             .chain(overwritten.iter().copied())
-            .filter(|t| t & ABSENT_BIT == 0 && *t != 0)
+            .filter(|t| t.is_committed())
             .collect();
         tids.sort_unstable();
         tids.dedup();
@@ -356,7 +357,7 @@ struct Undo {
     tree: BTree,
     key: Vec<u8>,
     /// None: the key did not exist; remove it.
-    before: Option<(u64, Vec<u8>)>,
+    before: Option<(Tid, Vec<u8>)>,
 }
 
 impl Undo {
@@ -367,7 +368,7 @@ impl Undo {
             before: None,
         }
     }
-    fn restore(tree: BTree, key: &[u8], tid: u64, value: &[u8]) -> Self {
+    fn restore(tree: BTree, key: &[u8], tid: Tid, value: &[u8]) -> Self {
         Undo {
             tree,
             key: key.to_vec(),

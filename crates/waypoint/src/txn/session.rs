@@ -10,6 +10,7 @@ use super::locks::LockOwner;
 use super::shared::DbShared;
 use super::transaction::Transaction;
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 use crate::persist::{NoSessionLog, SessionLog};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ pub struct Session {
     pub(super) id: u32,
     /// Low bits of this session's TIDs; unique among live sessions.
     pub(super) slot: u16,
-    pub(super) last_tid: u64,
+    pub(super) last_tid: Tid,
     pub(super) attempts: u32,
     pub(super) log: Box<dyn SessionLog>,
 }
@@ -33,7 +34,7 @@ impl Session {
             db,
             id,
             slot,
-            last_tid: 0,
+            last_tid: Tid::ZERO,
             attempts: 0,
             log: Box::new(NoSessionLog::default()),
         }

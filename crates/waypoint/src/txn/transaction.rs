@@ -6,13 +6,13 @@
 //! Invariant: a read sees committed records and this transaction's own
 //! writes, never another transaction's placeholder as a value.
 
-use super::epoch::ABSENT_BIT;
 use super::session::Session;
 use super::shared::DbShared;
 use crate::btree::BTree;
 use crate::buffer::FrameHint;
 use crate::catalog::{self, Index, Table, TableInfo};
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
@@ -22,7 +22,7 @@ pub(super) struct PointRead {
     pub(super) table: Arc<TableInfo>,
     pub(super) key: Vec<u8>,
     /// TID seen, including another committer's placeholder; None: absent.
-    pub(super) observed: Option<u64>,
+    pub(super) observed: Option<Tid>,
 }
 
 /// A scan as executed, for re-execution at validation.
@@ -37,7 +37,7 @@ pub(super) struct ScanRead {
     pub(super) reverse: bool,
     /// Live (non-placeholder) records fetched before stopping.
     pub(super) fetch: usize,
-    pub(super) observed: Vec<(Vec<u8>, u64)>,
+    pub(super) observed: Vec<(Vec<u8>, Tid)>,
 }
 
 pub(super) struct PendingWrite {
@@ -58,7 +58,7 @@ pub struct IndexEntry {
 
 /// A record of the write set, (table id, key), with the TID it had when the
 /// committer locked it (None: absent).
-pub(super) type LockedRecord<'k> = ((u32, &'k [u8]), Option<u64>);
+pub(super) type LockedRecord<'k> = ((u32, &'k [u8]), Option<Tid>);
 
 /// A serializable transaction. Dropping it without `commit` aborts it.
 pub struct Transaction<'s> {
@@ -96,16 +96,16 @@ pub(super) fn scan_tree(
     upper: Bound<&[u8]>,
     reverse: bool,
     fetch: usize,
-    own: Option<u64>,
+    own: Option<Tid>,
     mut live: impl FnMut(&[u8], &[u8]),
-) -> Result<Vec<(Vec<u8>, u64)>> {
+) -> Result<Vec<(Vec<u8>, Tid)>> {
     let mut observed = Vec::new();
     let mut count = 0;
     if fetch == 0 {
         return Ok(observed);
     }
     tree.scan(&db.pool, lower, upper, reverse, &mut |k, tid, v| {
-        if tid & ABSENT_BIT != 0 {
+        if tid.is_placeholder() {
             if Some(tid) != own {
                 observed.push((k.to_vec(), tid));
             }
@@ -167,7 +167,7 @@ impl Transaction<'_> {
         let (current, hint) = table.tree.get(&self.db().pool, key, None)?;
         table.check_live()?;
         let (observed, value) = match current {
-            Some((tid, _)) if tid & ABSENT_BIT != 0 => (Some(tid), None),
+            Some((tid, _)) if tid.is_placeholder() => (Some(tid), None),
             Some((tid, v)) => (Some(tid), Some(v)),
             None => (None, None),
         };

@@ -26,12 +26,12 @@
 //! `tests/scan_audit.rs` and modelled in `tests/model_check/scan.rs`
 //! (the old order is its broken variant).
 
-use super::epoch::ABSENT_BIT;
 use super::locks::LockTable;
 use super::shared::DbShared;
 use super::transaction::{as_ref_bound, scan_tree, LockedRecord, Transaction};
 use crate::catalog;
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 
 impl Transaction<'_> {
     /// Step 4: every read still observes what it observed. Returns the
@@ -45,10 +45,10 @@ impl Transaction<'_> {
         db: &DbShared,
         me: u64,
         locked: &[LockedRecord<'_>],
-    ) -> Result<u64> {
-        let own = ABSENT_BIT | me;
+    ) -> Result<Tid> {
+        let own = Tid::placeholder(me);
         let lock_owner = self.session.lock_owner();
-        let mut max_seen = 0;
+        let mut max_seen = Tid::ZERO;
         for r in &self.reads {
             r.table.check_live()?;
             let held = locked
@@ -72,7 +72,7 @@ impl Transaction<'_> {
             if changed {
                 return Err(Error::Conflict);
             }
-            if let Some(t) = r.observed.filter(|t| t & ABSENT_BIT == 0) {
+            if let Some(t) = r.observed.filter(|t| !t.is_placeholder()) {
                 max_seen = max_seen.max(t);
             }
         }
@@ -97,7 +97,7 @@ impl Transaction<'_> {
                 {
                     return Err(Error::Conflict);
                 }
-                if tid & ABSENT_BIT == 0 {
+                if !tid.is_placeholder() {
                     max_seen = max_seen.max(*tid);
                 }
             }

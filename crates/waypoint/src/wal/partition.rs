@@ -17,6 +17,7 @@
 //! is not durable.
 
 use crate::error::{Error, Result};
+use crate::ids::{Gsn, LogPos, Tid};
 use crate::io::Storage;
 use crate::logstore::stream::Stream;
 use crate::persist::SchemeKind;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 const RESERVED: u64 = 1 << 63;
 /// GSNs stay below the reservation bit; recovery refuses a log record at
 /// or above it as corruption.
-pub const MAX_GSN: u64 = RESERVED;
+pub const MAX_GSN: Gsn = Gsn::new(RESERVED);
 
 /// Directory of partition `id` below the log directory.
 pub fn partition_dir(log_dir: &Path, id: u32) -> PathBuf {
@@ -81,9 +82,9 @@ impl Partition {
         storage: Arc<dyn Storage>,
         log_dir: &Path,
         id: u32,
-        end: u64,
-        clock: u64,
-        existing: Vec<(u64, u64, u64)>,
+        end: LogPos,
+        clock: Gsn,
+        existing: Vec<(LogPos, u64, Gsn)>,
     ) -> Result<Arc<Self>> {
         Self::open_for(SchemeKind::PerWorker, storage, log_dir, id, end, clock, existing)
     }
@@ -94,9 +95,9 @@ impl Partition {
         storage: Arc<dyn Storage>,
         log_dir: &Path,
         id: u32,
-        end: u64,
-        clock: u64,
-        existing: Vec<(u64, u64, u64)>,
+        end: LogPos,
+        clock: Gsn,
+        existing: Vec<(LogPos, u64, Gsn)>,
     ) -> Result<Arc<Self>> {
         let dir = partition_dir(log_dir, id);
         if clock >= MAX_GSN {
@@ -110,40 +111,45 @@ impl Partition {
         }
         // Every record at or below the clock is durable (recovered): it is
         // the stream's durable mark.
+        let marks = existing
+            .into_iter()
+            .map(|(start, len, max_gsn)| (start, len, max_gsn.get()))
+            .collect();
         let stream = Stream::open(
             storage,
             dir,
             scheme,
             id,
             end,
-            clock,
-            existing,
+            clock.get(),
+            marks,
         )?;
         Ok(Arc::new(Partition {
             stream,
-            clock: AtomicU64::new(clock),
+            clock: AtomicU64::new(clock.get()),
         }))
     }
 
     #[inline]
-    pub fn clock(&self) -> u64 {
-        self.clock.load(Ordering::Acquire) & !RESERVED
+    pub fn clock(&self) -> Gsn {
+        Gsn::new(self.clock.load(Ordering::Acquire) & !RESERVED)
     }
 
     /// The GSN for the owner's next record: above `floor` (the txn GSN and
     /// the page GSN) and above the clock.
-    pub fn reserve_gsn(&self, floor: u64) -> u64 {
+    pub fn reserve_gsn(&self, floor: Gsn) -> Gsn {
         self.reserve_gsns(floor, 1)
     }
 
     /// `count` consecutive GSNs for the records of one structure
     /// modification; returns the first. Until `append_group` appends their
     /// records the clock holds the first of them with `RESERVED` set.
-    pub fn reserve_gsns(&self, floor: u64, count: u64) -> u64 {
+    pub fn reserve_gsns(&self, floor: Gsn, count: u64) -> Gsn {
         assert!(
-            count > 0 && floor < MAX_GSN - count,
+            count > 0 && floor.get() < MAX_GSN.get() - count,
             "GSNs above {floor} out of range"
         );
+        let floor = floor.get();
         let mut first = 0;
         let _ = self
             .clock
@@ -153,7 +159,7 @@ impl Partition {
                 first = floor.max(word & !RESERVED) + 1;
                 Some(first | RESERVED)
             });
-        first
+        Gsn::new(first)
     }
 
     /// Every record of this partition with a GSN at or below the result is
@@ -180,15 +186,15 @@ impl Partition {
     /// a word with `RESERVED`, and a swap of an older word fails). A call
     /// that acquires its value, or the value of a later swap (acquire and
     /// release), so sees the appended bytes.
-    pub fn flushed_gsn(&self, global: u64) -> u64 {
+    pub fn flushed_gsn(&self, global: Gsn) -> Gsn {
         let mut word = self.clock.load(Ordering::Acquire);
         loop {
             if word & RESERVED != 0 || !self.all_durable() {
-                return self.durable_mark();
+                return Gsn::new(self.durable_mark());
             }
-            let raised = word.max(global);
+            let raised = word.max(global.get());
             if raised == word {
-                return word;
+                return Gsn::new(word);
             }
             match self.clock.compare_exchange_weak(
                 word,
@@ -196,7 +202,7 @@ impl Partition {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return raised,
+                Ok(_) => return Gsn::new(raised),
                 Err(now) => word = now,
             }
         }
@@ -205,7 +211,7 @@ impl Partition {
     /// Append one encoded record with GSN `gsn`; returns the stream
     /// position after it. Only the owning session appends.
     #[inline]
-    pub fn append(&self, record: &[u8], gsn: u64) -> Result<u64> {
+    pub fn append(&self, record: &[u8], gsn: Gsn) -> Result<LogPos> {
         self.append_group(record, 1, gsn)
     }
 
@@ -214,9 +220,10 @@ impl Partition {
     /// durable position never falls between them (a structure modification
     /// is durable whole or not at all).
     #[inline]
-    pub fn append_group(&self, records: &[u8], count: u64, max_gsn: u64) -> Result<u64> {
-        debug_assert!(max_gsn > 0 && max_gsn < MAX_GSN);
-        let end = self.stream.append_frames(records, count, max_gsn)?;
+    pub fn append_group(&self, records: &[u8], count: u64, max_gsn: Gsn) -> Result<LogPos> {
+        debug_assert!(max_gsn > Gsn::ZERO && max_gsn < MAX_GSN);
+        let end = self.stream.append_frames(records, count, max_gsn.get())?;
+        let max_gsn = max_gsn.get();
         // After `appended` moved: whoever acquires the word without the
         // reservation sees the bytes too (see `flushed_gsn`).
         let word = self.clock.load(Ordering::Relaxed);
@@ -242,22 +249,22 @@ impl Partition {
 
     /// Remember that the commit record of `tid` ends at `end`.
     #[inline]
-    pub fn note_commit(&self, tid: u64, end: u64) {
-        self.note_at(end, tid);
+    pub fn note_commit(&self, tid: Tid, end: LogPos) {
+        self.note_at(end, tid.get());
     }
 
     /// A remote-dependent commit is durable only once its dependencies are:
     /// its session reports it after waiting for them.
     #[inline]
-    pub fn mark_commit_durable(&self, tid: u64) {
-        self.raise_note(tid);
+    pub fn mark_commit_durable(&self, tid: Tid) {
+        self.raise_note(tid.get());
     }
 
     /// TID of the newest durable commit of this partition: every commit of
     /// this session with a TID at or below it is durable.
     #[inline]
-    pub fn durable_commit_tid(&self) -> u64 {
-        self.durable_note()
+    pub fn durable_commit_tid(&self) -> Tid {
+        Tid::new(self.durable_note())
     }
 }
 
@@ -269,14 +276,14 @@ mod tests {
     use crate::wal::record::{self, RecordBody, RecordHeader};
     use std::sync::atomic::AtomicBool;
 
-    fn rec(gsn: u64, payload: &[u8]) -> Vec<u8> {
+    fn rec(gsn: Gsn, payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         record::encode(
             &RecordHeader {
                 gsn,
                 txn: 1,
                 page: 7,
-                prev_gsn: gsn - 1,
+                prev_gsn: gsn.prev_or_zero(),
                 compensation: false,
                 ..Default::default()
             },
@@ -304,7 +311,7 @@ mod tests {
     fn empty_partition(seed: u64) -> (SimStorage, Arc<Partition>) {
         let (sim, log_dir) = sim_log(seed);
         let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+        let p = Partition::open(storage, log_dir, 0, LogPos::ZERO, Gsn::ZERO, Vec::new()).unwrap();
         (sim, p)
     }
 
@@ -314,24 +321,33 @@ mod tests {
     #[test]
     fn flushed_gsn_follows_durability_and_reservations() {
         let (_sim, p) = empty_partition(3);
-        for gsn in 1..=100 {
-            let end = p.append(&rec(gsn, &[gsn as u8; 300]), gsn).unwrap();
-            if gsn % 10 == 0 {
+        for n in 1..=100 {
+            let gsn = Gsn::new(n);
+            let end = p.append(&rec(gsn, &[n as u8; 300]), gsn).unwrap();
+            if n % 10 == 0 {
                 p.wait_durable(end).unwrap();
-                assert!(p.flushed_gsn(0) >= gsn);
+                assert!(p.flushed_gsn(Gsn::ZERO) >= gsn);
             }
         }
-        assert_eq!(p.flushed_gsn(0), 100);
+        assert_eq!(p.flushed_gsn(Gsn::ZERO), Gsn::new(100));
         assert_eq!(
-            p.flushed_gsn(150),
-            150,
+            p.flushed_gsn(Gsn::new(150)),
+            Gsn::new(150),
             "an idle partition follows the global clock"
         );
-        let gsn = p.reserve_gsn(0);
-        assert_eq!(gsn, 151);
-        assert_eq!(p.flushed_gsn(200), 100, "a reserved GSN caps flushed_gsn");
+        let gsn = p.reserve_gsn(Gsn::ZERO);
+        assert_eq!(gsn, Gsn::new(151));
+        assert_eq!(
+            p.flushed_gsn(Gsn::new(200)),
+            Gsn::new(100),
+            "a reserved GSN caps flushed_gsn"
+        );
         p.append(&rec(gsn, b"unsynced"), gsn).unwrap();
-        assert_eq!(p.flushed_gsn(200), 100, "a pending record caps flushed_gsn");
+        assert_eq!(
+            p.flushed_gsn(Gsn::new(200)),
+            Gsn::new(100),
+            "a pending record caps flushed_gsn"
+        );
     }
 
     /// `Wal::checkpoint_gsn` takes the smallest clock minus one as the GSN
@@ -342,18 +358,22 @@ mod tests {
     fn a_reserved_group_holds_the_clock_at_its_first_gsn() {
         let (sim, log_dir) = sim_log(11);
         let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-        let p = Partition::open(storage, log_dir, 0, 0, 10, Vec::new()).unwrap();
-        let first = p.reserve_gsns(20, 3);
-        assert_eq!(first, 21);
+        let p = Partition::open(storage, log_dir, 0, LogPos::ZERO, Gsn::new(10), Vec::new()).unwrap();
+        let first = p.reserve_gsns(Gsn::new(20), 3);
+        assert_eq!(first, Gsn::new(21));
         assert_eq!(p.clock(), first, "the group's records are not appended");
-        assert_eq!(p.flushed_gsn(100), 10, "nothing vouched for while reserved");
+        assert_eq!(
+            p.flushed_gsn(Gsn::new(100)),
+            Gsn::new(10),
+            "nothing vouched for while reserved"
+        );
         let mut group = Vec::new();
-        for gsn in first..first + 3 {
-            group.extend_from_slice(&rec(gsn, b"smo"));
+        for i in 0..3 {
+            group.extend_from_slice(&rec(first.plus(i), b"smo"));
         }
-        p.append_group(&group, 3, first + 2).unwrap();
-        assert_eq!(p.clock(), first + 2);
-        assert_eq!(p.reserve_gsn(0), first + 3);
+        p.append_group(&group, 3, first.plus(2)).unwrap();
+        assert_eq!(p.clock(), first.plus(2));
+        assert_eq!(p.reserve_gsn(Gsn::ZERO), first.plus(3));
     }
 
     /// `flushed_gsn` (other sessions) and `reserve_gsns` (the owner) take
@@ -381,18 +401,18 @@ mod tests {
                 while !done.load(Ordering::Relaxed) {
                     // Other sessions' clocks run ahead of this one.
                     global += 3;
-                    vouched.fetch_max(p.flushed_gsn(global), Ordering::SeqCst);
+                    vouched.fetch_max(p.flushed_gsn(Gsn::new(global)).get(), Ordering::SeqCst);
                 }
             });
             for i in 0..20_000u64 {
-                let gsn = p.reserve_gsn(0);
+                let gsn = p.reserve_gsn(Gsn::ZERO);
                 let end = p.append(&rec(gsn, b"v"), gsn).unwrap();
                 // Until the record is durable nothing may vouch for its
                 // GSN; the yield lets a racing checker publish what it got.
                 std::thread::yield_now();
                 let seen = vouched.load(Ordering::SeqCst);
                 assert!(
-                    seen < gsn || p.durable() >= end,
+                    seen < gsn.get() || p.durable() >= end,
                     "GSN {gsn} not durable, yet {seen} was vouched for"
                 );
                 // Often durable (and idle) again, so the vouching path runs.
@@ -411,10 +431,10 @@ mod tests {
     #[test]
     fn a_clean_close_deletes_an_unopened_partitions_segments_one_at_a_time() {
         let (sim, log_dir) = sim_log(15);
-        let p = Partition::open(Arc::new(sim.clone()), log_dir, 7, 0, 0, Vec::new()).unwrap();
+        let p = Partition::open(Arc::new(sim.clone()), log_dir, 7, LogPos::ZERO, Gsn::ZERO, Vec::new()).unwrap();
         p.set_preallocate(false);
         p.set_segment_size(1000);
-        for gsn in 1..=4 {
+        for gsn in (1..=4).map(Gsn::new) {
             let end = p.append(&rec(gsn, &[7; 1000]), gsn).unwrap();
             p.wait_durable(end).unwrap();
         }
@@ -428,7 +448,7 @@ mod tests {
             log_dir,
             crate::wal::CommitProtocol::Rfa,
             Vec::new(),
-            0,
+            Gsn::ZERO,
         )
         .unwrap();
         let syncs = sim.stats().dir_syncs;

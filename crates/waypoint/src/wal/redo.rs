@@ -43,9 +43,10 @@
 use super::record::{self, RecordBody};
 use super::recovery::{Logged, PartitionLog};
 use crate::btree::node::{Node, NodeMut};
-use crate::buffer::page;
+use crate::buffer::page::{self, PageKind};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
+use crate::ids::Gsn;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -79,15 +80,15 @@ enum OnDisk {
 type PageRecords = Vec<(usize, usize)>;
 
 /// A page's GSN on disk and the records its disk copy contains.
-type DiskState = (u64, u64, PageRecords);
+type DiskState = (u64, Gsn, PageRecords);
 
 /// A record of the log partition `log` is wrong in itself; the error
 /// names the partition's directory (the record's place in it is no longer
 /// known here, so its GSN stands for the offset).
-fn log_corruption(log: &PartitionLog, gsn: u64, detail: impl Into<String>) -> Error {
+fn log_corruption(log: &PartitionLog, gsn: Gsn, detail: impl Into<String>) -> Error {
     Error::Corruption {
         path: log.dir.clone(),
-        offset: gsn,
+        offset: gsn.get(),
         detail: format!("record GSN {gsn}: {}", detail.into()),
     }
 }
@@ -101,7 +102,7 @@ fn page_corruption(pool: &BufferPool, pid: u64, detail: impl Into<String>) -> Er
 }
 
 /// Does a record made on page GSN `prev` continue a page now at `current`?
-fn continues(prev: u64, current: u64, floor: u64) -> bool {
+fn continues(prev: Gsn, current: Gsn, floor: Gsn) -> bool {
     prev == current || (prev <= floor && current <= floor)
 }
 
@@ -137,7 +138,7 @@ pub(super) fn redo(
     logs: &[PartitionLog],
     pool: &BufferPool,
     threads: usize,
-    floor: u64,
+    floor: Gsn,
 ) -> Result<RedoOutcome> {
     let record = |(pi, ri): (usize, usize)| -> &Logged { &logs[pi].records[ri] };
     let mut by_page: FxHashMap<u64, PageRecords> = FxHashMap::default();
@@ -187,9 +188,9 @@ pub(super) fn redo(
         .iter()
         .map(|l| vec![OnDisk::Above; l.records.len()])
         .collect();
-    let mut current: FxHashMap<u64, u64> =
+    let mut current: FxHashMap<u64, Gsn> =
         FxHashMap::with_capacity_and_hasher(disk.len(), Default::default());
-    let mut disk_gsn: FxHashMap<u64, u64> =
+    let mut disk_gsn: FxHashMap<u64, Gsn> =
         FxHashMap::with_capacity_and_hasher(disk.len(), Default::default());
     for (pid, d, contained) in &disk {
         for &(pi, ri) in &by_page[pid] {
@@ -209,7 +210,7 @@ pub(super) fn redo(
     let mut beyond_gap = FxHashSet::default();
     let mut gaps = 0;
     let mut next = vec![0usize; logs.len()];
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = logs
+    let mut heap: BinaryHeap<Reverse<(Gsn, usize)>> = logs
         .iter()
         .enumerate()
         .filter(|(_, l)| !l.records.is_empty())
@@ -322,7 +323,6 @@ pub(super) fn redo(
     })
 }
 
-/// Whether `key` lies in (lower fence, upper fence] of `node`.
 /// Apply one page record to a page image (redo). Shared with nothing else:
 /// the runtime path changes pages through the tree and logs what it did;
 /// this re-does exactly that change from the record.
@@ -343,10 +343,24 @@ fn apply(page: &mut [u8], rec: &record::Record<'_>) -> std::result::Result<(), S
     }
     match &rec.body {
         RecordBody::Image(image) => {
-            if !image.write_to_page(page) {
+            // Later records change the page through `NodeMut`, which
+            // assumes a valid node and only debug-asserts its
+            // preconditions: an image of a node is checked in a copy, so a
+            // page never takes one that is no valid node.
+            let mut new = page.to_vec();
+            if !image.write_to_page(&mut new) {
                 return Err("page image does not fit the page".into());
             }
-            page[6] = rec.header.page_kind;
+            new[6] = rec.header.page_kind;
+            if matches!(
+                PageKind::from_byte(rec.header.page_kind),
+                Some(PageKind::BtreeLeaf | PageKind::BtreeInner)
+            ) {
+                Node::new(&new)
+                    .validate()
+                    .map_err(|e| format!("the page image is not a valid node: {e}"))?;
+            }
+            page.copy_from_slice(&new);
             Ok(())
         }
         RecordBody::Insert { key, value } => {
@@ -381,7 +395,7 @@ fn apply(page: &mut [u8], rec: &record::Record<'_>) -> std::result::Result<(), S
             Ok(())
         }
         RecordBody::Freed => {
-            page[6] = crate::buffer::page::PageKind::Free as u8;
+            page[6] = PageKind::Free as u8;
             Ok(())
         }
         RecordBody::Split { at, separator } => {
@@ -407,6 +421,7 @@ mod tests {
     //! power-loss tests in `tests/crash.rs` hunt for the rest).
     use crate::btree::BTree;
     use crate::buffer::BufferPool;
+    use crate::ids::{Gsn, Tid};
     use crate::io::{CrashPolicy, OpenMode, SimStorage, Storage};
     use crate::logstore::segment;
     use crate::logstore::segment::parse_segment_name;
@@ -425,7 +440,7 @@ mod tests {
         let leaves_before = leaves(pool, tree);
         let mut i = from;
         while leaves(pool, tree) == leaves_before {
-            tree.insert(pool, log, &key(i), 2, &VALUE, None).unwrap();
+            tree.insert(pool, log, &key(i), Tid::new(2), &VALUE, None).unwrap();
             i += 1;
             assert!(i < 100, "the left leaf should have split by now");
         }
@@ -433,7 +448,7 @@ mod tests {
 
     fn recover(sim: &SimStorage) -> (Arc<BufferPool>, RecoveryReport) {
         let pool = pool(sim);
-        let recovery = Recovery::analyze_and_redo(sim, Path::new("/db/wal"), &pool, 2, 0).unwrap();
+        let recovery = Recovery::analyze_and_redo(sim, Path::new("/db/wal"), &pool, 2, Gsn::ZERO).unwrap();
         (pool, recovery.report)
     }
 
@@ -558,7 +573,7 @@ mod tests {
         // Session 1 changes the left leaf; its record never becomes durable.
         let mut s1 = wal.session_log(1).unwrap();
         s1.on_begin();
-        tree.insert(&pool, &s1, &key(1), 2, &VALUE, None).unwrap();
+        tree.insert(&pool, &s1, &key(1), Tid::new(2), &VALUE, None).unwrap();
         // Session 2 splits that leaf and makes its own partition durable.
         let mut s2 = wal.session_log(2).unwrap();
         s2.on_begin();

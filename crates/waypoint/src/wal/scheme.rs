@@ -26,6 +26,7 @@ use crate::io::Storage;
 use crate::persist::{
     OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
 };
+use crate::ids::{Gsn, LogPos};
 use crate::txn::epoch::SYSTEM_SLOT;
 use std::path::Path;
 use std::sync::Arc;
@@ -38,7 +39,7 @@ pub(crate) struct PerWorkerOpening {
     /// The WAL limit in force (`checkpoint::limit_for_disk`).
     wal_limit: u64,
     /// The synced positions the metadata records after `prepare`.
-    synced: Vec<(u32, u64)>,
+    synced: Vec<(u32, LogPos)>,
     /// The log manager, continuing the log where analysis found it ends:
     /// made by `prepare`, its gate the page-write policy's from then on.
     wal: Option<Arc<Wal>>,
@@ -217,7 +218,7 @@ fn check_log(
     dir: &Path,
     superblock: &Superblock,
     checkpoint: Option<&meta::Meta>,
-    floor: u64,
+    floor: Gsn,
 ) -> Result<Analysis> {
     let log_dir = dir.join(WAL_DIR);
     let required = !superblock.clean && superblock.log_required;
@@ -319,7 +320,7 @@ impl Scheme for PerWorkerScheme {
         self.checkpointer.stop();
     }
 
-    fn seal_for_clean_close(&self) -> Result<u64> {
+    fn seal_for_clean_close(&self) -> Result<Gsn> {
         self.wal.flush_all()?;
         self.wal.shutdown()?;
         Ok(self.wal.max_clock())

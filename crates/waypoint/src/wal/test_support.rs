@@ -3,6 +3,7 @@
 
 use crate::btree::BTree;
 use crate::buffer::{BufferPool, PageWritePolicy, PoolConfig};
+use crate::ids::{Gsn, Tid};
 use crate::io::{OpenMode, SimStorage, Storage};
 use crate::persist::SessionLog;
 use crate::wal::recovery::{Analysis, Recovery};
@@ -45,7 +46,7 @@ pub fn small_tree(sim: &SimStorage) -> (Arc<BufferPool>, Arc<Wal>, BTree) {
         Path::new("/db/wal"),
         CommitProtocol::Rfa,
         Vec::new(),
-        0,
+        Gsn::ZERO,
     )
     .unwrap();
     pool.set_page_write_policy(PageWritePolicy::StealBehindGate(wal.clone()));
@@ -53,10 +54,10 @@ pub fn small_tree(sim: &SimStorage) -> (Arc<BufferPool>, Arc<Wal>, BTree) {
     sys.on_begin();
     let tree = BTree::create(&pool, &sys).unwrap();
     for i in 0..60 {
-        tree.insert(&pool, &sys, &key(i * 1000), 1, &VALUE, None)
+        tree.insert(&pool, &sys, &key(i * 1000), Tid::new(1), &VALUE, None)
             .unwrap();
     }
-    sys.on_commit(&crate::persist::CommitView::without_writes(1, &[]))
+    sys.on_commit(&crate::persist::CommitView::without_writes(Tid::new(1), &[]))
         .unwrap();
     sys.wait_durable().unwrap();
     assert!(leaves(&pool, tree) >= 2, "the setup tree has an inner root");
@@ -80,14 +81,14 @@ pub fn durable(wal: &Wal, slot: u16) {
 /// slots on the recovered partitions (as `Database::open` does).
 pub fn recover(sim: &SimStorage, threads: usize, undo_threads: u16) -> (Arc<BufferPool>, Recovery) {
     let pool = pool(sim);
-    let analysis = Analysis::read(sim, Path::new("/db/wal"), 0).unwrap();
+    let analysis = Analysis::read(sim, Path::new("/db/wal"), Gsn::ZERO).unwrap();
     analysis.apply(sim).unwrap();
     let wal = Wal::new(
         Arc::new(sim.clone()),
         Path::new("/db/wal"),
         CommitProtocol::Rfa,
         analysis.partitions(),
-        0,
+        Gsn::ZERO,
     )
     .unwrap();
     let mut recovery = analysis.redo(&pool, threads).unwrap();

@@ -170,6 +170,11 @@ impl NodeMut<'_> {
         if at >= node.count() || node.key(at) != Some(sep) {
             return Err("the split's separator is not at its slot");
         }
+        // The upper half's fences would be equal, which `split` asserts
+        // against; no split chooses it (each keeps an entry above `sep`).
+        if node.upper_fence() == Some(Fence::Key(sep)) {
+            return Err("the split's separator is the node's upper fence");
+        }
         let mut upper = vec![0u8; self.page.len()];
         self.split(at, &mut upper);
         Ok(())

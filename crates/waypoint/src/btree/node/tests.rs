@@ -309,6 +309,21 @@ fn validate_rejects_each_broken_invariant() {
     }
 }
 
+/// A split's separator is a key below the upper fence (a split keeps an
+/// entry on each side), so redo of a split record naming the last key of a
+/// node whose upper fence is that key is refused, the node unchanged: the
+/// upper half would have equal fences, which `split` asserts against.
+#[test]
+fn split_keep_left_refuses_a_separator_equal_to_the_upper_fence() {
+    let mut p = leaf(PS, Fence::Infinite, Fence::Key(b"c"));
+    for (i, k) in [b"a", b"b", b"c"].into_iter().enumerate() {
+        NodeMut::new(&mut p).insert_at(i, k, b"v").unwrap();
+    }
+    let before = p.clone();
+    assert!(NodeMut::new(&mut p).split_keep_left(2, b"c").is_err());
+    assert_eq!(p, before);
+}
+
 #[test]
 fn merge_that_does_not_fit_leaves_both_unchanged() {
     let keys: Vec<Vec<u8>> = (0..200u16)

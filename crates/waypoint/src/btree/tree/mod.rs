@@ -46,6 +46,7 @@ use super::{PageLog, PageOp, RootId};
 use crate::buffer::page::{self, PageKind, PAGE_HEADER_SIZE};
 use crate::buffer::{BufferPool, PageId};
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 
 /// Width of the TID stored in front of every leaf value.
 pub const TID_SIZE: usize = 8;
@@ -56,15 +57,17 @@ pub struct BTree {
     root: RootId,
 }
 
-fn encode_value(tid: u64, value: &[u8]) -> Vec<u8> {
+/// A leaf value as stored: the TID, then the user value. Recovery's
+/// logical undo rebuilds a stored value with it too.
+pub(crate) fn encode_value(tid: Tid, value: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(TID_SIZE + value.len());
-    v.extend_from_slice(&tid.to_le_bytes());
+    v.extend_from_slice(&tid.get().to_le_bytes());
     v.extend_from_slice(value);
     v
 }
 
-fn decode_value(stored: &[u8]) -> Option<(u64, &[u8])> {
-    let tid = u64::from_le_bytes(stored.get(..TID_SIZE)?.try_into().ok()?);
+fn decode_value(stored: &[u8]) -> Option<(Tid, &[u8])> {
+    let tid = Tid::new(u64::from_le_bytes(stored.get(..TID_SIZE)?.try_into().ok()?));
     Some((tid, &stored[TID_SIZE..]))
 }
 

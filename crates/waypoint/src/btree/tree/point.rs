@@ -19,10 +19,11 @@ use crate::btree::node::{Node, NodeMut};
 use crate::btree::{PageLog, PageOp};
 use crate::buffer::{BufferPool, FrameHint};
 use crate::error::{Error, Result};
+use crate::ids::Tid;
 
 /// What [`BTree::get`] finds: the TID and value under the key, if any, and
 /// a hint to the leaf that answered.
-pub type HintedGet = (Option<(u64, Vec<u8>)>, Option<FrameHint>);
+pub type HintedGet = (Option<(Tid, Vec<u8>)>, Option<FrameHint>);
 
 impl BTree {
     /// The TID and value stored under `key`, with a hint to the leaf that
@@ -63,7 +64,7 @@ impl BTree {
         pool: &BufferPool,
         log: &dyn PageLog,
         key: &[u8],
-        tid: u64,
+        tid: Tid,
         value: &[u8],
         mut hint: Option<FrameHint>,
     ) -> Result<()> {
@@ -105,7 +106,7 @@ impl BTree {
         pool: &BufferPool,
         log: &dyn PageLog,
         key: &[u8],
-        tid: u64,
+        tid: Tid,
         value: &[u8],
         mut hint: Option<FrameHint>,
     ) -> Result<bool> {
@@ -149,7 +150,7 @@ impl BTree {
         log: &dyn PageLog,
         key: &[u8],
         hint: Option<FrameHint>,
-    ) -> Result<Option<(u64, Vec<u8>)>> {
+    ) -> Result<Option<(Tid, Vec<u8>)>> {
         let mut leaf = self.leaf_for_write(pool, key, hint)?;
         let (idx, existing) = Self::locate(pool, &leaf, key)?;
         let Some(before) = existing else {

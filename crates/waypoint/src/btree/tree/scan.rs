@@ -18,11 +18,12 @@ use super::{decode_value, BTree};
 use crate::btree::node::{Fence, Node};
 use crate::buffer::BufferPool;
 use crate::error::Result;
+use crate::ids::Tid;
 use std::ops::Bound;
 
 /// Called by [`BTree::scan`] with each tuple's key, TID and value; returns
 /// false to stop.
-pub type Visitor<'a> = dyn FnMut(&[u8], u64, &[u8]) -> bool + 'a;
+pub type Visitor<'a> = dyn FnMut(&[u8], Tid, &[u8]) -> bool + 'a;
 
 /// A bound of a range scan.
 pub type ScanBound<'a> = Bound<&'a [u8]>;

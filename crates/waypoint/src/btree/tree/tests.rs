@@ -8,6 +8,7 @@ use super::descent::DESCENTS;
 use super::*;
 use crate::btree::NoLog;
 use crate::buffer::PoolConfig;
+use crate::ids::Tid;
 use crate::io::{OpenMode, SimStorage, Storage};
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -36,11 +37,11 @@ fn model_with_eviction_splits_merges_and_scans() {
     let n = 6000u64;
     for i in 0..n {
         let v = vec![(i % 251) as u8; (i % 90) as usize + 10];
-        tree.insert(&pool, &NoLog, &key(i), i, &v, None).unwrap();
-        model.insert(key(i), (i, v));
+        tree.insert(&pool, &NoLog, &key(i), Tid::new(i), &v, None).unwrap();
+        model.insert(key(i), (Tid::new(i), v));
     }
     assert!(matches!(
-        tree.insert(&pool, &NoLog, &key(5), 0, b"x", None),
+        tree.insert(&pool, &NoLog, &key(5), Tid::ZERO, b"x", None),
         Err(Error::KeyExists)
     ));
     assert_eq!(tree.check(&pool).unwrap(), model.len());
@@ -51,9 +52,9 @@ fn model_with_eviction_splits_merges_and_scans() {
     for i in (0..n).step_by(3) {
         let v = vec![7u8; 200];
         assert!(tree
-            .update(&pool, &NoLog, &key(i), i + 1, &v, None)
+            .update(&pool, &NoLog, &key(i), Tid::new(i + 1), &v, None)
             .unwrap());
-        model.insert(key(i), (i + 1, v));
+        model.insert(key(i), (Tid::new(i + 1), v));
     }
     for i in 0..n {
         if i % 5 != 0 {
@@ -126,27 +127,27 @@ fn a_leaf_hint_skips_the_descent_only_while_the_leaf_is_unchanged() {
     let tree = BTree::create(&pool, &NoLog).unwrap();
     let value = [5u8; 40];
     for i in 0..2000 {
-        tree.insert(&pool, &NoLog, &key(i), i, &value, None)
+        tree.insert(&pool, &NoLog, &key(i), Tid::new(i), &value, None)
             .unwrap();
     }
     let a = key(10);
     let before = descents();
     let (got, hint) = tree.get(&pool, &a, None).unwrap();
-    assert_eq!(got, Some((10, value.to_vec())));
+    assert_eq!(got, Some((Tid::new(10), value.to_vec())));
     assert_eq!(descents(), before + 1);
     let hint = hint.expect("a validated read leaves a hint");
 
     // Unchanged leaf: read and write through the hint, no descent.
     let (got, again) = tree.get(&pool, &a, Some(hint)).unwrap();
-    assert_eq!(got, Some((10, value.to_vec())));
+    assert_eq!(got, Some((Tid::new(10), value.to_vec())));
     assert_eq!(again, Some(hint));
     assert!(tree
-        .update(&pool, &NoLog, &a, 11, b"new", Some(hint))
+        .update(&pool, &NoLog, &a, Tid::new(11), b"new", Some(hint))
         .unwrap());
     assert_eq!(descents(), before + 1);
     // The write changed the leaf: the hint is refused.
     let (got, fresh) = tree.get(&pool, &a, Some(hint)).unwrap();
-    assert_eq!(got, Some((11, b"new".to_vec())));
+    assert_eq!(got, Some((Tid::new(11), b"new".to_vec())));
     assert_eq!(descents(), before + 2);
     let hint = fresh.unwrap();
     assert_eq!(hint.page_id(), fresh.unwrap().page_id());
@@ -155,27 +156,27 @@ fn a_leaf_hint_skips_the_descent_only_while_the_leaf_is_unchanged() {
     // the fence check these would miss `b` and put `c` in the wrong
     // leaf.
     let (b, b_tid) = (0..2000)
-        .map(|i| (key(i), i))
+        .map(|i| (key(i), Tid::new(i)))
         .find(|(k, _)| tree.get(&pool, k, None).unwrap().1.unwrap().page_id() != hint.page_id())
         .unwrap();
     let n = descents();
     let (got, _) = tree.get(&pool, &b, Some(hint)).unwrap();
     assert_eq!(got, Some((b_tid, value.to_vec())));
     assert!(tree
-        .update(&pool, &NoLog, &b, 12, b"b", Some(hint))
+        .update(&pool, &NoLog, &b, Tid::new(12), b"b", Some(hint))
         .unwrap());
     assert_eq!(descents(), n + 2);
     assert_eq!(
         tree.get(&pool, &b, None).unwrap().0,
-        Some((12, b"b".to_vec()))
+        Some((Tid::new(12), b"b".to_vec()))
     );
     let c = [b.as_slice(), b"+"].concat();
     let hint = tree.get(&pool, &a, None).unwrap().1.unwrap();
-    tree.insert(&pool, &NoLog, &c, 13, b"c", Some(hint))
+    tree.insert(&pool, &NoLog, &c, Tid::new(13), b"c", Some(hint))
         .unwrap();
     assert_eq!(
         tree.get(&pool, &c, None).unwrap().0,
-        Some((13, b"c".to_vec()))
+        Some((Tid::new(13), b"c".to_vec()))
     );
     assert_eq!(tree.check(&pool).unwrap(), 2001);
 
@@ -183,11 +184,11 @@ fn a_leaf_hint_skips_the_descent_only_while_the_leaf_is_unchanged() {
     let hint = tree.get(&pool, &a, None).unwrap().1.unwrap();
     for j in 0..200u8 {
         let k = [a.as_slice(), &[j]].concat();
-        tree.insert(&pool, &NoLog, &k, 14, &value, None).unwrap();
+        tree.insert(&pool, &NoLog, &k, Tid::new(14), &value, None).unwrap();
     }
     let n = descents();
     let (got, fresh) = tree.get(&pool, &a, Some(hint)).unwrap();
-    assert_eq!(got, Some((11, b"new".to_vec())));
+    assert_eq!(got, Some((Tid::new(11), b"new".to_vec())));
     assert_eq!(descents(), n + 1);
     assert!(tree.remove(&pool, &NoLog, &a, fresh).unwrap().is_some());
     assert_eq!(descents(), n + 1);
@@ -206,7 +207,7 @@ fn concurrent_inserts_and_readers() {
             s.spawn(move || {
                 for i in 0..3000u64 {
                     let k = key(i * 3 + t);
-                    tree.insert(pool, &NoLog, &k, i, &[t as u8; 40], None)
+                    tree.insert(pool, &NoLog, &k, Tid::new(i), &[t as u8; 40], None)
                         .unwrap();
                     assert!(tree.get(pool, &k, None).unwrap().0.is_some());
                     if i % 7 == 0 {
@@ -253,14 +254,14 @@ fn tails_in_front_of_loaded_ranges_do_not_split_off_single_entries() {
     let key = |r: u64, i: u64| [r.to_be_bytes(), i.to_be_bytes()].concat();
     for r in 0..ranges {
         for i in 0..loaded {
-            tree.insert(&pool, &NoLog, &key(r, i), i, &value, None)
+            tree.insert(&pool, &NoLog, &key(r, i), Tid::new(i), &value, None)
                 .unwrap();
         }
     }
     let after_load = pool.next_page_id();
     for i in loaded..loaded + added {
         for r in 0..ranges {
-            tree.insert(&pool, &NoLog, &key(r, i), i, &value, None)
+            tree.insert(&pool, &NoLog, &key(r, i), Tid::new(i), &value, None)
                 .unwrap();
         }
     }
@@ -295,7 +296,7 @@ fn keys_inserted_in_order_fill_their_pages() {
         let key = |r: u64, i: u64| [r.to_be_bytes(), i.to_be_bytes()].concat();
         for i in 0..per_range {
             for r in 0..ranges {
-                tree.insert(&pool, &NoLog, &key(r, i), i, &value, None)
+                tree.insert(&pool, &NoLog, &key(r, i), Tid::new(i), &value, None)
                     .unwrap();
             }
         }

@@ -10,6 +10,7 @@
 use super::{BufferPool, MAX_PAGES};
 use crate::buffer::page::{self, PageId, PageKind};
 use crate::error::{Error, Result};
+use crate::ids::{Gsn, LogPos};
 use std::sync::atomic::Ordering;
 
 /// Where a page was found and the latch version it was validated at: lets
@@ -157,10 +158,10 @@ impl ExclusiveGuard<'_> {
 
     /// Record the log partition that last wrote this page (RFA, seed 000
     /// §3.2) and the stream position just after that record.
-    pub fn set_last_writer(&self, partition: u32, end: u64) {
+    pub fn set_last_writer(&self, partition: u32, end: LogPos) {
         let frame = &self.pool.frames[self.idx as usize];
         frame.last_writer.store(partition, Ordering::Relaxed);
-        frame.last_write_end.store(end, Ordering::Relaxed);
+        frame.last_write_end.store(end.get(), Ordering::Relaxed);
     }
 
     pub fn last_writer(&self) -> u32 {
@@ -282,7 +283,7 @@ impl BufferPool {
                         pages: MAX_PAGES,
                     });
                 }
-                (pid, 0)
+                (pid, Gsn::ZERO)
             }
         };
         self.claim(pid, kind, gsn)
@@ -313,10 +314,10 @@ impl BufferPool {
         match self.exclusive(pid) {
             Ok(g) => Ok(g),
             Err(Error::Corruption { detail, .. }) if detail.contains("never written") => {
-                self.claim(pid, PageKind::Free, 0)
+                self.claim(pid, PageKind::Free, Gsn::ZERO)
             }
             Err(Error::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::UnexpectedEof => {
-                self.claim(pid, PageKind::Free, 0)
+                self.claim(pid, PageKind::Free, Gsn::ZERO)
             }
             Err(e) => Err(e),
         }

@@ -65,6 +65,7 @@ pub use writeback::Writer;
 
 use super::page::{self, PageId};
 use crate::error::{Error, Result};
+use crate::ids::Gsn;
 use crate::io::{AlignedBuf, StorageFile};
 use frame::{Frame, NO_PAGE};
 use page_table::PageTable;
@@ -128,7 +129,7 @@ pub struct BufferPool {
     /// Freed page ids with the GSN of their last logged change: a reused
     /// page starts from that GSN, so its next record's `prev_gsn` continues
     /// the page's chain in the log and recovery does not see a gap.
-    free_pages: Mutex<Vec<(PageId, u64)>>,
+    free_pages: Mutex<Vec<(PageId, Gsn)>>,
     /// The first I/O failure of a page write; the pool refuses further
     /// modifications once set (fjall/redb "poisoned" habit).
     failure: Mutex<Option<String>>,
@@ -142,7 +143,7 @@ pub struct BufferPool {
     /// memory leave (`provider::count_frames_now_and_then`).
     takes_since_count: std::sync::atomic::AtomicUsize,
     /// The page provider stages only pages with a GSN at or below this
-    /// (`u64::MAX` until the policy's gate reports the log full).
+    /// ([`Gsn::MAX`] until the policy's gate reports the log full).
     write_limit: AtomicU64,
     /// Under [`PageWritePolicy::KeepDirtyInMemory`]: dirty pages left
     /// fewer frames than the read reserve (`provider::read_reserve`). They
@@ -229,7 +230,7 @@ impl BufferPool {
             next_page_id: AtomicU64::new(next_page_id),
             // Pages freed before the last clean close: their changes are all
             // below the log floor, which recovery treats as one state.
-            free_pages: Mutex::new(free_pages.into_iter().map(|p| (p, 0)).collect()),
+            free_pages: Mutex::new(free_pages.into_iter().map(|p| (p, Gsn::ZERO)).collect()),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             policy: parking_lot::RwLock::new(PageWritePolicy::default()),
@@ -302,7 +303,7 @@ impl BufferPool {
     }
 
     /// The free pages with the GSN of each one's last logged change.
-    pub fn free_pages_with_gsn(&self) -> Vec<(PageId, u64)> {
+    pub fn free_pages_with_gsn(&self) -> Vec<(PageId, Gsn)> {
         self.free_pages.lock().clone()
     }
 
@@ -338,8 +339,8 @@ impl BufferPool {
             .policy
             .read()
             .gate()
-            .map_or(u64::MAX, |g| g.write_limit());
-        self.write_limit.store(limit, Ordering::Release);
+            .map_or(Gsn::MAX, |g| g.write_limit());
+        self.write_limit.store(limit.get(), Ordering::Release);
     }
 
     fn frame_data(&self, idx: u32) -> *mut u8 {

@@ -14,6 +14,7 @@ use super::{BufferPool, MAX_PAGES};
 use crate::buffer::latch::Backoff;
 use crate::buffer::page::{self, PageId, PageKind};
 use crate::error::Result;
+use crate::ids::Gsn;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -102,7 +103,7 @@ impl BufferPool {
         self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
         frame
             .persisted_gsn
-            .store(page::page_gsn(data), Ordering::Relaxed);
+            .store(page::page_gsn(data).get(), Ordering::Relaxed);
         frame.dirty.store(false, Ordering::Relaxed);
         frame.cool.store(false, Ordering::Relaxed);
         frame
@@ -123,7 +124,7 @@ impl BufferPool {
         &self,
         pid: PageId,
         kind: PageKind,
-        gsn: u64,
+        gsn: Gsn,
     ) -> Result<ExclusiveGuard<'_>> {
         let entry = self.table.entry(pid);
         let mut backoff = Backoff::new();

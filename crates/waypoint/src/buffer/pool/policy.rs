@@ -9,24 +9,25 @@
 //! gate returns Ok only once every record up to that GSN is durable.
 
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use std::sync::Arc;
 
 /// Asked before page images are written: the WAL rule's seam. The log layer
 /// makes every record up to `gsn` durable (in every log partition) before it
 /// returns Ok.
 pub trait FlushGate: Send + Sync {
-    fn ensure_durable(&self, gsn: u64) -> Result<()>;
+    fn ensure_durable(&self, gsn: Gsn) -> Result<()>;
     /// Whether partition `partition` is durable up to stream position
     /// `end`: the pool asserts it, after `ensure_durable`, for the last
     /// record of every page it writes (the WAL rule checked independently
     /// of how the gate enforced it).
-    fn is_durable_at(&self, partition: u32, end: u64) -> bool;
+    fn is_durable_at(&self, partition: u32, end: LogPos) -> bool;
 
     /// The largest page GSN `ensure_durable` can still succeed for:
-    /// `u64::MAX` while the log is healthy; once it can no longer be made
+    /// [`Gsn::MAX`] while the log is healthy; once it can no longer be made
     /// durable (its disk is full), the GSN up to which it is.
-    fn write_limit(&self) -> u64 {
-        u64::MAX
+    fn write_limit(&self) -> Gsn {
+        Gsn::MAX
     }
 }
 

@@ -19,6 +19,7 @@ use super::writeback::{WritebackBatch, Writer, WRITEBACK_BATCH_PAGES};
 use super::BufferPool;
 use crate::buffer::page::{self, PageId};
 use crate::error::{Error, Result};
+use crate::ids::Gsn;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -84,11 +85,11 @@ impl BufferPool {
 
     /// The largest page GSN the page provider may write now; `None` while
     /// the policy keeps dirty pages in memory.
-    pub(super) fn provider_write_limit(&self) -> Option<u64> {
+    pub(super) fn provider_write_limit(&self) -> Option<Gsn> {
         if self.keeps_dirty.load(Ordering::Relaxed) {
             return None;
         }
-        Some(self.write_limit.load(Ordering::Acquire))
+        Some(Gsn::new(self.write_limit.load(Ordering::Acquire)))
     }
 
     /// For a wait for a frame, while dirty pages the provider may not write
@@ -96,7 +97,7 @@ impl BufferPool {
     /// are left besides them.
     fn check_frames_left(&self) -> Result<()> {
         let limit = self.provider_write_limit();
-        if limit == Some(u64::MAX) {
+        if limit == Some(Gsn::MAX) {
             return Ok(());
         }
         let usable = self.frames.len() - self.unwritable_frames(limit);
@@ -166,7 +167,7 @@ impl BufferPool {
     /// Frames the page provider cannot free: dirty pages above GSN `limit`
     /// (all of them for `None`), and dirty pages latched exclusively (in
     /// use; counted as unwritable to be safe).
-    fn unwritable_frames(&self, limit: Option<u64>) -> usize {
+    fn unwritable_frames(&self, limit: Option<Gsn>) -> usize {
         (0..self.frames.len() as u32)
             .filter(|&idx| {
                 let frame = &self.frames[idx as usize];
@@ -227,7 +228,7 @@ impl BufferPool {
         batch: &mut WritebackBatch,
     ) {
         let n = self.frames.len();
-        if self.write_limit.load(Ordering::Acquire) != u64::MAX {
+        if self.write_limit.load(Ordering::Acquire) != Gsn::MAX.get() {
             self.learn_write_limit();
         }
         let limit = self.provider_write_limit();
@@ -255,7 +256,7 @@ impl BufferPool {
             }
             if frame.dirty.load(Ordering::Acquire) {
                 let may_write = limit.is_some_and(|limit| {
-                    batch.is_full() || self.stage(batch, idx, false, limit) || limit == u64::MAX
+                    batch.is_full() || self.stage(batch, idx, false, limit) || limit == Gsn::MAX
                 });
                 if !may_write {
                     // Kept in memory, or possibly above what the full log

@@ -5,6 +5,7 @@ use super::frame::NO_PAGE;
 use super::writeback::{WritebackBatch, WRITEBACK_BATCH_PAGES};
 use super::*;
 use crate::buffer::page::{self, PageKind};
+use crate::ids::{Gsn, LogPos};
 use crate::io::{OpenMode, SimStorage, Storage};
 use std::path::Path;
 
@@ -149,14 +150,14 @@ fn a_frame_hint_is_honoured_only_while_its_frame_is_unchanged() {
 struct FullAtZero;
 
 impl FlushGate for FullAtZero {
-    fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+    fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         Ok(())
     }
-    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+    fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
         true
     }
-    fn write_limit(&self) -> u64 {
-        0
+    fn write_limit(&self) -> Gsn {
+        Gsn::ZERO
     }
 }
 
@@ -179,7 +180,7 @@ fn a_checkpoint_increment_does_not_wait_for_a_latch_while_holding_staged_pages()
     let mut guards: Vec<_> = (0..MIN_FRAMES)
         .map(|_| {
             let mut g = pool.allocate(PageKind::BtreeLeaf).unwrap();
-            page::set_page_gsn(g.data_mut(), 1);
+            page::set_page_gsn(g.data_mut(), Gsn::new(1));
             g
         })
         .collect();
@@ -332,14 +333,14 @@ fn a_gated_pool_writes_a_page_only_after_the_gate_made_its_gsn_durable() {
         sim: SimStorage,
         durable: AtomicU64,
         asked: AtomicU64,
-        can_reach: u64,
+        can_reach: Gsn,
     }
     impl FlushGate for Gate {
-        fn ensure_durable(&self, gsn: u64) -> Result<()> {
-            self.asked.fetch_max(gsn, Ordering::AcqRel);
+        fn ensure_durable(&self, gsn: Gsn) -> Result<()> {
+            self.asked.fetch_max(gsn.get(), Ordering::AcqRel);
             let data = self.sim.read_current(Path::new("/db/data"));
             for page in data.unwrap_or_default().chunks(4096) {
-                assert!(page::page_gsn(page) <= self.durable.load(Ordering::Acquire));
+                assert!(page::page_gsn(page).get() <= self.durable.load(Ordering::Acquire));
             }
             if gsn > self.can_reach {
                 return Err(Error::LogFull {
@@ -347,13 +348,13 @@ fn a_gated_pool_writes_a_page_only_after_the_gate_made_its_gsn_durable() {
                     cause: "test".into(),
                 });
             }
-            self.durable.fetch_max(gsn, Ordering::AcqRel);
+            self.durable.fetch_max(gsn.get(), Ordering::AcqRel);
             Ok(())
         }
-        fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+        fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
             true
         }
-        fn write_limit(&self) -> u64 {
+        fn write_limit(&self) -> Gsn {
             self.can_reach
         }
     }
@@ -364,14 +365,14 @@ fn a_gated_pool_writes_a_page_only_after_the_gate_made_its_gsn_durable() {
         sim: sim.clone(),
         durable: AtomicU64::new(0),
         asked: AtomicU64::new(0),
-        can_reach: 10,
+        can_reach: Gsn::new(10),
     });
     pool.set_page_write_policy(PageWritePolicy::StealBehindGate(gate.clone()));
     let pids: Vec<PageId> = [4, 9, 7]
         .into_iter()
         .map(|gsn| {
             let mut g = pool.allocate(PageKind::BtreeLeaf).unwrap();
-            page::set_page_gsn(g.data_mut(), gsn);
+            page::set_page_gsn(g.data_mut(), Gsn::new(gsn));
             g.page_id()
         })
         .collect();
@@ -383,12 +384,12 @@ fn a_gated_pool_writes_a_page_only_after_the_gate_made_its_gsn_durable() {
     );
     assert_eq!(pool.stats().pages_written_by_flush, 3);
     // A page above what the log can reach: refused, not written, dirty.
-    page::set_page_gsn(pool.exclusive(pids[0]).unwrap().data_mut(), 11);
+    page::set_page_gsn(pool.exclusive(pids[0]).unwrap().data_mut(), Gsn::new(11));
     assert!(pool.flush_all().unwrap_err().is_log_full());
     assert_eq!(pool.stats().pages_written_by_flush, 3);
     assert_eq!(pool.stats().dirty_pages, 1);
     let data = sim.read_current(Path::new("/db/data")).unwrap();
-    assert_eq!(page::page_gsn(&data[pids[0] as usize * 4096..]), 4);
+    assert_eq!(page::page_gsn(&data[pids[0] as usize * 4096..]), Gsn::new(4));
     pool.check_healthy().unwrap();
     pool.stop();
 }

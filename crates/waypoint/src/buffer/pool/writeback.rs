@@ -17,6 +17,7 @@ use super::BufferPool;
 use crate::buffer::latch::Backoff;
 use crate::buffer::page::{self, PageId};
 use crate::error::{Error, Result};
+use crate::ids::{Gsn, LogPos};
 use crate::io::AlignedBuf;
 use std::sync::atomic::Ordering;
 
@@ -40,7 +41,7 @@ impl BufferPool {
         batch: &mut WritebackBatch,
         idx: u32,
         wait: bool,
-        limit: u64,
+        limit: Gsn,
     ) -> bool {
         let frame = &self.frames[idx as usize];
         if wait {
@@ -50,7 +51,7 @@ impl BufferPool {
         }
         let pid = frame.page_id.load(Ordering::Acquire);
         // SAFETY: the shared latch excludes writers.
-        let within_limit = limit == u64::MAX
+        let within_limit = limit == Gsn::MAX
             || page::page_gsn(unsafe {
                 std::slice::from_raw_parts(self.frame_data(idx), self.page_size)
             }) <= limit;
@@ -102,7 +103,7 @@ impl BufferPool {
             if result.is_ok() {
                 if frame.page_id.load(Ordering::Acquire) == item.pid {
                     // Invariant 4: only after sync_data returned Ok.
-                    frame.persisted_gsn.fetch_max(item.gsn, Ordering::AcqRel);
+                    frame.persisted_gsn.fetch_max(item.gsn.get(), Ordering::AcqRel);
                 }
             } else {
                 frame.dirty.store(true, Ordering::Release);
@@ -122,7 +123,7 @@ impl BufferPool {
     }
 
     fn write_batch_inner(&self, batch: &mut WritebackBatch) -> Result<()> {
-        let max_gsn = batch.items.iter().map(|i| i.gsn).max().unwrap_or(0);
+        let max_gsn = batch.items.iter().map(|i| i.gsn).max().unwrap_or(Gsn::ZERO);
         let gate = self.policy.read().gate().cloned();
         if let Some(gate) = gate {
             gate.ensure_durable(max_gsn)?;
@@ -181,7 +182,7 @@ impl BufferPool {
         loop {
             for idx in 0..self.frames.len() as u32 {
                 if self.frames[idx as usize].dirty.load(Ordering::Acquire) {
-                    self.stage(&mut batch, idx, true, u64::MAX);
+                    self.stage(&mut batch, idx, true, Gsn::MAX);
                     if batch.is_full() {
                         self.write_batch(&mut batch, Writer::Flush)
                             .inspect_err(|e| self.poison(e))?;
@@ -295,7 +296,7 @@ impl BufferPool {
     fn stage_or_revisit(&self, batch: &mut WritebackBatch, idx: u32) -> bool {
         let frame = &self.frames[idx as usize];
         if frame.dirty.load(Ordering::Acquire) {
-            !self.stage(batch, idx, false, u64::MAX)
+            !self.stage(batch, idx, false, Gsn::MAX)
         } else {
             frame.writeback.load(Ordering::Acquire)
         }
@@ -305,10 +306,10 @@ impl BufferPool {
 pub(super) struct WritebackItem {
     idx: u32,
     pid: PageId,
-    gsn: u64,
+    gsn: Gsn,
     /// The frame's last writer and the end of its last record at the copy.
     writer: u32,
-    writer_end: u64,
+    writer_end: LogPos,
 }
 
 /// Page copies staged for one write + `fdatasync` (seed 000 §3.8).
@@ -347,7 +348,7 @@ impl WritebackBatch {
             pid,
             gsn: page::page_gsn(dst),
             writer: frame.last_writer.load(Ordering::Relaxed),
-            writer_end: frame.last_write_end.load(Ordering::Relaxed),
+            writer_end: LogPos::new(frame.last_write_end.load(Ordering::Relaxed)),
         });
     }
 

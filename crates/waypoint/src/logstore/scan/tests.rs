@@ -7,7 +7,7 @@ use crate::logstore::test_support::{frame, frames, numbered, segment_with, TestR
 use proptest::prelude::*;
 
 fn scan_test(buf: &[u8], base: u64) -> Scan<crate::logstore::test_support::Numbered<'_>> {
-    scan::<TestRecords>(buf, base)
+    scan::<TestRecords>(buf, LogPos::new(base))
 }
 
 /// Test payloads of many lengths: record `i` is number `i + 1`.
@@ -44,7 +44,7 @@ fn assert_prefix(
 fn reseal_at(rec: &mut [u8], position: u64) {
     let crc = crc32c::crc32c(&rec[4..]);
     rec[..4].copy_from_slice(&crc.to_le_bytes());
-    crate::logstore::frame::place_at(rec, position);
+    crate::logstore::frame::place_at(rec, LogPos::new(position));
 }
 
 fn payload() -> impl Strategy<Value = Vec<u8>> {
@@ -424,12 +424,12 @@ fn unsynced_record_embedding_a_valid_record_is_stepped_over() {
         .expect("some filler aligns the embedded record");
     // Placed at the position where it lies, so that only stepping over
     // record 3 keeps it out of the log.
-    crate::logstore::frame::place_at(&mut buf[at..at + embedded.len()], at as u64);
+    crate::logstore::frame::place_at(&mut buf[at..at + embedded.len()], LogPos::new(at as u64));
     reseal_at(&mut buf[offsets[3]..offsets[4]], offsets[3] as u64);
     assert!(
         (offsets[3]..offsets[4]).step_by(8).any(|at| {
-            crate::logstore::frame::open(&buf[at..], at as u64)
-                .is_ok_and(|f| f.watermark == u64::MAX)
+            crate::logstore::frame::open(&buf[at..], LogPos::new(at as u64))
+                .is_ok_and(|f| f.watermark == LogPos::MAX)
         }),
         "the embedded record is aligned"
     );

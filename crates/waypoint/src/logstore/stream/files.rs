@@ -20,6 +20,7 @@ use super::super::segment::{self, segment_name};
 use super::super::spare::Spare;
 use super::ring::Chunk;
 use crate::error::Result;
+use crate::ids::LogPos;
 use crate::io::{OpenMode, Storage, StorageFile};
 use crate::persist::SchemeKind;
 use parking_lot::Mutex;
@@ -33,7 +34,7 @@ use std::sync::Arc;
 pub const SEGMENT_SIZE: u64 = 16 << 20;
 
 pub(super) struct Segment {
-    pub start: u64,
+    pub start: LogPos,
     pub file: Arc<dyn StorageFile>,
     /// Bytes of frames (the file is `segment::HEADER_SIZE` longer).
     pub len: u64,
@@ -49,7 +50,7 @@ pub(super) struct Segment {
 /// What one write of chunks did.
 pub(super) struct Written {
     /// Stream position after the last byte written.
-    pub end: u64,
+    pub end: LogPos,
     /// Largest mark of a chunk written.
     pub max_mark: u64,
     /// Files synced.
@@ -91,7 +92,7 @@ impl Files {
         dir: PathBuf,
         scheme: SchemeKind,
         id: u32,
-        existing: Vec<(u64, u64, u64)>,
+        existing: Vec<(LogPos, u64, u64)>,
     ) -> Result<Self> {
         let mut segments = Vec::new();
         let named_segment = !existing.is_empty();
@@ -147,7 +148,7 @@ impl Files {
     /// Write `chunks` (contiguous, the first starting at `from`, where the
     /// stream is durable) to the newest segment, rolling over to new
     /// segments, and sync them.
-    pub fn write(&self, chunks: &VecDeque<Chunk>, from: u64) -> Result<Written> {
+    pub fn write(&self, chunks: &VecDeque<Chunk>, from: LogPos) -> Result<Written> {
         let mut segments = self.segments.lock();
         let mut blocks = self.blocks.lock();
         let mut touched: Vec<Arc<dyn StorageFile>> = Vec::new();
@@ -164,7 +165,7 @@ impl Files {
                 None => true,
                 Some(seg) => {
                     seg.len >= self.segment_size.load(Ordering::Relaxed)
-                        || seg.start + seg.len != chunk.start
+                        || seg.start.advance(seg.len) != chunk.start
                         // A growing segment (the first after an open, or
                         // one made while no spare was ready) gives way to
                         // a spare as soon as one is: its syncs are slower.
@@ -192,7 +193,7 @@ impl Files {
                     // recycled file's old records): cutting would cost a
                     // size change per segment, and recovery knows a
                     // segment ends where the next one starts.
-                    if old.start + old.len != chunk.start
+                    if old.start.advance(old.len) != chunk.start
                         && old.file.len()? > segment::HEADER_SIZE + old.len
                     {
                         old.file.set_len(segment::HEADER_SIZE + old.len)?;
@@ -233,7 +234,7 @@ impl Files {
                 new_segment = true;
             }
             let seg = segments.last_mut().expect("a segment exists");
-            debug_assert_eq!(seg.start + seg.len, chunk.start, "chunks are contiguous");
+            debug_assert_eq!(seg.start.advance(seg.len), chunk.start, "chunks are contiguous");
             let at = segment::HEADER_SIZE + seg.len;
             if seg.file.is_direct() {
                 let blocks = blocks.get_or_insert_with(BlockWriter::new);
@@ -253,7 +254,7 @@ impl Files {
             if !touched.iter().any(|f| Arc::ptr_eq(f, &seg.file)) {
                 touched.push(Arc::clone(&seg.file));
             }
-            end = chunk.start + chunk.bytes.len() as u64;
+            end = chunk.start.advance(chunk.bytes.len() as u64);
             max_mark = max_mark.max(chunk.max_mark);
         }
         for f in &touched {

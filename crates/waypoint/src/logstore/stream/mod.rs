@@ -34,6 +34,7 @@ pub use writer::{GROUP_WINDOW, SYNC_BATCH, SYNC_INTERVAL};
 
 use super::frame;
 use crate::error::{Error, IoOp, Result};
+use crate::ids::LogPos;
 use crate::io::Storage;
 use crate::persist::SchemeKind;
 use failure::Failure;
@@ -127,9 +128,9 @@ impl Stream {
         dir: PathBuf,
         scheme: SchemeKind,
         id: u32,
-        end: u64,
+        end: LogPos,
         mark: u64,
-        existing: Vec<(u64, u64, u64)>,
+        existing: Vec<(LogPos, u64, u64)>,
     ) -> Result<Arc<Self>> {
         if !storage.exists(&dir) {
             storage.create_dir_all(&dir)?;
@@ -142,12 +143,12 @@ impl Stream {
             id,
             dir,
             stage1: Mutex::new(Stage1::new(end)),
-            lazy_requested: Padded(AtomicU64::new(end)),
+            lazy_requested: Padded(AtomicU64::new(end.get())),
             writer_idle: AtomicBool::new(false),
             work: Condvar::new(),
             durable_cv: Condvar::new(),
-            appended: AtomicU64::new(end),
-            durable: AtomicU64::new(end),
+            appended: AtomicU64::new(end.get()),
+            durable: AtomicU64::new(end.get()),
             durable_mark: AtomicU64::new(mark),
             records: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
@@ -219,13 +220,13 @@ impl Stream {
     }
 
     #[inline]
-    pub fn appended(&self) -> u64 {
-        self.appended.load(Ordering::Acquire)
+    pub fn appended(&self) -> LogPos {
+        LogPos::new(self.appended.load(Ordering::Acquire))
     }
 
     #[inline]
-    pub fn durable(&self) -> u64 {
-        self.durable.load(Ordering::Acquire)
+    pub fn durable(&self) -> LogPos {
+        LogPos::new(self.durable.load(Ordering::Acquire))
     }
 
     /// The largest mark of a durable frame (at least the mark the stream
@@ -248,7 +249,7 @@ impl Stream {
     /// never falls between them. Returns the stream position after them,
     /// which `appended` shows before this returns. Only the stream's owner
     /// appends.
-    pub fn append_frames(&self, frames: &[u8], count: u64, max_mark: u64) -> Result<u64> {
+    pub fn append_frames(&self, frames: &[u8], count: u64, max_mark: u64) -> Result<LogPos> {
         self.check_healthy()?;
         let mut s = self.stage1.lock();
         if !s.current.bytes.is_empty() && s.current.bytes.len() + frames.len() > CHUNK_SIZE {
@@ -261,7 +262,7 @@ impl Stream {
         let before = s.current.bytes.len();
         s.current.bytes.extend_from_slice(frames);
         // Only here is the frames' stream position known.
-        let at = s.current.start + before as u64;
+        let at = s.current.start.advance(before as u64);
         frame::place_at(&mut s.current.bytes[before..], at);
         if s.writer == WriterWait::Pacing
             && before < SYNC_BATCH
@@ -271,7 +272,7 @@ impl Stream {
         }
         s.current.max_mark = s.current.max_mark.max(max_mark);
         let end = s.end();
-        self.appended.store(end, Ordering::Release);
+        self.appended.store(end.get(), Ordering::Release);
         // Only appends change the count, under the stage-1 lock: no locked
         // add, which would wait for the frames' stores to drain.
         self.records.store(
@@ -287,7 +288,7 @@ impl Stream {
 
     /// Publish `value` in [`Stream::durable_note`] once the stream is
     /// durable up to `end` (at once if it is).
-    pub fn note_at(&self, end: u64, value: u64) {
+    pub fn note_at(&self, end: LogPos, value: u64) {
         let mut s = self.stage1.lock();
         if self.durable() >= end {
             self.durable_note.fetch_max(value, Ordering::AcqRel);
@@ -320,7 +321,7 @@ impl Stream {
     /// durable names hold it (`None` while no segment is named, e.g. a
     /// recovered stream without segments, whose `durable` is only where
     /// its stream resumes). What a checkpoint records as synced.
-    pub fn synced_position(&self) -> Option<u64> {
+    pub fn synced_position(&self) -> Option<LogPos> {
         // Read the flag first: `durable` only grows, and every value it
         // takes after a segment was named is held by named segments.
         self.files
@@ -344,8 +345,8 @@ impl Stream {
     pub fn stats(&self) -> StreamStats {
         let (segments_recycled, segments_zero_filled) = self.files.spare.taken();
         StreamStats {
-            appended_bytes: self.appended(),
-            durable_bytes: self.durable(),
+            appended_bytes: self.appended().get(),
+            durable_bytes: self.durable().get(),
             records: self.records.load(Ordering::Relaxed),
             syncs: self.syncs.load(Ordering::Relaxed),
             committer_syncs: self.committer_syncs.load(Ordering::Relaxed),

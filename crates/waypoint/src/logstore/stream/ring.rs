@@ -12,6 +12,7 @@
 //! Invariant: chunks are contiguous in stream order: each starts where the
 //! one before it ends, and the full queue is written front to back.
 
+use crate::ids::LogPos;
 use std::collections::VecDeque;
 
 /// Size of one stage-1 chunk; a group of frames larger than this gets a
@@ -24,7 +25,7 @@ const FREE_CHUNKS: usize = 4;
 pub(super) struct Chunk {
     pub bytes: Vec<u8>,
     /// Stream position of `bytes[0]`.
-    pub start: u64,
+    pub start: LogPos,
     /// Largest mark of a frame in the chunk (the scheme's number for what
     /// it appends; the per-worker WAL's GSN).
     pub max_mark: u64,
@@ -36,10 +37,10 @@ pub(super) struct Stage1 {
     pub full: VecDeque<Chunk>,
     pub free: Vec<Vec<u8>>,
     /// Position the writer has been asked to make durable.
-    pub flush_requested: u64,
+    pub flush_requested: LogPos,
     /// Notes appended and not yet durable: (end position, value)
     /// ([`super::Stream::note_at`]).
-    pub notes: VecDeque<(u64, u64)>,
+    pub notes: VecDeque<(LogPos, u64)>,
     pub shutdown: bool,
     /// Threads blocked in `wait_durable`: while there is one, the writer
     /// syncs at once instead of pacing.
@@ -54,7 +55,7 @@ pub(super) struct Stage1 {
 
 impl Stage1 {
     /// An empty ring whose next frame goes to stream position `end`.
-    pub fn new(end: u64) -> Self {
+    pub fn new(end: LogPos) -> Self {
         Stage1 {
             current: Chunk {
                 bytes: Vec::with_capacity(CHUNK_SIZE),
@@ -74,8 +75,8 @@ impl Stage1 {
 
     /// Stream position after the current chunk: where the next frame goes.
     #[inline]
-    pub fn end(&self) -> u64 {
-        self.current.start + self.current.bytes.len() as u64
+    pub fn end(&self) -> LogPos {
+        self.current.start.advance(self.current.bytes.len() as u64)
     }
 
     /// Move the current chunk to the full queue.

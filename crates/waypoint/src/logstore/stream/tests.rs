@@ -25,9 +25,9 @@ fn open_stream(
     storage: Arc<dyn Storage>,
     log_dir: &Path,
     id: u32,
-    end: u64,
+    end: LogPos,
     mark: u64,
-    existing: Vec<(u64, u64, u64)>,
+    existing: Vec<(LogPos, u64, u64)>,
 ) -> Result<Arc<Stream>> {
     let dir = stream_dir(log_dir, id);
     Stream::open(storage, dir, SchemeKind::PerWorker, id, end, mark, existing)
@@ -42,7 +42,7 @@ fn sim_log(seed: u64) -> (SimStorage, &'static Path) {
 fn empty_stream(seed: u64) -> (SimStorage, Arc<Stream>) {
     let (sim, log_dir) = sim_log(seed);
     let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-    let p = open_stream(storage, log_dir, 0, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(storage, log_dir, 0, LogPos::ZERO, 0, Vec::new()).unwrap();
     (sim, p)
 }
 
@@ -84,7 +84,7 @@ fn read_log(sim: &SimStorage, dir: &Path) -> Vec<u64> {
 }
 
 /// Poll until `p` is durable up to `end`, for at most `limit`.
-fn durable_within(p: &Stream, end: u64, limit: std::time::Duration) -> bool {
+fn durable_within(p: &Stream, end: LogPos, limit: std::time::Duration) -> bool {
     let t0 = std::time::Instant::now();
     while t0.elapsed() < limit {
         if p.durable() >= end {
@@ -157,7 +157,7 @@ fn sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch() {
     // A batch of SYNC_BATCH bytes ends it too, without a waiter.
     let mut end = append(100);
     p.request_flush(end);
-    while (end - own) < SYNC_BATCH as u64 {
+    while end.bytes_since(own) < SYNC_BATCH as u64 {
         end = append(4000);
         p.request_flush(end);
     }
@@ -306,7 +306,7 @@ fn durable_records_survive_power_loss_and_unsynced_ones_may_not() {
 fn durable_records_survive_power_loss(direct: bool) {
     let (sim, log_dir) = sim_log_direct(3, direct);
     let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-    let p = open_stream(Arc::clone(&storage), log_dir, 0, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::clone(&storage), log_dir, 0, LogPos::ZERO, 0, Vec::new()).unwrap();
     for n in 1..=100 {
         let end = p.append_frames(&rec(n, &[n as u8; 300]), 1, n).unwrap();
         if n % 10 == 0 {
@@ -332,10 +332,10 @@ fn durable_records_survive_power_loss(direct: bool) {
 #[test]
 fn segments_roll_over_and_prune_keeps_the_newest() {
     let (sim, log_dir) = sim_log(4);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 3, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 3, LogPos::ZERO, 0, Vec::new()).unwrap();
     p.set_segment_size(4 << 20);
     let big = vec![1u8; 60_000];
-    let mut end = 0;
+    let mut end = LogPos::ZERO;
     for n in 1..=400 {
         end = p.append_frames(&rec(n, &big), 1, n).unwrap();
         if n % 50 == 0 {
@@ -356,7 +356,7 @@ fn segments_roll_over_and_prune_keeps_the_newest() {
         sim.stats().dir_syncs - syncs >= (before - 1) as u64,
         "each deletion is durable before the next: the segments on disk stay contiguous"
     );
-    assert_eq!(p.disk_bytes(), end - after[0].0);
+    assert_eq!(p.disk_bytes(), end.bytes_since(after[0].0));
     p.shutdown().unwrap();
 }
 
@@ -378,7 +378,7 @@ fn pruned_segments_are_recycled_and_a_reopen_removes_leftovers() {
 
 fn pruned_segments_are_recycled(direct: bool, zero_fill: bool) {
     let (sim, log_dir) = sim_log_direct(13, direct);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 5, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 5, LogPos::ZERO, 0, Vec::new()).unwrap();
     let size = 64 << 10;
     p.set_zero_fill(zero_fill);
     p.set_segment_size(size);
@@ -432,7 +432,7 @@ fn pruned_segments_are_recycled(direct: bool, zero_fill: bool) {
     drop(p);
     sim.crash(CrashPolicy::KeepAll);
     assert_eq!(recycled().len(), 2);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 5, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 5, LogPos::ZERO, 0, Vec::new()).unwrap();
     assert!(recycled().is_empty(), "the reopen removed them");
     drop(p);
 }
@@ -444,13 +444,13 @@ fn pruned_segments_are_recycled(direct: bool, zero_fill: bool) {
 fn without_zero_fill_a_spare_a_crash_left_is_removed() {
     let (sim, log_dir) = sim_log_direct(17, false);
     let spare = stream_dir(log_dir, 4).join(crate::logstore::spare::SPARE_NAME);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, LogPos::ZERO, 0, Vec::new()).unwrap();
     p.set_segment_size(64 << 10);
     wait_for_spare(&p);
     drop(p);
     sim.crash(CrashPolicy::KeepAll);
     assert!(sim.exists(&spare), "the crash left the spare");
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, LogPos::ZERO, 0, Vec::new()).unwrap();
     p.set_zero_fill(false);
     p.set_segment_size(64 << 10);
     assert!(!sim.exists(&spare));
@@ -470,7 +470,7 @@ fn a_new_segment_is_the_zero_filled_spare_renamed() {
 
 fn a_new_segment_is_the_spare_renamed(direct: bool) {
     let (sim, log_dir) = sim_log_direct(6, direct);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 2, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 2, LogPos::ZERO, 0, Vec::new()).unwrap();
     let size = 256 << 10;
     p.set_segment_size(size);
     let dir = stream_dir(log_dir, 2);
@@ -478,7 +478,7 @@ fn a_new_segment_is_the_spare_renamed(direct: bool) {
     // Six records fill a segment; the last segment holds three, within
     // its preallocation.
     let big = vec![7u8; 50_000];
-    let mut end = 0;
+    let mut end = LogPos::ZERO;
     for n in 1..=9 {
         if n % 6 == 1 {
             wait_for_spare(&p);
@@ -495,7 +495,7 @@ fn a_new_segment_is_the_spare_renamed(direct: bool) {
             .iter()
             .find(|(s, _)| s > start)
             .map_or(end, |(s, _)| *s);
-        let records = segment::HEADER_SIZE + next - start;
+        let records = segment::HEADER_SIZE + next.bytes_since(*start);
         assert!(file_len >= records, "{path:?}");
         if file_len >= segment::HEADER_SIZE + size && file_len > records {
             preallocated += 1;
@@ -533,7 +533,7 @@ fn a_growing_segment_gives_way_to_a_spare_once_one_is_ready() {
 
 fn a_growing_segment_gives_way(direct: bool) {
     let (sim, log_dir) = sim_log_direct(11, direct);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 3, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 3, LogPos::ZERO, 0, Vec::new()).unwrap();
     // No `set_segment_size`: no spare is wanted before the first write.
     let dir = stream_dir(log_dir, 3);
     let first = p.append_frames(&rec(1, b"first"), 1, 1).unwrap();
@@ -545,7 +545,7 @@ fn a_growing_segment_gives_way(direct: bool) {
     assert_eq!(segments.len(), 2, "{segments:?}");
     let len = |i: usize| sim.read_current(&segments[i].1).unwrap().len() as u64;
     // An `O_DIRECT` file grows by whole blocks, zeros after the records.
-    let grown = segment::HEADER_SIZE + first;
+    let grown = segment::HEADER_SIZE + first.get();
     let grown = if direct {
         grown.next_multiple_of(crate::io::IO_ALIGN as u64)
     } else {
@@ -558,7 +558,7 @@ fn a_growing_segment_gives_way(direct: bool) {
         "the second is the spare"
     );
     assert_eq!(read_log(&sim, &dir), vec![1, 2]);
-    assert_eq!(p.stats().durable_bytes, second);
+    assert_eq!(p.stats().durable_bytes, second.get());
 }
 
 /// Regression test (`waypoint simulate` seed 2632): a crash can keep a
@@ -580,14 +580,14 @@ fn an_empty_recovered_segment_keeps_its_file(direct: bool) {
     let dir = stream_dir(log_dir, 6);
     sim.create_dir_all(&dir).unwrap();
     let empty = sim
-        .open(&dir.join(segment_name(0)), OpenMode::CreateNew)
+        .open(&dir.join(segment_name(LogPos::ZERO)), OpenMode::CreateNew)
         .unwrap();
     empty
-        .write_at(&segment::encode_header(SchemeKind::PerWorker, 6, 0), 0)
+        .write_at(&segment::encode_header(SchemeKind::PerWorker, 6, LogPos::ZERO), 0)
         .unwrap();
     empty.sync_data().unwrap();
     sim.sync_dir(&dir).unwrap();
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 6, 0, 0, vec![(0, 0, 0)]).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 6, LogPos::ZERO, 0, vec![(LogPos::ZERO, 0, 0)]).unwrap();
     p.set_segment_size(64 << 10);
     wait_for_spare(&p);
     let first = p.append_frames(&rec(1, b"first"), 1, 1).unwrap();
@@ -595,10 +595,10 @@ fn an_empty_recovered_segment_keeps_its_file(direct: bool) {
     let second = p.append_frames(&rec(2, b"second"), 1, 2).unwrap();
     p.wait_durable(second).unwrap();
     assert_eq!(read_log(&sim, &dir), vec![1, 2]);
-    let starts: Vec<u64> = p.files.segments.lock().iter().map(|s| s.start).collect();
+    let starts: Vec<LogPos> = p.files.segments.lock().iter().map(|s| s.start).collect();
     assert_eq!(
         starts,
-        vec![0, first],
+        vec![LogPos::ZERO, first],
         "the empty segment grew, then gave way"
     );
     p.shutdown().unwrap();
@@ -616,7 +616,7 @@ fn rewriting_the_last_block_never_loses_a_durable_record() {
     for seed in 0..40 {
         let (sim, log_dir) = sim_log_direct(100 + seed, true);
         sim.set_sector_size(Some(512));
-        let p = open_stream(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
+        let p = open_stream(Arc::new(sim.clone()), log_dir, 1, LogPos::ZERO, 0, Vec::new()).unwrap();
         p.set_segment_size(16 << 10);
         let mut synced = 0;
         for n in 1..=60u64 {
@@ -650,22 +650,22 @@ fn rewriting_the_last_block_never_loses_a_durable_record() {
 fn a_direct_log_starts_a_new_segment_after_a_reopen() {
     let (sim, log_dir) = sim_log_direct(16, true);
     let dir = stream_dir(log_dir, 4);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, LogPos::ZERO, 0, Vec::new()).unwrap();
     p.set_preallocate(false);
     let end = p.append_frames(&rec(1, b"first"), 1, 1).unwrap();
     p.wait_durable(end).unwrap();
     drop(p);
     sim.crash(CrashPolicy::DropAll);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, end, 1, vec![(0, end, 1)]).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, end, 1, vec![(LogPos::ZERO, end.get(), 1)]).unwrap();
     p.set_preallocate(false);
     let second = p.append_frames(&rec(2, b"second"), 1, 2).unwrap();
     p.wait_durable(second).unwrap();
-    let starts: Vec<u64> = segment::list_segments(&sim, &dir)
+    let starts: Vec<LogPos> = segment::list_segments(&sim, &dir)
         .unwrap()
         .into_iter()
         .map(|(s, _)| s)
         .collect();
-    assert_eq!(starts, vec![0, end]);
+    assert_eq!(starts, vec![LogPos::ZERO, end]);
     assert_eq!(read_log(&sim, &dir), vec![1, 2]);
     p.shutdown().unwrap();
 }
@@ -675,7 +675,7 @@ fn a_direct_log_starts_a_new_segment_after_a_reopen() {
 #[test]
 fn without_preallocation_no_spare_thread_runs() {
     let (sim, log_dir) = sim_log(12);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 4, LogPos::ZERO, 0, Vec::new()).unwrap();
     p.set_preallocate(false);
     p.set_segment_size(64 << 10);
     let big = vec![7u8; 50_000];
@@ -696,8 +696,8 @@ fn without_preallocation_no_spare_thread_runs() {
 #[test]
 fn a_commit_during_unwinding_does_not_poison_the_log() {
     let (_sim, log_dir) = sim_log(13);
-    let p = open_stream(Arc::new(_sim.clone()), log_dir, 5, 0, 0, Vec::new()).unwrap();
-    struct SyncOnDrop<'a>(&'a Stream, u64);
+    let p = open_stream(Arc::new(_sim.clone()), log_dir, 5, LogPos::ZERO, 0, Vec::new()).unwrap();
+    struct SyncOnDrop<'a>(&'a Stream, LogPos);
     impl Drop for SyncOnDrop<'_> {
         fn drop(&mut self) {
             self.0.sync_to(self.1).unwrap();
@@ -729,7 +729,7 @@ fn a_failed_preallocation_falls_back_to_growing_segments() {
         crate::io::Fault::at(sim.op_count(), crate::io::FaultKind::Enospc)
             .on_path(crate::logstore::spare::SPARE_NAME),
     );
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 1, LogPos::ZERO, 0, Vec::new()).unwrap();
     p.set_segment_size(64 << 10);
     let dir = stream_dir(log_dir, 1);
     let spare = dir.join(crate::logstore::spare::SPARE_NAME);
@@ -765,7 +765,7 @@ fn a_failed_preallocation_falls_back_to_growing_segments() {
 fn a_small_disk_gets_no_zero_filled_spare() {
     let (sim, log_dir) = sim_log(8);
     sim.set_space_limit(Some(256 << 10));
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 1, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 1, LogPos::ZERO, 0, Vec::new()).unwrap();
     p.set_segment_size(64 << 10);
     let dir = stream_dir(log_dir, 1);
     let spare = dir.join(crate::logstore::spare::SPARE_NAME);
@@ -783,7 +783,7 @@ fn a_small_disk_gets_no_zero_filled_spare() {
 #[test]
 fn failed_sync_poisons_and_never_reports_durability() {
     let (sim, log_dir) = sim_log(5);
-    let p = open_stream(Arc::new(sim.clone()), log_dir, 0, 0, 0, Vec::new()).unwrap();
+    let p = open_stream(Arc::new(sim.clone()), log_dir, 0, LogPos::ZERO, 0, Vec::new()).unwrap();
     let end = p.append_frames(&rec(1, b"a"), 1, 1).unwrap();
     p.wait_durable(end).unwrap();
     sim.inject(crate::io::Fault::at(sim.op_count(), crate::io::FaultKind::Eio).on_path(".wal"));

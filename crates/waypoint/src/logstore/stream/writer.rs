@@ -14,6 +14,7 @@ use super::failure::PoisonOnPanic;
 use super::ring::{Chunk, Stage1, WriterWait, CHUNK_SIZE};
 use super::Stream;
 use crate::error::{Error, Result};
+use crate::ids::LogPos;
 use parking_lot::MutexGuard;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -37,8 +38,8 @@ const _: () = assert!(SYNC_BATCH < CHUNK_SIZE);
 impl Stream {
     /// Passive group commit: have the writer flush up to `position` within
     /// a short group window rather than at once.
-    pub fn request_flush_lazily(&self, position: u64) {
-        if self.lazy_requested.0.fetch_max(position, Ordering::SeqCst) >= position {
+    pub fn request_flush_lazily(&self, position: LogPos) {
+        if self.lazy_requested.0.fetch_max(position.get(), Ordering::SeqCst) >= position.get() {
             return;
         }
         // A writer that is busy, pacing or already in a group window finds
@@ -59,7 +60,7 @@ impl Stream {
 
     /// Ask the writer to make everything up to `position` durable, without
     /// waiting.
-    pub fn request_flush(&self, position: u64) {
+    pub fn request_flush(&self, position: LogPos) {
         let mut s = self.stage1.lock();
         if position > s.flush_requested {
             s.flush_requested = position;
@@ -73,7 +74,7 @@ impl Stream {
 
     /// Block until everything up to `position` is durable; the writer
     /// syncs it at once (a blocked waiter ends its pacing).
-    pub fn wait_durable(&self, position: u64) -> Result<()> {
+    pub fn wait_durable(&self, position: LogPos) -> Result<()> {
         if self.durable() >= position {
             return Ok(());
         }
@@ -107,7 +108,7 @@ impl Stream {
     /// syncs the log itself"). Pipelined commits do
     /// not use it: syncing whenever a window fills, rather than paced by
     /// the writer, cost 2-worker TPC-C 5%.
-    pub fn sync_to(&self, position: u64) -> Result<()> {
+    pub fn sync_to(&self, position: LogPos) -> Result<()> {
         if self.durable() >= position {
             return Ok(());
         }
@@ -149,13 +150,13 @@ impl Stream {
         // trusted the durable GSN; the other order made that check fire on
         // pages that were synced, docs/RELIABILITY.md, "the WAL-rule check fired on
         // synced pages").
-        let before = self.durable.fetch_max(written.end, Ordering::AcqRel);
+        let before = self.durable.fetch_max(written.end.get(), Ordering::AcqRel);
         if written.max_mark > 0 {
             self.durable_mark
                 .fetch_max(written.max_mark, Ordering::AcqRel);
         }
         if let Some(counter) = self.stage2.get() {
-            counter.fetch_add(written.end.saturating_sub(before), Ordering::Relaxed);
+            counter.fetch_add(written.end.get().saturating_sub(before), Ordering::Relaxed);
         }
         Ok(())
     }
@@ -249,8 +250,8 @@ impl Stream {
         }
     }
 
-    fn lazy_requested(&self) -> u64 {
-        self.lazy_requested.0.load(Ordering::SeqCst)
+    fn lazy_requested(&self) -> LogPos {
+        LogPos::new(self.lazy_requested.0.load(Ordering::SeqCst))
     }
 
     /// The writer sleeps for `why` (at most `limit`), saying so to the

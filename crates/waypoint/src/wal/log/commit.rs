@@ -24,8 +24,8 @@
 
 use super::WalSessionLog;
 use crate::error::Result;
+use crate::ids::{LogPos, Tid};
 use crate::persist::CommitView;
-use crate::txn::epoch::{epoch_of, SLOT_BITS};
 use crate::wal::partition::Partition;
 use crate::wal::record::{self, RecordBody};
 use std::sync::atomic::Ordering;
@@ -92,10 +92,10 @@ impl CommitProtocol {
 /// What a commit still has to wait for before it is acknowledged.
 #[derive(Debug, Clone)]
 pub struct CommitTicket {
-    pub(super) targets: Vec<(Arc<Partition>, u64)>,
+    pub(super) targets: Vec<(Arc<Partition>, LogPos)>,
     /// A remote-dependent commit's TID, published as durable after the
     /// wait (its own partition alone does not make it durable).
-    pub(super) remote_tid: Option<u64>,
+    pub(super) remote_tid: Option<Tid>,
     /// A blocking commit: the waiter syncs its own partition (the first
     /// target) itself (`Partition::sync_to`) rather than through the writer.
     pub(super) sync_own: bool,
@@ -133,7 +133,7 @@ impl CommitTicket {
 impl WalSessionLog {
     /// Did this transaction read or overwrite a record whose commit (by
     /// another session) may not be durable yet?
-    fn any_remote_unflushed(&self, observed: &[u64], wrote: bool) -> bool {
+    fn any_remote_unflushed(&self, observed: &[Tid], wrote: bool) -> bool {
         if self.latch.is_some() {
             // One log: every commit this one read was appended before its
             // reader's validation ended, so before this commit's record,
@@ -144,18 +144,18 @@ impl WalSessionLog {
             return !wrote
                 && !self.partition.all_durable()
                 && observed.iter().any(|&tid| {
-                    tid != 0
-                        && (tid & ((1 << SLOT_BITS) - 1)) as u16 != self.slot
-                        && epoch_of(tid) >= self.wal.first_epoch()
+                    tid != Tid::ZERO
+                        && tid.slot() != self.slot
+                        && tid.epoch() >= self.wal.first_epoch()
                 });
         }
         let parts = self.wal.partitions.read();
         for &tid in observed {
-            let writer = (tid & ((1 << SLOT_BITS) - 1)) as u16;
+            let writer = tid.slot();
             // A TID of an epoch before this process started was made
             // durable (and recovered) before it; its slot may belong to
             // another session now.
-            if writer == self.slot || tid == 0 || epoch_of(tid) < self.wal.first_epoch() {
+            if writer == self.slot || tid == Tid::ZERO || tid.epoch() < self.wal.first_epoch() {
                 continue;
             }
             // No partition: written before this process started, durable.
@@ -182,7 +182,7 @@ impl WalSessionLog {
             if !st.wrote
                 && observed
                     .iter()
-                    .any(|&t| t != 0 && (t & ((1 << SLOT_BITS) - 1)) as u16 == self.slot && t > own)
+                    .any(|&t| t != Tid::ZERO && t.slot() == self.slot && t > own)
             {
                 return Err(e);
             }
@@ -242,7 +242,7 @@ impl WalSessionLog {
         }
         let flush_others =
             st.needs_remote || matches!(protocol, CommitProtocol::FlushAll | CommitProtocol::Group);
-        let (others, deps): (Vec<Arc<Partition>>, Vec<(u32, u64)>) = if flush_others {
+        let (others, deps): (Vec<Arc<Partition>>, Vec<(u32, LogPos)>) = if flush_others {
             let others: Vec<Arc<Partition>> = self
                 .wal
                 .all()

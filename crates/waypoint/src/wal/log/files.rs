@@ -9,6 +9,7 @@
 
 use super::Wal;
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use std::path::PathBuf;
 
 impl Wal {
@@ -24,10 +25,10 @@ impl Wal {
 
     /// Delete, in every partition, the segments whose records all have a
     /// GSN below `gsn` (never a partition's newest). Returns bytes removed.
-    pub fn prune_below(&self, gsn: u64) -> Result<u64> {
+    pub fn prune_below(&self, gsn: Gsn) -> Result<u64> {
         let mut removed = 0;
         for p in self.all().iter() {
-            removed += p.prune_below(gsn)?;
+            removed += p.prune_below(gsn.get())?;
         }
         Ok(removed)
     }
@@ -36,8 +37,8 @@ impl Wal {
     /// in files whose names are durable too (`Stream::synced_position`;
     /// partitions without such files are left out), in partition order:
     /// what the checkpoint metadata records as synced.
-    pub fn synced_positions(&self) -> Vec<(u32, u64)> {
-        let mut synced: Vec<(u32, u64)> = self
+    pub fn synced_positions(&self) -> Vec<(u32, LogPos)> {
+        let mut synced: Vec<(u32, LogPos)> = self
             .all()
             .iter()
             .filter_map(|p| Some((p.id(), p.synced_position()?)))
@@ -56,7 +57,7 @@ impl Wal {
     pub fn prune_all(&self) -> Result<u64> {
         let mut removed = 0;
         for p in self.all().iter() {
-            removed += p.prune_below(u64::MAX)?;
+            removed += p.prune_below(Gsn::MAX.get())?;
         }
         Ok(removed)
     }
@@ -76,7 +77,7 @@ impl Wal {
         // refuses as a lost segment.
         let archive = self.archive.read().clone();
         for dir in self.storage.list_dir(&self.dir)? {
-            let mut segments: Vec<(u64, PathBuf)> = Vec::new();
+            let mut segments: Vec<(LogPos, PathBuf)> = Vec::new();
             let mut spares = Vec::new();
             for file in self.storage.list_dir(&dir)? {
                 if let Some(start) = crate::logstore::segment::parse_segment_name(&file) {

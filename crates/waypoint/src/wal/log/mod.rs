@@ -44,6 +44,7 @@ pub use session::WalSessionLog;
 pub use stats::{PartitionLogStats, WalStats};
 
 use super::partition::Partition;
+use crate::ids::{Gsn, LogPos};
 use crate::logstore::stream::FullFlag;
 use super::recovery::RecoveredPartition;
 use crate::buffer::FlushGate;
@@ -90,7 +91,7 @@ pub struct Wal {
     open: RwLock<Arc<Vec<Arc<Partition>>>>,
     /// No new record may get a GSN at or below this (the superblock's log
     /// floor): recovery would ignore it.
-    min_clock: u64,
+    min_clock: Gsn,
     segment_size: AtomicU64,
     /// `PerWorkerOptions::wal_preallocate`, for every partition.
     preallocate: AtomicBool,
@@ -147,7 +148,7 @@ impl Wal {
         dir: &Path,
         protocol: CommitProtocol,
         recovered: Vec<RecoveredPartition>,
-        min_clock: u64,
+        min_clock: Gsn,
     ) -> Result<Arc<Self>> {
         Self::with_partitioning(
             storage,
@@ -166,7 +167,7 @@ impl Wal {
         dir: &Path,
         protocol: CommitProtocol,
         recovered: Vec<RecoveredPartition>,
-        min_clock: u64,
+        min_clock: Gsn,
         partitioning: Partitioning,
     ) -> Result<Arc<Self>> {
         let (scheme, latch) = match partitioning {
@@ -340,7 +341,7 @@ impl Wal {
             .iter()
             .find(|r| r.id == slot as u32)
             .map(|r| (r.end, r.clock, r.segments.clone()))
-            .unwrap_or((0, self.max_clock_locked(&parts), Vec::new()));
+            .unwrap_or((LogPos::ZERO, self.max_clock_locked(&parts), Vec::new()));
         // A new partition's clock starts at the largest clock: its first
         // records then order after everything already logged.
         let clock = clock.max(self.max_clock_locked(&parts));
@@ -375,15 +376,20 @@ impl Wal {
         Ok(p)
     }
 
-    fn max_clock_locked(&self, parts: &[Option<Arc<Partition>>]) -> u64 {
-        let open = parts.iter().flatten().map(|p| p.clock()).max().unwrap_or(0);
+    fn max_clock_locked(&self, parts: &[Option<Arc<Partition>>]) -> Gsn {
+        let open = parts
+            .iter()
+            .flatten()
+            .map(|p| p.clock())
+            .max()
+            .unwrap_or(Gsn::ZERO);
         let recovered = self
             .recovered
             .read()
             .iter()
             .map(|r| r.clock)
             .max()
-            .unwrap_or(0);
+            .unwrap_or(Gsn::ZERO);
         open.max(recovered).max(self.min_clock)
     }
 
@@ -404,25 +410,25 @@ impl Wal {
 
     /// GSN_flushed of seed 000 §3.2: every record of every partition with a GSN at
     /// or below it is durable.
-    pub fn flushed_gsn(&self) -> u64 {
+    pub fn flushed_gsn(&self) -> Gsn {
         let parts = self.all();
-        let global = parts.iter().map(|p| p.clock()).max().unwrap_or(0);
+        let global = parts.iter().map(|p| p.clock()).max().unwrap_or(Gsn::ZERO);
         parts
             .iter()
             .map(|p| p.flushed_gsn(global))
             .min()
-            .unwrap_or(u64::MAX)
+            .unwrap_or(Gsn::MAX)
     }
 
     /// The checkpointer's GSN_min (seed 000 §3.4, Fig. 4): every record
     /// logged after this call has a larger GSN.
-    pub fn checkpoint_gsn(&self) -> u64 {
+    pub fn checkpoint_gsn(&self) -> Gsn {
         // Raises the clocks of idle, fully durable partitions first.
         let _ = self.flushed_gsn();
-        let min = self.all().iter().map(|p| p.clock()).min().unwrap_or(0);
+        let min = self.all().iter().map(|p| p.clock()).min().unwrap_or(Gsn::ZERO);
         // While GSNs are reserved for records not yet appended, the clock
         // equals the first of them (`Partition::clock`).
-        min.saturating_sub(1).max(self.min_clock)
+        min.prev_or_zero().max(self.min_clock)
     }
 
     /// Make every partition durable up to its current end.
@@ -443,7 +449,7 @@ impl Wal {
 
     /// The largest GSN any partition has handed out: after a clean close
     /// made every page durable, the log floor.
-    pub fn max_clock(&self) -> u64 {
+    pub fn max_clock(&self) -> Gsn {
         self.max_clock_locked(&self.partitions.read())
     }
 
@@ -478,9 +484,9 @@ impl Wal {
 /// WAL rule (invariant 1): before a page copy with GSN `gsn` is written,
 /// every partition is made durable up to that GSN.
 impl FlushGate for Wal {
-    fn ensure_durable(&self, gsn: u64) -> Result<()> {
+    fn ensure_durable(&self, gsn: Gsn) -> Result<()> {
         for p in self.all().iter() {
-            if p.flushed_gsn(0) < gsn {
+            if p.flushed_gsn(Gsn::ZERO) < gsn {
                 let end = p.appended();
                 p.wait_durable(end)?;
             }
@@ -488,7 +494,7 @@ impl FlushGate for Wal {
         Ok(())
     }
 
-    fn is_durable_at(&self, partition: u32, end: u64) -> bool {
+    fn is_durable_at(&self, partition: u32, end: LogPos) -> bool {
         self.all()
             .iter()
             .find(|p| p.id() == partition)
@@ -498,11 +504,11 @@ impl FlushGate for Wal {
     /// Once a partition is full, its durable GSN caps what can ever be
     /// vouched for in this process (nothing is retried): every page whose
     /// GSN is above stays in memory, dirty.
-    fn write_limit(&self) -> u64 {
+    fn write_limit(&self) -> Gsn {
         if self.is_full() {
             self.flushed_gsn()
         } else {
-            u64::MAX
+            Gsn::MAX
         }
     }
 }

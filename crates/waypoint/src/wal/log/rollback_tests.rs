@@ -4,11 +4,12 @@
 
 use super::*;
 use crate::buffer::{page, BufferPool};
+use crate::ids::{Gsn, Tid};
 use crate::io::{CrashPolicy, Fault, FaultKind, SimStorage};
 use crate::persist::{CommitView, SessionLog};
 use crate::wal::test_support::{durable, key, recover, small_tree, VALUE};
 
-fn leaf_gsn(pool: &BufferPool, tree: crate::btree::BTree, k: &[u8]) -> u64 {
+fn leaf_gsn(pool: &BufferPool, tree: crate::btree::BTree, k: &[u8]) -> Gsn {
     // The two-level setup tree: the root's child for `k`.
     let root = pool.shared(tree.root()).unwrap();
     let (_, leaf) = crate::btree::node::Node::new(root.data())
@@ -35,11 +36,11 @@ fn a_rollback_whose_compensation_follows_a_lost_record_of_another_partition_stay
     let mut b = wal.session_log(1).unwrap();
     let mut a = wal.session_log(2).unwrap();
     b.on_begin();
-    tree.insert(&pool_before, &b, &key(1), 2, &[], None)
+    tree.insert(&pool_before, &b, &key(1), Tid::new(2), &[], None)
         .unwrap();
     durable(&wal, 1);
     a.on_begin();
-    tree.insert(&pool_before, &a, &key(2), 3, &VALUE, None)
+    tree.insert(&pool_before, &a, &key(2), Tid::new(3), &VALUE, None)
         .unwrap();
     // B's commit failed (a conflict, say): it rolls back on top of A's
     // record, then A's log fails before that record is durable.
@@ -86,10 +87,10 @@ fn a_compensating_remove_closes_the_placeholder_insert_and_its_install() {
     let mut b = wal.session_log(1).unwrap();
     let mut a = wal.session_log(2).unwrap();
     b.on_begin();
-    tree.insert(&pool_before, &b, &key(1), 2, &VALUE, None)
+    tree.insert(&pool_before, &b, &key(1), Tid::new(2), &VALUE, None)
         .unwrap();
     assert!(tree
-        .update(&pool_before, &b, &key(1), 3, &VALUE, None)
+        .update(&pool_before, &b, &key(1), Tid::new(3), &VALUE, None)
         .unwrap());
     b.begin_rollback();
     assert!(tree
@@ -101,9 +102,9 @@ fn a_compensating_remove_closes_the_placeholder_insert_and_its_install() {
     sim.inject(Fault::at(sim.op_count(), FaultKind::Eio).on_path("p00001/0"));
     assert!(b.end_rollback().is_err());
     a.on_begin();
-    tree.insert(&pool_before, &a, &key(1), 5 << 16 | 2, &VALUE, None)
+    tree.insert(&pool_before, &a, &key(1), Tid::new(5 << 16 | 2), &VALUE, None)
         .unwrap();
-    a.on_commit(&CommitView::without_writes(5 << 16 | 2, &[]))
+    a.on_commit(&CommitView::without_writes(Tid::new(5 << 16 | 2), &[]))
         .unwrap();
     a.wait_durable()
         .expect("A depends only on B's durable compensation");
@@ -119,7 +120,7 @@ fn a_compensating_remove_closes_the_placeholder_insert_and_its_install() {
             .unwrap()
             .0
             .map(|(tid, _)| tid),
-        Some(5 << 16 | 2),
+        Some(Tid::new(5 << 16 | 2)),
         "recovery undid B's insert over A's: {:?}",
         recovery.report
     );
@@ -136,9 +137,9 @@ fn a_rollback_on_a_full_log_completes_in_memory_and_its_pages_stay_out_of_the_da
     let (pool, wal, tree) = small_tree(&sim);
     let mut s = wal.session_log(1).unwrap();
     s.on_begin();
-    tree.insert(&pool, &s, &key(1), 2, &VALUE, None).unwrap();
+    tree.insert(&pool, &s, &key(1), Tid::new(2), &VALUE, None).unwrap();
     durable(&wal, 1);
-    tree.insert(&pool, &s, &key(2), 2, &VALUE, None).unwrap();
+    tree.insert(&pool, &s, &key(2), Tid::new(2), &VALUE, None).unwrap();
     // The disk fills up: flushing the second record fails.
     sim.inject(Fault::at(sim.op_count(), FaultKind::Enospc).on_path(".wal"));
     let p = wal.partition(1).unwrap();

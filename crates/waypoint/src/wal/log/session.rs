@@ -22,6 +22,7 @@ use crate::btree::{PageLog, PageOp, RootId};
 use crate::buffer::page;
 use crate::buffer::ExclusiveGuard;
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use crate::persist::{CommitView, SessionLog};
 use crate::wal::partition::Partition;
 use crate::wal::record::{self, RecordBody, RecordHeader, RecordKind};
@@ -35,8 +36,8 @@ pub(super) struct TxnState {
     pub(super) txn: u64,
     /// Records are compensation records (a rollback in progress).
     pub(super) compensating: bool,
-    pub(super) gsn: u64,
-    pub(super) flushed_at_start: u64,
+    pub(super) gsn: Gsn,
+    pub(super) flushed_at_start: Gsn,
     pub(super) needs_remote: bool,
     pub(super) wrote: bool,
     pub(super) buf: Vec<u8>,
@@ -71,7 +72,7 @@ impl WalSessionLog {
         st: &mut TxnState,
         header: &RecordHeader,
         body: &RecordBody<'_>,
-    ) -> Result<u64> {
+    ) -> Result<LogPos> {
         st.buf.clear();
         record::encode(header, body, &mut st.buf);
         self.partition.append(&st.buf, header.gsn)
@@ -85,7 +86,7 @@ impl WalSessionLog {
     }
 
     /// Header of a record without a page (commit, end).
-    pub(super) fn pageless_header(&self, gsn: u64, txn: u64) -> RecordHeader {
+    pub(super) fn pageless_header(&self, gsn: Gsn, txn: u64) -> RecordHeader {
         RecordHeader {
             gsn,
             txn,
@@ -95,7 +96,7 @@ impl WalSessionLog {
     }
 
     /// Append the end record of `txn`: its rollback is complete.
-    fn append_end(&self, txn: u64) -> Result<u64> {
+    fn append_end(&self, txn: u64) -> Result<LogPos> {
         let mut st = self.state.borrow_mut();
         let _latch = self.latch();
         let gsn = self.partition.reserve_gsn(st.gsn);
@@ -185,7 +186,7 @@ impl WalSessionLog {
                 ticket: None,
             });
         }
-        let last = first + count - 1;
+        let last = first.plus(count - 1);
         st.gsn = last;
         st.wrote = true;
         let tree = u32::try_from(tree).expect("page ids are below 2^32");
@@ -196,7 +197,7 @@ impl WalSessionLog {
             let data = page.data();
             let body = RecordBody::from_page_op(*op, data);
             let header = RecordHeader {
-                gsn: first + i as u64,
+                gsn: first.plus(i as u64),
                 txn: st.txn,
                 page: page.page_id(),
                 prev_gsn: page::page_gsn(data),
@@ -218,9 +219,9 @@ impl WalSessionLog {
         // Stamped even when the append failed: the partition is then poisoned
         // or full and never durable up to these GSNs, so the WAL rule keeps
         // the unlogged change from ever reaching the data file.
-        let end = *appended.as_ref().unwrap_or(&u64::MAX);
+        let end = *appended.as_ref().unwrap_or(&LogPos::MAX);
         for (i, page) in pages.iter_mut().enumerate() {
-            page::set_page_gsn(page.data_mut(), first + i as u64);
+            page::set_page_gsn(page.data_mut(), first.plus(i as u64));
             page.set_last_writer(self.partition.id(), end);
         }
         match appended {
@@ -252,7 +253,7 @@ impl SessionLog for WalSessionLog {
         // Unique across restarts too: the partition's end position grows
         // with every transaction that logs anything, and one that logged
         // nothing leaves no record to confuse.
-        st.txn = ((self.slot as u64) << 48) | (self.partition.appended() & ((1 << 48) - 1));
+        st.txn = ((self.slot as u64) << 48) | (self.partition.appended().get() & ((1 << 48) - 1));
         st.compensating = false;
         st.gsn = st.gsn.max(self.partition.clock());
         st.needs_remote = false;
@@ -355,7 +356,7 @@ impl crate::wal::recovery::UndoLog for WalSessionLog {
         st.txn = txn;
         st.compensating = true;
         st.gsn = st.gsn.max(self.partition.clock());
-        st.flushed_at_start = 0;
+        st.flushed_at_start = Gsn::ZERO;
         st.wrote = true;
     }
 

@@ -6,6 +6,7 @@ use super::unresolved::UNRESOLVED_TRIM_AT;
 use super::*;
 use crate::btree::BTree;
 use crate::buffer::{page, BufferPool, PageWritePolicy, PoolConfig};
+use crate::ids::{Gsn, LogPos, Tid};
 use crate::io::{OpenMode, SimStorage};
 use crate::persist::{CommitView, SessionLog};
 
@@ -32,13 +33,13 @@ fn setup_on(
         Vec::new(),
     )
     .unwrap();
-    let wal = Wal::new(Arc::new(sim), Path::new("/db/wal"), protocol, Vec::new(), 0).unwrap();
+    let wal = Wal::new(Arc::new(sim), Path::new("/db/wal"), protocol, Vec::new(), Gsn::ZERO).unwrap();
     pool.set_page_write_policy(PageWritePolicy::StealBehindGate(wal.clone()));
     let mut sys = wal.session_log(100).unwrap();
     sys.on_begin();
     let a = BTree::create(&pool, &sys).unwrap();
     let b = BTree::create(&pool, &sys).unwrap();
-    sys.on_commit(&CommitView::without_writes(1, &[])).unwrap();
+    sys.on_commit(&CommitView::without_writes(Tid::new(1), &[])).unwrap();
     sys.wait_durable().unwrap();
     (pool, wal, a, b)
 }
@@ -46,10 +47,10 @@ fn setup_on(
 struct PanickingGate;
 
 impl FlushGate for PanickingGate {
-    fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+    fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         panic!("gate bug");
     }
-    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+    fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
         true
     }
 }
@@ -64,8 +65,8 @@ fn a_panic_while_writing_pages_poisons_the_pool_instead_of_leaving_them_in_write
     let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
     let mut s1 = wal.session_log(1).unwrap();
     s1.on_begin();
-    a.insert(&pool, &s1, b"k", 1 << 16 | 1, b"v", None).unwrap();
-    commit(&mut s1, 1 << 16 | 1, &[]);
+    a.insert(&pool, &s1, b"k", Tid::new(1 << 16 | 1), b"v", None).unwrap();
+    commit(&mut s1, Tid::new(1 << 16 | 1), &[]);
     pool.set_page_write_policy(PageWritePolicy::StealBehindGate(Arc::new(PanickingGate)));
     let flush = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.flush_all()));
     assert!(flush.is_err(), "the gate's panic goes on");
@@ -80,10 +81,10 @@ fn a_panic_while_writing_pages_poisons_the_pool_instead_of_leaving_them_in_write
 struct BrokenGate;
 
 impl FlushGate for BrokenGate {
-    fn ensure_durable(&self, _gsn: u64) -> Result<()> {
+    fn ensure_durable(&self, _gsn: Gsn) -> Result<()> {
         Ok(())
     }
-    fn is_durable_at(&self, _partition: u32, _end: u64) -> bool {
+    fn is_durable_at(&self, _partition: u32, _end: LogPos) -> bool {
         false
     }
 }
@@ -93,11 +94,11 @@ fn writing_a_page_whose_last_record_is_not_durable_trips_the_wal_rule_check() {
     let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
     let s1 = wal.session_log(1).unwrap();
     s1.state.borrow_mut().txn = 5;
-    a.insert(&pool, &s1, b"k", 5, b"v", None).unwrap();
+    a.insert(&pool, &s1, b"k", Tid::new(5), b"v", None).unwrap();
     // The real gate flushes first: nothing to report.
     pool.flush_all().unwrap();
     assert_eq!(pool.stats().wal_rule_violations, 0);
-    a.insert(&pool, &s1, b"k2", 5, b"v", None).unwrap();
+    a.insert(&pool, &s1, b"k2", Tid::new(5), b"v", None).unwrap();
     pool.set_page_write_policy(PageWritePolicy::StealBehindGate(Arc::new(BrokenGate)));
     let err = pool.flush_all().unwrap_err();
     assert!(err.to_string().contains("WAL rule violated"), "{err}");
@@ -113,16 +114,19 @@ fn the_wal_reports_durability_per_partition_position() {
     let (pool, wal, a, _) = setup(CommitProtocol::Rfa);
     let mut s1 = wal.session_log(1).unwrap();
     s1.on_begin();
-    a.insert(&pool, &s1, b"k", 5, b"v", None).unwrap();
+    a.insert(&pool, &s1, b"k", Tid::new(5), b"v", None).unwrap();
     let end = wal.partition(1).unwrap().appended();
-    commit(&mut s1, 5, &[]);
+    commit(&mut s1, Tid::new(5), &[]);
     assert!(wal.is_durable_at(1, end));
     let written = wal.partition(1).unwrap().appended();
     assert!(
-        !wal.is_durable_at(1, written + 8),
+        !wal.is_durable_at(1, written.advance(8)),
         "beyond what was written"
     );
-    assert!(!wal.is_durable_at(77, 0), "a partition that does not exist");
+    assert!(
+        !wal.is_durable_at(77, LogPos::ZERO),
+        "a partition that does not exist"
+    );
     // The real gate makes the page's record durable before the write.
     pool.flush_all().unwrap();
 }
@@ -138,16 +142,16 @@ fn a_session_drops_its_resolved_transactions_without_the_checkpointer() {
     let txns = 3 * UNRESOLVED_TRIM_AT as u64;
     for i in 1..=txns {
         s1.on_begin();
-        a.insert(&pool, &s1, &i.to_be_bytes(), i << 16 | 1, b"v", None)
+        a.insert(&pool, &s1, &i.to_be_bytes(), Tid::new(i << 16 | 1), b"v", None)
             .unwrap();
-        commit(&mut s1, i << 16 | 1, &[]);
+        commit(&mut s1, Tid::new(i << 16 | 1), &[]);
         let queued = s1.unresolved.lock().len();
         assert!(queued <= UNRESOLVED_TRIM_AT, "{queued} transactions queued");
     }
-    assert_eq!(wal.oldest_unresolved_gsn(), u64::MAX, "all resolved");
+    assert_eq!(wal.oldest_unresolved_gsn(), Gsn::MAX, "all resolved");
 }
 
-fn commit(log: &mut WalSessionLog, tid: u64, observed: &[u64]) {
+fn commit(log: &mut WalSessionLog, tid: Tid, observed: &[Tid]) {
     log.on_commit(&CommitView::without_writes(tid, observed))
         .unwrap();
     log.wait_durable().unwrap();
@@ -162,13 +166,13 @@ fn rfa_skips_remote_flushes_on_disjoint_pages_and_not_on_shared_ones() {
         // Disjoint pages: each session writes its own tree (own leaf).
         for i in 0..20u64 {
             s1.on_begin();
-            a.insert(&pool, &s1, &i.to_be_bytes(), (i << 16) | 1, b"x", None)
+            a.insert(&pool, &s1, &i.to_be_bytes(), Tid::new((i << 16) | 1), b"x", None)
                 .unwrap();
-            commit(&mut s1, (i << 16) | 1, &[]);
+            commit(&mut s1, Tid::new((i << 16) | 1), &[]);
             s2.on_begin();
-            b.insert(&pool, &s2, &i.to_be_bytes(), (i << 16) | 2, b"y", None)
+            b.insert(&pool, &s2, &i.to_be_bytes(), Tid::new((i << 16) | 2), b"y", None)
                 .unwrap();
-            commit(&mut s2, (i << 16) | 2, &[]);
+            commit(&mut s2, Tid::new((i << 16) | 2), &[]);
         }
         let disjoint = wal.stats().remote_flush_commits;
         assert_eq!(
@@ -178,14 +182,14 @@ fn rfa_skips_remote_flushes_on_disjoint_pages_and_not_on_shared_ones() {
         // Shared page, unflushed: s1 writes without waiting for
         // durability, s2 writes the same leaf at once.
         s1.on_begin();
-        a.insert(&pool, &s1, b"shared-1", 999 << 16 | 1, b"x", None)
+        a.insert(&pool, &s1, b"shared-1", Tid::new(999 << 16 | 1), b"x", None)
             .unwrap();
-        s1.on_commit(&CommitView::without_writes(999 << 16 | 1, &[]))
+        s1.on_commit(&CommitView::without_writes(Tid::new(999 << 16 | 1), &[]))
             .unwrap();
         s2.on_begin();
-        a.insert(&pool, &s2, b"shared-2", 1000 << 16 | 2, b"y", None)
+        a.insert(&pool, &s2, b"shared-2", Tid::new(1000 << 16 | 2), b"y", None)
             .unwrap();
-        commit(&mut s2, 1000 << 16 | 2, &[]);
+        commit(&mut s2, Tid::new(1000 << 16 | 2), &[]);
         s1.wait_durable().unwrap();
         // Either s1's record was already durable when s2 started (no
         // remote flush needed) or s2 flushed remotely; with the
@@ -196,12 +200,12 @@ fn rfa_skips_remote_flushes_on_disjoint_pages_and_not_on_shared_ones() {
         // of s1 above anything s1 committed durably (deterministic,
         // unlike racing s1's writer).
         let before = wal.stats().remote_flush_commits;
-        let unflushed = 1u64 << 40 | 1;
+        let unflushed = Tid::new(1u64 << 40 | 1);
         assert!(wal.partition(1).unwrap().durable_commit_tid() < unflushed);
         s2.on_begin();
-        a.insert(&pool, &s2, b"shared-4", 1002 << 16 | 2, b"y", None)
+        a.insert(&pool, &s2, b"shared-4", Tid::new(1002 << 16 | 2), b"y", None)
             .unwrap();
-        s2.on_commit(&CommitView::without_writes(1002 << 16 | 2, &[unflushed]))
+        s2.on_commit(&CommitView::without_writes(Tid::new(1002 << 16 | 2), &[unflushed]))
             .unwrap();
         assert_eq!(
             wal.stats().remote_flush_commits,
@@ -224,26 +228,26 @@ fn a_page_read_from_disk_is_no_remote_dependency() {
     let s1 = wal.session_log(1).unwrap();
     // s1 logs without committing: GSN_flushed stays low.
     s1.state.borrow_mut().txn = 7;
-    b.insert(&pool, &s1, b"pending", 7, b"x", None).unwrap();
+    b.insert(&pool, &s1, b"pending", Tid::new(7), b"x", None).unwrap();
     let mut s2 = wal.session_log(2).unwrap();
-    let mut write_as = |last_writer: u32, key: &[u8], tid: u64| {
+    let mut write_as = |last_writer: u32, key: &[u8], tid: Tid| {
         pool.exclusive(a.root())
             .unwrap()
-            .set_last_writer(last_writer, 0);
+            .set_last_writer(last_writer, LogPos::ZERO);
         s2.on_begin();
         a.insert(&pool, &s2, key, tid, b"y", None).unwrap();
         commit(&mut s2, tid, &[]);
         wal.stats().remote_flush_commits
     };
     assert_eq!(
-        write_as(crate::buffer::WRITER_READ_FROM_DISK, b"k1", 1 << 16 | 2),
+        write_as(crate::buffer::WRITER_READ_FROM_DISK, b"k1", Tid::new(1 << 16 | 2)),
         0
     );
     // The same page last written by another partition is remote.
-    assert_eq!(write_as(100, b"k2", 2 << 16 | 2), 1);
+    assert_eq!(write_as(100, b"k2", Tid::new(2 << 16 | 2)), 1);
 }
 
-fn positions(t: &CommitTicket) -> Vec<(u32, u64)> {
+fn positions(t: &CommitTicket) -> Vec<(u32, LogPos)> {
     t.targets.iter().map(|(p, pos)| (p.id(), *pos)).collect()
 }
 
@@ -261,23 +265,23 @@ fn a_commit_chained_behind_a_remote_one_waits_for_its_positions_only() {
         // s1 changes a leaf of `a` and keeps logging, uncommitted (so
         // nothing asks its writer to flush).
         s1.on_begin();
-        a.insert(&pool, &s1, &[1, r as u8], (r << 16) | 1, b"x", None)
+        a.insert(&pool, &s1, &[1, r as u8], Tid::new((r << 16) | 1), b"x", None)
             .unwrap();
         // T1 on s2 writes the same leaf: a remote dependency.
         s2.on_begin();
-        a.insert(&pool, &s2, &[2, r as u8], (r << 16) | 2, b"y", None)
+        a.insert(&pool, &s2, &[2, r as u8], Tid::new((r << 16) | 2), b"y", None)
             .unwrap();
-        s2.on_commit(&CommitView::without_writes((r << 16) | 2, &[]))
+        s2.on_commit(&CommitView::without_writes(Tid::new((r << 16) | 2), &[]))
             .unwrap();
         let t1 = s2.take_ticket().unwrap();
-        a.insert(&pool, &s1, &[3, r as u8], (r << 16) | 1, b"x", None)
+        a.insert(&pool, &s1, &[3, r as u8], Tid::new((r << 16) | 1), b"x", None)
             .unwrap();
         // T2 on s2 touches only its own tree.
         let chained_before = wal.stats().chained_commits;
         s2.on_begin();
-        b.insert(&pool, &s2, &[4, r as u8], (r << 17) | 2, b"z", None)
+        b.insert(&pool, &s2, &[4, r as u8], Tid::new((r << 17) | 2), b"z", None)
             .unwrap();
-        s2.on_commit(&CommitView::without_writes((r << 17) | 2, &[]))
+        s2.on_commit(&CommitView::without_writes(Tid::new((r << 17) | 2), &[]))
             .unwrap();
         let t2 = s2.take_ticket().unwrap();
         if wal.stats().chained_commits > chained_before {
@@ -291,7 +295,7 @@ fn a_commit_chained_behind_a_remote_one_waits_for_its_positions_only() {
             let on_s1 = positions(&t2).into_iter().find(|(id, _)| *id == 1).unwrap();
             assert!(on_s1.1 < wal.partition(1).unwrap().appended());
         }
-        s1.on_commit(&CommitView::without_writes((r << 16) | 1, &[]))
+        s1.on_commit(&CommitView::without_writes(Tid::new((r << 16) | 1), &[]))
             .unwrap();
         s1.wait_durable().unwrap();
         t1.wait().unwrap();
@@ -308,9 +312,9 @@ fn a_commit_chained_behind_a_remote_one_waits_for_its_positions_only() {
         wal.stats().chained_commits,
     );
     s2.on_begin();
-    b.insert(&pool, &s2, b"local", 1 << 40 | 2, b"z", None)
+    b.insert(&pool, &s2, b"local", Tid::new(1 << 40 | 2), b"z", None)
         .unwrap();
-    commit(&mut s2, 1 << 40 | 2, &[]);
+    commit(&mut s2, Tid::new(1 << 40 | 2), &[]);
     assert_eq!(wal.stats().remote_flush_commits, remote);
     assert_eq!(wal.stats().chained_commits, chained);
     pool.stop();
@@ -322,7 +326,7 @@ fn page_gsns_follow_the_gsn_protocol() {
     let (pool, wal, a, _) = setup(CommitProtocol::FlushAll);
     let mut s1 = wal.session_log(1).unwrap();
     let mut s2 = wal.session_log(2).unwrap();
-    let mut last = 0;
+    let mut last = Gsn::ZERO;
     for i in 0..50u64 {
         let (s, slot) = if i % 2 == 0 {
             (&mut s1, 1)
@@ -330,7 +334,7 @@ fn page_gsns_follow_the_gsn_protocol() {
             (&mut s2, 2)
         };
         s.on_begin();
-        a.insert(&pool, s, &i.to_be_bytes(), (i << 16) | slot, b"v", None)
+        a.insert(&pool, s, &i.to_be_bytes(), Tid::new((i << 16) | slot), b"v", None)
             .unwrap();
         let gsn = page::page_gsn(pool.shared(a.root()).unwrap().data());
         assert!(
@@ -338,7 +342,7 @@ fn page_gsns_follow_the_gsn_protocol() {
             "page GSN rises with every record ({gsn} after {last})"
         );
         last = gsn;
-        commit(s, (i << 16) | slot, &[]);
+        commit(s, Tid::new((i << 16) | slot), &[]);
     }
     assert_eq!(wal.stats().commits, 51);
     assert!(wal.flushed_gsn() >= last);

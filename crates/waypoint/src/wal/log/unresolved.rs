@@ -9,6 +9,7 @@
 
 use super::commit::CommitTicket;
 use super::Wal;
+use crate::ids::Gsn;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use std::sync::Arc;
 /// its commit is durable with everything it depends on (its ticket), or its
 /// rollback has ended, recovery may need its records to undo it.
 pub(super) struct Unresolved {
-    pub(super) first_gsn: u64,
+    pub(super) first_gsn: Gsn,
     pub(super) ticket: Option<CommitTicket>,
 }
 
@@ -38,10 +39,10 @@ pub(super) fn drop_resolved(queue: &mut VecDeque<Unresolved>) {
 
 impl Wal {
     /// The smallest first GSN of a transaction recovery might still have to
-    /// undo, or `u64::MAX` if there is none.
-    pub fn oldest_unresolved_gsn(&self) -> u64 {
+    /// undo, or [`Gsn::MAX`] if there is none.
+    pub fn oldest_unresolved_gsn(&self) -> Gsn {
         let sessions: Vec<_> = self.unresolved.lock().values().cloned().collect();
-        let mut oldest = u64::MAX;
+        let mut oldest = Gsn::MAX;
         for queue in sessions {
             let mut q = queue.lock();
             drop_resolved(&mut q);

@@ -11,6 +11,7 @@
 
 use super::{Deps, DepsRepr, Record, RecordBody, RecordHeader, RecordKind, Span, UpdateDiff};
 use super::{PageImage, MAX_IMAGE_BODY, MAX_SPANS};
+use crate::ids::{Gsn, LogPos, Tid};
 use crate::logstore::frame::{self, Frame, FrameError};
 use crate::logstore::scan::{self, Payloads, Scan};
 
@@ -75,14 +76,14 @@ fn unzigzag(v: u64) -> i64 {
 /// (the frame's), both being recent stream positions of the partition, and
 /// the prev GSN as a difference to the GSN.
 fn header_fields(h: &RecordHeader, has_page: bool, out: &mut impl Sink) {
-    out.int(h.gsn);
+    out.int(h.gsn.get());
     out.int(h.txn >> TXN_POSITION_BITS);
     let start = (h.txn & TXN_POSITION_MASK) as i64;
-    out.int(zigzag(start - (h.watermark & TXN_POSITION_MASK) as i64));
+    out.int(zigzag(start - (h.watermark.get() & TXN_POSITION_MASK) as i64));
     if has_page {
         out.int(u64::from(h.tree));
         out.int(h.page);
-        out.int(zigzag(h.gsn.wrapping_sub(h.prev_gsn) as i64));
+        out.int(zigzag(h.gsn.get().wrapping_sub(h.prev_gsn.get()) as i64));
     }
 }
 
@@ -118,11 +119,11 @@ fn payload_fields(body: &RecordBody, out: &mut impl Sink) {
             out.bytes(img.tail);
         }
         RecordBody::Commit { tid, deps } => {
-            out.int(*tid);
+            out.int(tid.get());
             out.int(len(deps.len()));
             for (partition, position) in deps.iter() {
                 out.int(u64::from(partition));
-                out.int(position);
+                out.int(position.get());
             }
         }
         RecordBody::End | RecordBody::Freed => {}
@@ -186,7 +187,7 @@ pub(super) fn len_u32(n: usize, what: &str) -> u32 {
 pub fn encode(header: &RecordHeader, body: &RecordBody, out: &mut Vec<u8>) {
     let kind = body.kind();
     assert!(
-        kind.has_page() || (header.tree == 0 && header.page == 0 && header.prev_gsn == 0),
+        kind.has_page() || (header.tree == 0 && header.page == 0 && header.prev_gsn == Gsn::ZERO),
         "{kind:?} record with a tree, page id or prev GSN"
     );
     assert!(
@@ -298,14 +299,14 @@ impl<'a> Reader<'a> {
 /// placed in a stream, or taken back out with [`frame::place_at`] (bytes
 /// after it are ignored).
 pub fn decode(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
-    decode_at(buf, 0)
+    decode_at(buf, LogPos::ZERO)
 }
 
 /// Decode the record at the start of `buf`, placed at stream position
 /// `position` (bytes after it are ignored). Errors are checked in this
 /// order: the frame's (`Zero`, `Truncated`/`BadLength`, `BadChecksum`),
 /// then, on checksum-valid bytes, `BadKind`, `Malformed`.
-pub fn decode_at(buf: &[u8], position: u64) -> Result<Record<'_>, DecodeError> {
+pub fn decode_at(buf: &[u8], position: LogPos) -> Result<Record<'_>, DecodeError> {
     let frame = frame::open(buf, position).map_err(DecodeError::Frame)?;
     decode_payload(frame)
 }
@@ -338,7 +339,7 @@ pub type SegmentScan<'a> = Scan<Record<'a>>;
 
 /// Scan a whole segment of the per-worker WAL ([`scan::scan`]): `buf[0]`
 /// is the first record, at stream position `base`.
-pub fn scan_segment(buf: &[u8], base: u64) -> SegmentScan<'_> {
+pub fn scan_segment(buf: &[u8], base: LogPos) -> SegmentScan<'_> {
     scan::scan::<Records>(buf, base)
 }
 
@@ -443,7 +444,7 @@ fn decode_payload(frame: Frame<'_>) -> Result<Record<'_>, DecodeError> {
             })
         }
         RecordKind::Commit => {
-            let tid = r.int()?;
+            let tid = Tid::new(r.int()?);
             // Every pair takes at least two bytes, which bounds the count
             // by the record's length before anything relies on it.
             let count = r.len((rec.len() / 2) as u64, "more dependencies than bytes")?;
@@ -495,11 +496,11 @@ fn decode_header(
     kind: RecordKind,
     flags: u8,
     page_kind: u8,
-    watermark: u64,
+    watermark: LogPos,
 ) -> Result<RecordHeader, DecodeError> {
     let gsn = r.int()?;
     let slot = r.int_to(u64::MAX >> TXN_POSITION_BITS, "transaction slot above 2^16")?;
-    let start = ((watermark & TXN_POSITION_MASK) as i64)
+    let start = ((watermark.get() & TXN_POSITION_MASK) as i64)
         .checked_add(unzigzag(r.int()?))
         .filter(|s| (0..=TXN_POSITION_MASK as i64).contains(s))
         .ok_or(DecodeError::Malformed(
@@ -509,14 +510,14 @@ fn decode_header(
         let tree = r.int_to(u32::MAX.into(), "tree root above 2^32")? as u32;
         let page = r.int()?;
         let prev_gsn = gsn.wrapping_sub(unzigzag(r.int()?) as u64);
-        (tree, page, prev_gsn)
+        (tree, page, Gsn::new(prev_gsn))
     } else {
-        (0, 0, 0)
+        (0, 0, Gsn::ZERO)
     };
     Ok(RecordHeader {
         page_kind,
         tree,
-        gsn,
+        gsn: Gsn::new(gsn),
         txn: (slot << TXN_POSITION_BITS) | start as u64,
         page,
         prev_gsn,

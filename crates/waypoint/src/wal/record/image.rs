@@ -93,7 +93,8 @@ impl<'a> PageImage<'a> {
 
     /// Write the body into `page[32..]` (the page header is left alone);
     /// `false`, with the page untouched, when the sizes disagree. Redo uses
-    /// this to rebuild a page in its frame without an extra copy.
+    /// this to rebuild a page (in a copy it checks before the frame takes
+    /// it).
     pub fn write_to_page(&self, page: &mut [u8]) -> bool {
         if page.len().checked_sub(PAGE_HEADER_SIZE) != Some(self.body_len()) {
             return false;

@@ -61,6 +61,7 @@ pub use update::{encode_update, Span, UpdateDiff, MAX_SPANS};
 
 use crate::btree::PageOp;
 use crate::buffer::page::{PageKind, PAGE_HEADER_SIZE};
+use crate::ids::{Gsn, LogPos, Tid};
 
 /// The record kinds, as stored in the payload's first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -128,13 +129,13 @@ pub struct RecordHeader {
     /// Root page id of the B+-tree the page belongs to (logical undo finds a
     /// key there after splits moved it); 0 for commit and end records.
     pub tree: u32,
-    pub gsn: u64,
+    pub gsn: Gsn,
     pub txn: u64,
     /// Page the record changes; 0 for commit and end records.
     pub page: u64,
     /// The page's GSN before this record; redo applies the record to a page
     /// copy only when it is at exactly this GSN. 0 for commit and end records.
-    pub prev_gsn: u64,
+    pub prev_gsn: Gsn,
     /// A compensation log record: written while rolling back, redone but
     /// never undone (so a rollback interrupted by a crash is not undone twice).
     pub compensation: bool,
@@ -147,7 +148,7 @@ pub struct RecordHeader {
     /// every byte of the stream below it was durable by then. Stored in the
     /// frame: the segment scan uses it to tell a crash-torn write from
     /// corruption.
-    pub watermark: u64,
+    pub watermark: LogPos,
 }
 
 /// The dependency vector of a commit record: (log partition, byte position)
@@ -158,7 +159,7 @@ pub struct Deps<'a>(DepsRepr<'a>);
 
 #[derive(Clone, Copy)]
 enum DepsRepr<'a> {
-    Pairs(&'a [(u32, u64)]),
+    Pairs(&'a [(u32, LogPos)]),
     /// `count` pairs in the record's encoding (partition, then position,
     /// each a vint64), checked when the record was decoded.
     Encoded {
@@ -168,7 +169,7 @@ enum DepsRepr<'a> {
 }
 
 impl<'a> Deps<'a> {
-    pub fn new(pairs: &'a [(u32, u64)]) -> Self {
+    pub fn new(pairs: &'a [(u32, LogPos)]) -> Self {
         Deps(DepsRepr::Pairs(pairs))
     }
 
@@ -183,7 +184,7 @@ impl<'a> Deps<'a> {
         self.len() == 0
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + 'a {
+    pub fn iter(&self) -> impl Iterator<Item = (u32, LogPos)> + 'a {
         let (pairs, mut encoded, count) = match self.0 {
             DepsRepr::Pairs(p) => (p, &[][..], 0),
             DepsRepr::Encoded { count, bytes } => (&[][..], bytes, count),
@@ -192,11 +193,11 @@ impl<'a> Deps<'a> {
             // Decoding checked every pair, so neither read fails here.
             let partition = vint64::decode(&mut encoded).ok()?;
             let position = vint64::decode(&mut encoded).ok()?;
-            Some((u32::try_from(partition).ok()?, position))
+            Some((u32::try_from(partition).ok()?, LogPos::new(position)))
         }))
     }
 
-    pub fn to_vec(&self) -> Vec<(u32, u64)> {
+    pub fn to_vec(&self) -> Vec<(u32, LogPos)> {
         self.iter().collect()
     }
 }
@@ -227,7 +228,7 @@ pub enum RecordBody<'a> {
     /// A structure modification rewrote the page; this is its new body.
     Image(PageImage<'a>),
     /// The transaction committed with commit TID `tid`.
-    Commit { tid: u64, deps: Deps<'a> },
+    Commit { tid: Tid, deps: Deps<'a> },
     /// The transaction's rollback is complete.
     End,
     /// A structure modification released the page.

@@ -10,6 +10,7 @@ use super::report::{RecoveredPartition, RecoveryReport};
 use super::Recovery;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
+use crate::ids::{Gsn, LogPos};
 use crate::io::Storage;
 use crate::persist::SchemeKind;
 use crate::wal::partition::partition_dir;
@@ -23,7 +24,7 @@ pub struct Analysis {
     log_dir: PathBuf,
     logs: Vec<PartitionLog>,
     winners: FxHashSet<u64>,
-    floor: u64,
+    floor: Gsn,
     report: RecoveryReport,
 }
 
@@ -37,7 +38,7 @@ impl Analysis {
     /// Analysis: read every partition below `log_dir` (a thread each) and
     /// decide the winners. Reads only; records with a GSN at or below
     /// `floor` are ignored.
-    pub fn read(storage: &dyn Storage, log_dir: &Path, floor: u64) -> Result<Analysis> {
+    pub fn read(storage: &dyn Storage, log_dir: &Path, floor: Gsn) -> Result<Analysis> {
         Self::read_for(SchemeKind::PerWorker, storage, log_dir, floor)
     }
 
@@ -47,7 +48,7 @@ impl Analysis {
         scheme: SchemeKind,
         storage: &dyn Storage,
         log_dir: &Path,
-        floor: u64,
+        floor: Gsn,
     ) -> Result<Analysis> {
         let t0 = Instant::now();
         let ids = partition_ids(storage, log_dir)?;
@@ -79,7 +80,7 @@ impl Analysis {
             torn_tails: logs.iter().map(|l| l.torn_tails).sum(),
             ..Default::default()
         };
-        let ends: FxHashMap<u32, u64> = logs
+        let ends: FxHashMap<u32, LogPos> = logs
             .iter()
             .map(|l| (l.recovered.id, l.recovered.end))
             .collect();
@@ -88,7 +89,7 @@ impl Analysis {
             for (txn, deps) in &l.commits {
                 if deps
                     .iter()
-                    .all(|(q, pos)| ends.get(q).copied().unwrap_or(0) >= *pos)
+                    .all(|(q, pos)| ends.get(q).copied().unwrap_or(LogPos::ZERO) >= *pos)
                 {
                     winners.insert(*txn);
                 }
@@ -115,7 +116,7 @@ impl Analysis {
     /// [`Analysis::apply`], what is known to be synced. (A partition
     /// without segments resumes its stream at the position its last
     /// segment's name gave, but no file holds that position.)
-    pub fn synced_ends(&self) -> Vec<(u32, u64)> {
+    pub fn synced_ends(&self) -> Vec<(u32, LogPos)> {
         self.logs
             .iter()
             .filter(|l| l.end_segment.is_some())
@@ -125,10 +126,10 @@ impl Analysis {
 
     /// The largest GSN of any record in the log, those at or below the
     /// floor included, with the directory of its partition.
-    pub fn max_gsn(&self) -> Option<(u64, &Path)> {
+    pub fn max_gsn(&self) -> Option<(Gsn, &Path)> {
         self.logs
             .iter()
-            .filter(|l| l.recovered.clock > 0)
+            .filter(|l| l.recovered.clock > Gsn::ZERO)
             .max_by_key(|l| l.recovered.clock)
             .map(|l| (l.recovered.clock, l.dir.as_path()))
     }
@@ -140,10 +141,10 @@ impl Analysis {
     /// acknowledged commits. `Error::LogTruncated` names the segment the
     /// partition now ends in (its directory if it has none) and the
     /// missing range. A partition whose directory is gone ends at 0.
-    pub fn check_synced(&self, synced: &[(u32, u64)]) -> Result<()> {
+    pub fn check_synced(&self, synced: &[(u32, LogPos)]) -> Result<()> {
         for &(id, expected_end) in synced {
             let found = self.logs.iter().find(|l| l.recovered.id == id);
-            let found_end = found.map_or(0, |l| l.recovered.end);
+            let found_end = found.map_or(LogPos::ZERO, |l| l.recovered.end);
             if found_end < expected_end {
                 let path = found
                     .and_then(|l| l.end_segment.clone())

@@ -55,6 +55,7 @@ pub use undo::UndoLog;
 
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
+use crate::ids::Gsn;
 use crate::io::Storage;
 use rustc_hash::FxHashSet;
 use std::path::Path;
@@ -85,7 +86,7 @@ impl Recovery {
         log_dir: &Path,
         pool: &BufferPool,
         threads: usize,
-        floor: u64,
+        floor: Gsn,
     ) -> Result<Recovery> {
         let analysis = Analysis::read(storage, log_dir, floor)?;
         analysis.apply(storage)?;

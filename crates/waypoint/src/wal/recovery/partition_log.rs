@@ -8,6 +8,7 @@
 use super::report::RecoveredPartition;
 use super::corruption;
 use crate::error::Result;
+use crate::ids::{Gsn, LogPos};
 use crate::io::{OpenMode, Storage};
 use crate::logstore::frame;
 use crate::logstore::scan::ScanEnd;
@@ -20,10 +21,10 @@ use std::path::{Path, PathBuf};
 
 /// One record kept in memory between analysis and undo.
 pub(in crate::wal) struct Logged {
-    pub gsn: u64,
+    pub gsn: Gsn,
     pub txn: u64,
     pub page: u64,
-    pub prev: u64,
+    pub prev: Gsn,
     pub tree: u32,
     pub kind: RecordKind,
     pub compensation: bool,
@@ -59,7 +60,7 @@ pub(in crate::wal) struct PartitionLog {
     actions: Vec<FileAction>,
     /// Page records in log order, which is GSN order.
     pub(in crate::wal) records: Vec<Logged>,
-    pub(super) commits: Vec<(u64, Vec<(u32, u64)>)>,
+    pub(super) commits: Vec<(u64, Vec<(u32, LogPos)>)>,
     pub(super) ended: Vec<u64>,
     pub(super) bytes: u64,
     pub(super) torn_tails: usize,
@@ -138,10 +139,10 @@ pub(super) fn analyze_partition(
     log_dir: &Path,
     scheme: SchemeKind,
     id: u32,
-    floor: u64,
+    floor: Gsn,
 ) -> Result<PartitionLog> {
     let dir = partition_dir(log_dir, id);
-    let mut starts: Vec<(u64, PathBuf)> = Vec::new();
+    let mut starts: Vec<(LogPos, PathBuf)> = Vec::new();
     for path in storage.list_dir(&dir)? {
         match parse_segment_name(&path) {
             Some(start) => starts.push((start, path)),
@@ -155,8 +156,8 @@ pub(super) fn analyze_partition(
     let mut log = PartitionLog {
         recovered: RecoveredPartition {
             id,
-            end: starts.first().map(|s| s.0).unwrap_or(0),
-            clock: 0,
+            end: starts.first().map(|s| s.0).unwrap_or(LogPos::ZERO),
+            clock: Gsn::ZERO,
             segments: Vec::new(),
         },
         dir: dir.clone(),
@@ -264,7 +265,7 @@ pub(super) fn analyze_partition(
             log.torn_tails += 1;
             ended = true;
         }
-        let mut max_gsn = 0;
+        let mut max_gsn = Gsn::ZERO;
         let mut in_smo = false;
         for (offset, rec) in records {
             let h = &rec.header;
@@ -319,7 +320,7 @@ pub(super) fn analyze_partition(
                 // Taken out of the stream, so redo and undo decode the
                 // copy without knowing where it lay.
                 let mut bytes: Box<[u8]> = buf[*offset as usize..end].into();
-                frame::place_at(&mut bytes, start + offset);
+                frame::place_at(&mut bytes, start.advance(*offset));
                 log.records.push(Logged {
                     gsn: h.gsn,
                     txn: h.txn,
@@ -342,7 +343,7 @@ pub(super) fn analyze_partition(
         log.bytes += valid;
         log.recovered.clock = log.recovered.clock.max(max_gsn);
         log.recovered.segments.push((start, valid, max_gsn));
-        log.recovered.end = start + valid;
+        log.recovered.end = start.advance(valid);
     }
     if let Some((torn, offset)) = stopped {
         log.note_torn_tail(&torn, offset);

@@ -3,6 +3,7 @@
 //! ([`RecoveredPartition`], what the log manager continues from) (seed 000
 //! §3.7).
 
+use crate::ids::{Gsn, LogPos};
 use std::time::Duration;
 
 /// What recovery did, for `waypoint recover` and the logs.
@@ -51,8 +52,8 @@ impl RecoveryReport {
 #[derive(Debug, Clone)]
 pub struct RecoveredPartition {
     pub id: u32,
-    pub end: u64,
-    pub clock: u64,
+    pub end: LogPos,
+    pub clock: Gsn,
     /// (start position, length, max GSN) of each segment.
-    pub segments: Vec<(u64, u64, u64)>,
+    pub segments: Vec<(LogPos, u64, Gsn)>,
 }

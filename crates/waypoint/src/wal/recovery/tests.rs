@@ -1,5 +1,6 @@
 //! Tests of undo's grouping of losers.
 
+use crate::ids::Tid;
 use crate::io::{CrashPolicy, SimStorage};
 use crate::persist::SessionLog;
 use crate::wal::test_support::{durable, key, recover, small_tree, VALUE};
@@ -18,17 +19,17 @@ fn independent_losers_are_undone_in_parallel_and_dependent_ones_newest_first() {
         let log = &mut logs[(t % 2) as usize];
         log.on_begin();
         for k in 0..5 {
-            tree.insert(&pool_before, log, &key(1 + t * 10 + k), 2, &VALUE, None)
+            tree.insert(&pool_before, log, &key(1 + t * 10 + k), Tid::new(2), &VALUE, None)
                 .unwrap();
         }
     }
     // Two more: one inserts a key, the next (other session) updates it.
     logs[0].on_begin();
-    tree.insert(&pool_before, &logs[0], &key(500), 3, &VALUE, None)
+    tree.insert(&pool_before, &logs[0], &key(500), Tid::new(3), &VALUE, None)
         .unwrap();
     logs[1].on_begin();
     assert!(tree
-        .update(&pool_before, &logs[1], &key(500), 4, &[9; 100], None)
+        .update(&pool_before, &logs[1], &key(500), Tid::new(4), &[9; 100], None)
         .unwrap());
     durable(&wal, 1);
     durable(&wal, 2);

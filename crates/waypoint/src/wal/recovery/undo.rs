@@ -6,6 +6,7 @@
 
 use super::partition_log::Logged;
 use super::{corruption, Recovery};
+use crate::btree::tree::encode_value;
 use crate::btree::{BTree, PageLog};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
@@ -242,11 +243,10 @@ impl Recovery {
             RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
             RecordBody::Remove { key, before } => tree.restore(pool, plog, key, Some(before))?,
             RecordBody::Update { key, diff } => {
-                let current = tree.get(pool, key, None)?.0.map(|(tid, v)| {
-                    let mut stored = tid.to_le_bytes().to_vec();
-                    stored.extend_from_slice(&v);
-                    stored
-                });
+                let current = tree
+                    .get(pool, key, None)?
+                    .0
+                    .map(|(tid, v)| encode_value(tid, &v));
                 match current.as_deref().and_then(|c| diff.undo_update(c)) {
                     Some(before) => tree.restore(pool, plog, key, Some(&before))?,
                     None if current
@@ -289,7 +289,7 @@ fn decode_again<'a>(dir: &Path, r: &'a Logged) -> Result<record::Record<'a>> {
     record::decode(&r.bytes).map_err(|e| {
         corruption(
             dir,
-            r.gsn,
+            r.gsn.get(),
             format!(
                 "record GSN {}: decoded in analysis, it fails now: {e}",
                 r.gsn

@@ -2,6 +2,7 @@
 //! names, totality, and the WAL's records on the segment scan.
 
 use super::*;
+use crate::ids::{Gsn, LogPos};
 use crate::logstore::scan::ScanEnd;
 use crate::wal::record::encode_update;
 use crate::wal::record::image::tests::page_body;
@@ -14,7 +15,7 @@ enum Owned {
     Update(Vec<u8>, Vec<u8>, Vec<u8>),
     Remove(Vec<u8>, Vec<u8>),
     Image(Vec<u8>),
-    Commit(u64, Vec<(u32, u64)>),
+    Commit(u64, Vec<(u32, LogPos)>),
     End,
     Freed,
     Split(u32, Vec<u8>),
@@ -32,7 +33,7 @@ impl Owned {
             Owned::Remove(k, v) => RecordBody::Remove { key: k, before: v },
             Owned::Image(body) => RecordBody::Image(PageImage::from_body(body)),
             Owned::Commit(tid, deps) => RecordBody::Commit {
-                tid: *tid,
+                tid: Tid::new(*tid),
                 deps: Deps::new(deps),
             },
             Owned::End => RecordBody::End,
@@ -56,13 +57,13 @@ impl Owned {
             // BtreeLeaf or BtreeInner.
             page_kind: if image { 2 + (gsn % 2) as u8 } else { 0 },
             tree: if page { (gsn % 1000) as u32 * 3 + 1 } else { 0 },
-            gsn,
+            gsn: Gsn::new(gsn),
             txn: gsn / 3 + 1,
             page: if page { gsn * 7 + 2 } else { 0 },
-            prev_gsn: if page { gsn.saturating_sub(5) } else { 0 },
+            prev_gsn: Gsn::new(if page { gsn.saturating_sub(5) } else { 0 }),
             compensation: gsn % 4 == 1,
             smo_more: self.body().kind().is_structural() && gsn.is_multiple_of(3),
-            watermark,
+            watermark: LogPos::new(watermark),
         }
     }
 }
@@ -81,7 +82,10 @@ fn owned() -> impl Strategy<Value = Owned> {
             any::<u64>(),
             prop::collection::vec(any::<(u32, u64)>(), 0..6)
         )
-            .prop_map(|(t, d)| Owned::Commit(t, d)),
+            .prop_map(|(t, d)| {
+                let d = d.into_iter().map(|(p, pos)| (p, LogPos::new(pos))).collect();
+                Owned::Commit(t, d)
+            }),
         Just(Owned::End),
         Just(Owned::Freed),
         (any::<u32>(), bytes(40)).prop_map(|(at, k)| Owned::Split(at, k)),
@@ -112,7 +116,7 @@ fn segment_with(
         let header = r.header(i as u64 + 1, watermark(i, offset));
         encode(&header, &r.body(), &mut buf);
     }
-    frame::place_at(&mut buf, base);
+    frame::place_at(&mut buf, LogPos::new(base));
     (buf, offsets)
 }
 
@@ -139,7 +143,7 @@ fn sample() -> Vec<Owned> {
         Owned::Insert(b"alpha".to_vec(), b"one".to_vec()),
         Owned::Image(image),
         Owned::Remove(b"beta".to_vec(), b"gone value".to_vec()),
-        Owned::Commit(99, vec![(1, 4096), (3, 80)]),
+        Owned::Commit(99, vec![(1, LogPos::new(4096)), (3, LogPos::new(80))]),
         Owned::End,
         Owned::Freed,
         Owned::Split(17, b"delta".to_vec()),
@@ -170,13 +174,13 @@ proptest! {
         // Any values: the header's differences (transaction start to
         // watermark, GSN to prev GSN) hold for all of them.
         let header = RecordHeader {
-            gsn,
+            gsn: Gsn::new(gsn),
             txn,
             page_kind: if kind == RecordKind::Image { page_kind } else { 0 },
             tree: if kind.has_page() { tree } else { 0 },
             page: if kind.has_page() { page } else { 0 },
-            prev_gsn: if kind.has_page() { prev_gsn } else { 0 },
-            watermark,
+            prev_gsn: Gsn::new(if kind.has_page() { prev_gsn } else { 0 }),
+            watermark: LogPos::new(watermark),
             ..rec.header(gsn % 1000, 0)
         };
         let mut out = junk.clone();
@@ -188,7 +192,7 @@ proptest! {
         prop_assert_eq!(u32::from_le_bytes(enc[4..8].try_into().unwrap()) as usize, enc.len());
         // The scan's search after a bad record looks at the fixed part
         // before a checksum: it must not pass over a record.
-        prop_assert!(Records::plausible(&enc[frame::head_len(watermark)..]));
+        prop_assert!(Records::plausible(&enc[frame::head_len(LogPos::new(watermark))..]));
         // Trailing bytes after the record are not part of it.
         let mut more = enc.to_vec();
         more.extend_from_slice(&[0xff; 9]);
@@ -203,7 +207,7 @@ proptest! {
     #[test]
     fn decode_and_scan_are_total_on_random_bytes(buf in bytes(600), base in any::<u64>()) {
         let _ = decode(&buf);
-        let scan = scan_segment(&buf, base);
+        let scan = scan_segment(&buf, LogPos::new(base));
         prop_assert!(scan.valid_len as usize <= buf.len());
     }
 }
@@ -221,7 +225,7 @@ fn bit_flip_followed_by_valid_records_is_corruption_at_its_offset() {
         let mut b = buf.clone();
         b[bit / 8] ^= 1 << (bit % 8);
         let victim = offsets.iter().rposition(|&o| o <= bit / 8).unwrap();
-        let scan = scan_segment(&b, 0);
+        let scan = scan_segment(&b, LogPos::ZERO);
         assert_prefix(&scan, &records, &offsets, victim);
         assert!(
             matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset as usize == offsets[victim]),
@@ -242,7 +246,7 @@ fn reseal(rec: &mut [u8]) {
 fn reseal_at(rec: &mut [u8], position: u64) {
     let crc = crc32c::crc32c(&rec[4..]);
     rec[..4].copy_from_slice(&crc.to_le_bytes());
-    frame::place_at(rec, position);
+    frame::place_at(rec, LogPos::new(position));
 }
 
 #[test]
@@ -251,9 +255,9 @@ fn checksum_valid_but_unreadable_record_is_corruption_even_at_the_tail() {
     let (mut buf, offsets) = segment(&records);
     let last = *offsets.last().unwrap();
     // The kind: the payload's first byte, after the frame's head.
-    buf[last + frame::head_len(last as u64)] = 42;
+    buf[last + frame::head_len(LogPos::new(last as u64))] = 42;
     reseal_at(&mut buf[last..], last as u64);
-    let scan = scan_segment(&buf, 0);
+    let scan = scan_segment(&buf, LogPos::ZERO);
     assert_eq!(scan.records.len(), records.len() - 1);
     assert!(matches!(&scan.end, ScanEnd::Corrupt { offset, detail }
         if *offset as usize == last && detail.contains("unknown record kind 42")));
@@ -284,13 +288,13 @@ fn decode_errors_name_the_problem() {
     let header = RecordHeader {
         page_kind: 0,
         tree: 3,
-        gsn: 5,
+        gsn: Gsn::new(5),
         txn: 1,
         page: 9,
-        prev_gsn: 4,
+        prev_gsn: Gsn::new(4),
         compensation: false,
         smo_more: false,
-        watermark: 4096,
+        watermark: LogPos::new(4096),
     };
     let insert = RecordBody::Insert {
         key: b"k",
