@@ -8,6 +8,7 @@
 mod args;
 mod bench_driver;
 mod bench_engine;
+mod crash_child;
 mod crash_test;
 mod simulate;
 mod tools;
@@ -78,7 +79,7 @@ enum Command {
     CrashTest(crash_test::CrashTestArgs),
     /// The child process of `crash-test`.
     #[command(hide = true)]
-    CrashChild(crash_test::CrashChildArgs),
+    CrashChild(crash_child::CrashChildArgs),
 }
 
 fn bench(args: BenchArgs) -> Result<()> {
@@ -214,7 +215,7 @@ fn main() {
         Command::Verify(args) => tools::verify(args),
         Command::Inspect(args) => tools::inspect(args),
         Command::CrashTest(args) => crash_test::run(args),
-        Command::CrashChild(args) => crash_test::child(args),
+        Command::CrashChild(args) => crash_child::child(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
