@@ -1,8 +1,9 @@
 //! The machine a comparison ran on, as `/proc` tells it (CPU model,
-//! cores, memory, kernel), and the date, so that every report states
+//! cores, memory, kernel, the file system holding the data), and the date, so that every report states
 //! where and when its numbers were taken (DESIGN.md, "Measuring").
 
 use serde::Serialize;
+use std::path::Path;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
@@ -13,10 +14,13 @@ pub struct Machine {
     pub cores_available: usize,
     pub memory_bytes: u64,
     pub kernel: String,
+    /// The file system the runs' data directories were on.
+    pub disk: String,
 }
 
 impl Machine {
-    pub fn this() -> Self {
+    /// This machine, with the data directories below `data`.
+    pub fn this(data: &Path) -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
             .lines()
@@ -38,20 +42,41 @@ impl Machine {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
+            disk: disk_of(data),
         }
     }
 
     /// One line for people.
     pub fn describe(&self) -> String {
         format!(
-            "{}, {} logical CPUs ({} available to this process), {:.1} GiB of memory, Linux {}",
+            "{}, {} logical CPUs ({} available to this process), {:.1} GiB of memory, Linux {}; data on {}",
             self.cpu,
             self.cpus,
             self.cores_available,
             self.memory_bytes as f64 / (1u64 << 30) as f64,
-            self.kernel
+            self.kernel,
+            self.disk
         )
     }
+}
+
+/// The file system holding `path`, from the longest mount point above
+/// it in `/proc/self/mounts`: "ext4 on /dev/vda1 (mounted at /)".
+pub fn disk_of(path: &Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (device, at, kind) = (f.next()?, f.next()?, f.next()?);
+            path.starts_with(at).then_some((at.len(), device, at, kind))
+        })
+        .max_by_key(|m| m.0)
+        .map_or_else(
+            || "an unknown file system".into(),
+            |(_, device, at, kind)| format!("{kind} on {device} (mounted at {at})"),
+        )
 }
 
 /// CPUs this process may run on (1 if unknown).
@@ -111,8 +136,9 @@ mod tests {
 
     #[test]
     fn this_machine_has_a_cpu_and_memory() {
-        let m = Machine::this();
+        let m = Machine::this(Path::new("/"));
         assert!(m.cores_available >= 1);
         assert!(m.describe().contains("logical CPUs"));
+        assert!(m.disk.contains("mounted at /"), "{}", m.disk);
     }
 }

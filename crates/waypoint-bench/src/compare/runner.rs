@@ -133,7 +133,7 @@ pub fn run(
         why: experiment.why.clone(),
         command: command.into(),
         date: super::machine::now_utc(),
-        machine: super::machine::Machine::this(),
+        machine: super::machine::Machine::this(work.path()),
         settings: serde_json::to_value(settings).expect("settings serialize"),
         partial: None,
         baseline: experiment.baseline.describe(),
