@@ -25,6 +25,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use waypoint::{
     CommitProtocol, Database, Options, PendingCommit, PerWorkerOptions, Persistence, SchemeKind,
@@ -86,6 +87,11 @@ pub struct DriverConfig {
     /// never, `None` when there are at least as many cores as workers.
     #[serde(skip)]
     pub pin: Option<bool>,
+    /// Set from outside (Ctrl-C in `waypoint compare`) to end the run at
+    /// the next check, within about 10 ms: the run then ends as if its
+    /// time were up, and its summary covers the shorter window.
+    #[serde(skip)]
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl Default for DriverConfig {
@@ -123,6 +129,7 @@ impl Default for DriverConfig {
             seed: 42,
             verify: true,
             pin: None,
+            interrupt: None,
         }
     }
 }
@@ -474,6 +481,10 @@ fn sample_loop(
             let elapsed = start.elapsed();
             let over = counters.running.load(Ordering::Acquire) == 0
                 || counters.stop.load(Ordering::Acquire)
+                || config
+                    .interrupt
+                    .as_ref()
+                    .is_some_and(|i| i.load(Ordering::Relaxed))
                 || config.max_txns.is_some_and(|m| {
                     counters.measuring.load(Ordering::Relaxed)
                         && Counters::load(&counters.committed).iter().sum::<u64>()

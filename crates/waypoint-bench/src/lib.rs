@@ -10,7 +10,11 @@
 //!   (seed 001's phone-in election with a vote limit per phone).
 //!   [`registry`] rebuilds a workload from what a database was loaded with
 //!   (for `waypoint verify` and `crash-test`).
+//! - [`compare`]: the papers' experiments as sets of driver runs in
+//!   interleaved rounds, with their report, results and figures
+//!   (`waypoint compare`).
 
+pub mod compare;
 pub mod driver;
 pub mod engine;
 pub mod error;

@@ -21,14 +21,14 @@ use std::path::{Path, PathBuf};
 /// The plot files, in the order they are written.
 pub const FILES: [&str; 3] = ["throughput.png", "wal.png", "latency_cdf.png"];
 
-const SIZE: (u32, u32) = (1000, 520);
+pub(crate) const SIZE: (u32, u32) = (1000, 520);
 const FONT: &[u8] = include_bytes!("../fonts/DejaVuSans-subset.ttf");
 const TXN: RGBColor = RGBColor(31, 119, 180);
 const CKPT: RGBColor = RGBColor(255, 127, 14);
 const DISK: RGBColor = RGBColor(44, 160, 44);
-const LIMIT: RGBColor = RGBColor(214, 39, 40);
-const GREY: RGBColor = RGBColor(128, 128, 128);
-const PALETTE: [RGBColor; 6] = [
+pub(crate) const LIMIT: RGBColor = RGBColor(214, 39, 40);
+pub(crate) const GREY: RGBColor = RGBColor(128, 128, 128);
+pub(crate) const PALETTE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -90,7 +90,6 @@ pub fn write_plots(
     series: &[Sample],
     cdfs: &[Cdf],
 ) -> Result<Vec<PathBuf>, PlotError> {
-    register_font();
     let title = title(summary);
     let wal_limit = match summary.config["checkpoint"].as_str() {
         Some("none") | None => None,
@@ -104,33 +103,46 @@ pub fn write_plots(
         Box::new(|area| latency_cdf(area, &title, cdfs)),
     ];
     for (path, job) in paths.iter().zip(jobs) {
-        let fail = |message: String| PlotError {
-            path: path.clone(),
-            message,
-        };
-        let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let area = BitMapBackend::new(path, SIZE).into_drawing_area();
-            area.fill(&WHITE).map_err(|e| e.to_string())?;
-            job(&area)?;
-            area.present().map_err(|e| e.to_string())
-        }));
-        match drawn {
-            Ok(Ok(())) => {}
-            Ok(Err(message)) => return Err(fail(message)),
-            Err(panic) => {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "the plotting library panicked".into());
-                return Err(fail(message));
-            }
-        }
+        draw_png(path, SIZE, |area| job(area))?;
     }
     Ok(paths)
 }
 
-type DrawResult = Result<(), String>;
+pub(crate) type DrawResult = Result<(), String>;
+
+/// Draw one PNG of `size` pixels at `path` on a white background: the
+/// one place a figure file is written, for these plots and for
+/// `waypoint compare`'s ([`crate::compare::figures`]). A drawing error,
+/// and a panic inside the plotting library, become a [`PlotError`].
+pub(crate) fn draw_png(
+    path: &Path,
+    size: (u32, u32),
+    job: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult,
+) -> Result<(), PlotError> {
+    register_font();
+    let fail = |message: String| PlotError {
+        path: path.to_path_buf(),
+        message,
+    };
+    let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let area = BitMapBackend::new(path, size).into_drawing_area();
+        area.fill(&WHITE).map_err(|e| e.to_string())?;
+        job(&area)?;
+        area.present().map_err(|e| e.to_string())
+    }));
+    match drawn {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(fail(message)),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the plotting library panicked".into());
+            Err(fail(message))
+        }
+    }
+}
 
 fn register_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -202,7 +214,7 @@ pub fn measured_median_txn_per_sec(series: &[Sample]) -> Option<f64> {
 }
 
 /// The top of an axis: room above the data for the legend.
-fn top(max: f64) -> f64 {
+pub(crate) fn top(max: f64) -> f64 {
     if max > 0.0 {
         max * 1.45
     } else {
@@ -210,7 +222,7 @@ fn top(max: f64) -> f64 {
     }
 }
 
-fn s<E: std::fmt::Display>(e: E) -> String {
+pub(crate) fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 

@@ -42,6 +42,7 @@ pub(crate) fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         seed: args.seed.unwrap_or(d.seed),
         verify: true,
         pin: args.pin(),
+        interrupt: None,
     })
 }
 

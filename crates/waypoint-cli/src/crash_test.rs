@@ -2,15 +2,11 @@
 //! process, `SIGKILL` it at a random moment, recover, verify, repeat on the
 //! same database (so it ages across cycles).
 //!
-//! The child is this binary again (`waypoint crash-child`, hidden). It opens
-//! the database, rebuilds the workload from what the database was loaded
-//! with ([`registry::reopen`]), and runs it on `--workers` threads with
-//! pipelined commits. Each transaction also inserts a row keyed by its id
-//! (run, cycle, worker, sequence number) into the `crash_test_acks` table,
-//! in the same transaction; once its commit is durable (acknowledged), the
-//! child prints `ACK <cycle> <worker> <seq>` on stdout (one `write` per
-//! line, flushed before the next commit resolves). The idea is
-//! `crates/waypoint/tests/kill.rs`'s, with any driver workload.
+//! The child is this binary again (`waypoint crash-child`, hidden,
+//! [`crate::crash_child`]): it runs the workload with pipelined commits
+//! and prints the id of every commit once it is durable (acknowledged).
+//! The idea is `crates/waypoint/tests/kill.rs`'s, with any driver
+//! workload.
 //!
 //! The parent loads the workload first (in-process, clean close), then per
 //! cycle spawns the child, waits for its `READY`, sleeps a random time
@@ -26,31 +22,27 @@
 //! where the kill lands in the child's execution is up to the scheduler,
 //! so a failure may need a few reruns to reproduce.
 
+use crate::crash_child::{
+    ack_key, commit_protocol, fail, open_options, run_child_until_killed, scheme_kind, ChildSpec,
+    Failure, ACK_TABLE,
+};
 use crate::tools::require_database;
 use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{HashSet, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence, SchemeKind};
+use waypoint::{Database, Options, PerWorkerOptions, Persistence};
 use waypoint_bench::load::for_each_row;
 use waypoint_bench::registry;
 use waypoint_bench::summary::RecoverySummary;
 use waypoint_bench::tpcb::{Tpcb, TpcbConfig};
 use waypoint_bench::tpcc::{Tpcc, TpccConfig};
 use waypoint_bench::voter::{Voter, VoterConfig};
-use waypoint_bench::workload::{is_abort, Workload};
+use waypoint_bench::workload::Workload;
 use waypoint_bench::ycsb::{Ycsb, YcsbConfig};
 
-/// The table of acknowledged transaction ids.
-pub const ACK_TABLE: &str = "crash_test_acks";
-const READY: &str = "WAYPOINT-READY";
-const ACK: &str = "ACK ";
 /// The buffer pool of even cycles' children (at most `--buffer`).
 const SMALL_POOL: usize = 2 << 20;
 /// The latest a kill may come (`--kill-after-ms`): a day.
@@ -137,227 +129,6 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
     Ok((lo, hi))
 }
 
-/// The hidden child command.
-#[derive(clap::Args)]
-pub struct CrashChildArgs {
-    pub workload: String,
-    #[arg(long)]
-    pub dir: PathBuf,
-    #[arg(long)]
-    pub run: u64,
-    #[arg(long)]
-    pub cycle: u32,
-    #[arg(long)]
-    pub seed: u64,
-    #[arg(long)]
-    pub workers: usize,
-    #[arg(long)]
-    pub in_flight: usize,
-    #[arg(long)]
-    pub commit: String,
-    #[arg(long)]
-    pub scheme: String,
-    #[arg(long)]
-    pub buffer: usize,
-    #[arg(long)]
-    pub wal_limit: u64,
-    /// Exit by itself after this long (a safety net if the parent vanished).
-    #[arg(long)]
-    pub max_run_ms: u64,
-    /// Report one acknowledgement of a transaction that never ran.
-    #[arg(long)]
-    pub phantom_ack: bool,
-}
-
-/// The key of acknowledged transaction (run, cycle, worker, seq).
-fn ack_key(run: u64, cycle: u32, worker: u32, seq: u64) -> [u8; 24] {
-    let mut k = [0u8; 24];
-    k[..8].copy_from_slice(&run.to_be_bytes());
-    k[8..12].copy_from_slice(&cycle.to_be_bytes());
-    k[12..16].copy_from_slice(&worker.to_be_bytes());
-    k[16..].copy_from_slice(&seq.to_be_bytes());
-    k
-}
-
-fn commit_protocol(name: &str) -> Result<waypoint::CommitProtocol> {
-    waypoint::CommitProtocol::parse(name).with_context(|| {
-        format!("unknown --commit {name:?}; available: rfa-group, group, rfa, flush-all, async")
-    })
-}
-
-// ---------------------------------------------------------------------------
-// The child.
-
-static STDOUT: Mutex<()> = Mutex::new(());
-
-/// One line, one `write`, flushed; exits if the parent is gone.
-fn report(line: &str) {
-    let _guard = STDOUT.lock().unwrap_or_else(|e| e.into_inner());
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(format!("{line}\n").as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        std::process::exit(3);
-    }
-}
-
-fn child_fail(why: String) -> ! {
-    eprintln!("crash-child: {why}");
-    std::process::exit(2);
-}
-
-pub fn child(args: CrashChildArgs) -> Result<()> {
-    let options = open_options(
-        scheme_kind(&args.scheme)?,
-        commit_protocol(&args.commit)?,
-        args.buffer,
-        args.wal_limit,
-    );
-    let db = Database::open(&args.dir, options).context("open")?;
-    let workload = registry::reopen(&db, &args.workload)?;
-    let acks = db.table(ACK_TABLE)?;
-    report(READY);
-    if args.phantom_ack {
-        report(&format!("{ACK}{} 0 {}", args.cycle, u64::MAX));
-    }
-    let started = Instant::now();
-    let max_run = Duration::from_millis(args.max_run_ms);
-    std::thread::scope(|s| {
-        for w in 0..args.workers {
-            let (db, workload, acks, args) = (&db, &workload, &acks, &args);
-            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
-                let mut session = db.session();
-                let mut gen = workload.worker(w, args.seed ^ ((w as u64 + 1) << 32));
-                let mut pending: VecDeque<(u64, waypoint::PendingCommit)> = VecDeque::new();
-                let fail = |seq: u64, e: Error| -> ! {
-                    child_fail(format!("worker {w}, transaction {seq}: {e}"))
-                };
-                for seq in 0u64.. {
-                    if started.elapsed() > max_run {
-                        child_fail(format!("ran for {max_run:?} without being killed"));
-                    }
-                    let mut tx = session.begin().unwrap_or_else(|e| fail(seq, e));
-                    let (_, body) = gen.next(&mut tx);
-                    let key = ack_key(args.run, args.cycle, w as u32, seq);
-                    let outcome = body
-                        .and_then(|()| tx.insert(acks, &key, &[]))
-                        .and_then(|()| tx.commit_pipelined());
-                    match outcome {
-                        Ok(p) => pending.push_back((seq, p)),
-                        Err(e) if is_abort(&e) => {}
-                        Err(e) => fail(seq, e),
-                    }
-                    // Resolve the oldest: durable ones at once, and block
-                    // while too many are in flight.
-                    while let Some((_, p)) = pending.front() {
-                        if pending.len() < args.in_flight && !p.is_durable() {
-                            break;
-                        }
-                        let (seq, p) = pending.pop_front().expect("front exists");
-                        match p.wait() {
-                            // Acknowledged: only now may the parent count on it.
-                            Ok(_) => report(&format!("{ACK}{} {w} {seq}", args.cycle)),
-                            Err(e) if is_abort(&e) => {}
-                            Err(e) => fail(seq, e),
-                        }
-                    }
-                }
-            });
-            if let Err(e) = spawned {
-                child_fail(format!("cannot start worker thread {w}: {e}"));
-            }
-        }
-    });
-    unreachable!("the workers run until the process is killed")
-}
-
-// ---------------------------------------------------------------------------
-// The parent.
-
-/// Kills and reaps the child on every path out of a cycle.
-struct ChildGuard(Option<Child>);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Reads the child's stdout until EOF: signals `ready`, collects the ids
-/// of complete ack lines (a line cut off by the kill does not count).
-fn read_acks(stdout: ChildStdout, ready: mpsc::Sender<()>) -> Result<Vec<(u32, u32, u64)>, String> {
-    let mut reader = BufReader::new(stdout);
-    let mut acks = Vec::new();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| format!("reading the child's stdout: {e}"))?;
-        if n == 0 || line.last() != Some(&b'\n') {
-            return Ok(acks);
-        }
-        let text = String::from_utf8_lossy(&line);
-        if text.trim_end() == READY {
-            let _ = ready.send(());
-            continue;
-        }
-        let parsed = text.strip_prefix(ACK).and_then(|rest| {
-            let mut f = rest.split_whitespace().map(|x| x.parse::<u64>().ok());
-            let (c, w, s) = (f.next()??, f.next()??, f.next()??);
-            Some((u32::try_from(c).ok()?, u32::try_from(w).ok()?, s))
-        });
-        acks.push(parsed.ok_or_else(|| format!("malformed line from the child: {text:?}"))?);
-    }
-}
-
-/// The last lines of the child's stderr, on one line.
-fn stderr_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
-    if tail.is_empty() {
-        "(no stderr)".into()
-    } else {
-        tail
-    }
-}
-
-/// `--scheme`: a scheme with a log.
-fn scheme_kind(name: &str) -> Result<SchemeKind> {
-    match SchemeKind::parse(name) {
-        Some(k) if k.recovers_from_log() => Ok(k),
-        Some(k) => bail!("--scheme {k} keeps no log: a kill loses its changes by design; use per-worker or aries"),
-        None => bail!("unknown --scheme {name:?}; available: per-worker, aries"),
-    }
-}
-
-fn open_options(
-    scheme: SchemeKind,
-    commit: waypoint::CommitProtocol,
-    buffer: usize,
-    wal_limit: u64,
-) -> Options {
-    Options {
-        create_if_missing: false,
-        buffer_pool_bytes: buffer,
-        persistence: Persistence::of(
-            scheme,
-            PerWorkerOptions {
-                commit,
-                wal_limit_bytes: wal_limit,
-                ..PerWorkerOptions::default()
-            },
-        ),
-        ..Options::default()
-    }
-}
-
 /// The workload with the scale given on the command line (defaults for a
 /// crash test: small).
 fn new_workload(args: &CrashTestArgs) -> Result<Box<dyn Workload>> {
@@ -436,19 +207,6 @@ struct Cycle {
     open: Duration,
 }
 
-/// A failed cycle: why, and whether the database can take another cycle.
-struct Failure {
-    why: String,
-    fatal: bool,
-}
-
-fn fail(why: impl Into<String>, fatal: bool) -> Failure {
-    Failure {
-        why: why.into(),
-        fatal,
-    }
-}
-
 struct Run<'a> {
     args: &'a CrashTestArgs,
     exe: PathBuf,
@@ -471,70 +229,26 @@ impl Run<'_> {
         } else {
             self.buffer.min(SMALL_POOL)
         };
-        let stderr = std::fs::File::create(&self.stderr_path)
-            .map_err(|e| fail(format!("{}: {e}", self.stderr_path.display()), true))?;
         let (lo, hi) = a.kill_after_ms;
-        let mut command = Command::new(&self.exe);
-        command
-            .arg("crash-child")
-            .arg(&a.workload)
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(["--run", &self.run_id.to_string()])
-            .args(["--cycle", &cycle.to_string()])
-            .args(["--seed", &child_seed.to_string()])
-            .args(["--workers", &a.workers.to_string()])
-            .args(["--in-flight", &a.in_flight.to_string()])
-            .args(["--commit", &a.commit])
-            .args(["--scheme", &a.scheme])
-            .args(["--buffer", &buffer.to_string()])
-            .args(["--wal-limit", &self.wal_limit.to_string()])
-            .args(["--max-run-ms", &(hi.max(lo) + 120_000).to_string()])
-            .args(a.unsafe_phantom_ack.then_some("--phantom-ack"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr));
-        let mut guard = ChildGuard(Some(
-            command
-                .spawn()
-                .map_err(|e| fail(format!("cannot start the child: {e}"), true))?,
-        ));
-        let child = guard.0.as_mut().expect("child");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || read_acks(stdout, ready_tx));
-        let early = |child: &mut Child, what: &str| {
-            let status = child
-                .try_wait()
-                .ok()
-                .flatten()
-                .map_or("running".to_string(), |s| s.to_string());
-            fail(
-                format!(
-                    "the child {what} ({status}): {}",
-                    stderr_tail(&self.stderr_path)
-                ),
-                false,
-            )
+        let spec = ChildSpec {
+            workload: &a.workload,
+            dir: &self.dir,
+            run: self.run_id,
+            cycle,
+            seed: child_seed,
+            workers: a.workers,
+            in_flight: a.in_flight,
+            commit: &a.commit,
+            scheme: scheme_kind(&a.scheme).map_err(|e| fail(e.to_string(), true))?,
+            buffer,
+            wal_limit: self.wal_limit,
+            max_run_ms: hi.max(lo) + 120_000,
+            phantom_ack: a.unsafe_phantom_ack,
         };
-        if ready_rx.recv_timeout(Duration::from_secs(60)).is_err() {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(early(child, "never reported ready"));
-        }
-        std::thread::sleep(delay);
-        if let Ok(Some(_)) = child.try_wait() {
-            return Err(early(child, "exited before the kill"));
-        }
-        let mut child = guard.0.take().expect("child");
-        // SIGKILL; fails only if the child already exited, which `wait`
-        // then reports (and the check below judges what it left).
-        let _ = child.kill();
-        let _ = child.wait();
-        let acks = reader
-            .join()
-            .map_err(|_| fail("the ack reader panicked", true))?
-            .map_err(|e| fail(e, true))?;
+        let mut ready_at = None;
+        let acks = run_child_until_killed(&self.exe, &spec, &self.stderr_path, &mut || {
+            ready_at.get_or_insert_with(Instant::now).elapsed() >= delay
+        })?;
         for &(c, w, s) in &acks {
             if c != cycle || !self.acked.insert(ack_key(self.run_id, c, w, s)) {
                 return Err(fail(

@@ -1,5 +1,6 @@
-//! The `waypoint` command: benchmarks, tools and the crash simulation
-//! (`simulate`) over the engine.
+//! The `waypoint` command: benchmarks, the papers' experiments
+//! (`compare`), tools and the crash simulation (`simulate`) over the
+//! engine.
 //!
 //! Every error ends the program with a one-line message and exit code 1 (2
 //! for arguments clap cannot parse);
@@ -8,6 +9,8 @@
 mod args;
 mod bench_driver;
 mod bench_engine;
+mod compare;
+mod crash_child;
 mod crash_test;
 mod simulate;
 mod tools;
@@ -40,6 +43,9 @@ struct Cli {
 enum Command {
     /// Run a benchmark and print a report.
     Bench(Box<BenchArgs>),
+    /// Run one of the papers' experiments (`--list` shows them) in
+    /// interleaved rounds; write report.md, results.json and figures.
+    Compare(compare::CompareArgs),
     /// Open a database, recover it from its log, and report what recovery did.
     Recover {
         /// Database directory.
@@ -86,7 +92,7 @@ enum Command {
     CrashTest(crash_test::CrashTestArgs),
     /// The child process of `crash-test`.
     #[command(hide = true)]
-    CrashChild(crash_test::CrashChildArgs),
+    CrashChild(crash_child::CrashChildArgs),
 }
 
 fn bench(args: BenchArgs) -> Result<()> {
@@ -221,6 +227,7 @@ fn main() {
     };
     let result = match cli.command {
         Command::Bench(args) => bench(*args),
+        Command::Compare(args) => compare::run(args),
         Command::Check { dir, scheme } => check(dir, scheme.as_deref()),
         Command::Recover {
             dir,
@@ -233,7 +240,7 @@ fn main() {
         Command::Verify(args) => tools::verify(args),
         Command::Inspect(args) => tools::inspect(args),
         Command::CrashTest(args) => crash_test::run(args),
-        Command::CrashChild(args) => crash_test::child(args),
+        Command::CrashChild(args) => crash_child::child(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -1,0 +1,598 @@
+//! The registry of `waypoint compare`: each experiment named after the
+//! paper result it reproduces (seed 000 §4.1 Fig. 8 and its remote-flush
+//! table, §4.2 Fig. 9 a/b, §4.3 Table 1, §4.6), built for the machine and
+//! the command line's settings; and the experiments of issue 31 that wait
+//! for schemes or peers not built yet, listed with what they wait for.
+//!
+//! Every experiment runs TPC-C with the driver's defaults (128 commits in
+//! flight per worker, 16 KiB pages) unless it says otherwise; `--quick`
+//! shrinks the data to 1/100 of the spec's items and customers and the
+//! runs to a second.
+
+use super::{
+    Baseline, CrashSpec, Experiment, Figure, Metric, RunSpec, Settings, TimeField, WorkloadSpec,
+};
+use crate::driver::DriverConfig;
+use crate::error::{BenchError, BenchResult};
+use crate::tpcc::TpccConfig;
+use waypoint::{CheckpointMode, CommitProtocol, SchemeKind};
+
+/// The experiments that run today, in `--list` order.
+pub const NAMES: &[&str] = &[
+    "logging-cost",
+    "scaling",
+    "remote-flush",
+    "recovery",
+    "wal-bound",
+];
+
+/// Experiments of issue 31 that cannot run yet: (name, the result, what
+/// it waits for).
+pub const NOT_YET: &[(&str, &str, &str)] = &[
+    (
+        "out-of-memory",
+        "seed 000 Fig. 9 right: buffer pool at 40% of the data, per-worker vs the central logs",
+        "the central-log schemes (ARIES, Aether)",
+    ),
+    (
+        "checkpoint-dips",
+        "per-second throughput during checkpoints for every scheme and the peers",
+        "the other schemes and the peers (RocksDB, SQLite)",
+    ),
+    (
+        "peers",
+        "YCSB A/B/C/F and TPC-B on waypoint, RocksDB, SQLite, PostgreSQL and Redis at equal durability",
+        "the peers behind cargo features, and pgbench / redis-benchmark",
+    ),
+    (
+        "command-logging",
+        "seed 001: command logging against physiological logging (Voter, TPC-C)",
+        "the command-logging scheme",
+    ),
+    (
+        "silor",
+        "seed 002: SiloR value logging, epochs and parallel recovery",
+        "the SiloR value-logging scheme",
+    ),
+    (
+        "decoupled",
+        "seed 003: decoupled persistence services",
+        "the decoupled checkpoint and page-cleaner scheme",
+    ),
+    (
+        "vtc-memory",
+        "seed 004: validity-tracking compaction",
+        "the validity-tracking compaction scheme",
+    ),
+];
+
+/// The result each available experiment reproduces, for `--list`.
+pub fn reproduces(name: &str) -> &'static str {
+    match name {
+        "logging-cost" => "seed 000 Table 1 (§4.3): TPC-C throughput and CPU per transaction as the logging components are switched on one by one",
+        "scaling" => "seed 000 Fig. 8 (§4.1): TPC-C txn/s against workers for every scheme and commit protocol",
+        "remote-flush" => "seed 000 §4.1, the remote-flush table: share of commits that flush other logs against TPC-C warehouses at a fixed worker count",
+        "recovery" => "seed 000 §4.6: recovery time per phase against the WAL limit",
+        "wal-bound" => "seed 000 Fig. 9 a/b (§4.2): log on disk and throughput over time under each checkpointing design",
+        _ => "",
+    }
+}
+
+/// The experiment `name` for these settings; an unknown name or one that
+/// is not available yet is a configuration error naming the choices.
+pub fn build(name: &str, s: &Settings) -> BenchResult<Experiment> {
+    let experiment = match name {
+        "logging-cost" => logging_cost(s)?,
+        "scaling" => scaling(s)?,
+        "remote-flush" => remote_flush(s)?,
+        "recovery" => recovery(s)?,
+        "wal-bound" => wal_bound(s)?,
+        other => {
+            if let Some((_, _, waits)) = NOT_YET.iter().find(|(n, _, _)| *n == other) {
+                return Err(BenchError::Config(format!(
+                    "experiment {other:?} is not available yet: it needs {waits} (see `waypoint compare --list`)"
+                )));
+            }
+            return Err(BenchError::Config(format!(
+                "unknown experiment {other:?}; available: {}",
+                NAMES.join(", ")
+            )));
+        }
+    };
+    for run in &experiment.runs {
+        run.driver.validate()?;
+    }
+    Ok(experiment)
+}
+
+/// TPC-C at the spec's sizes, or 1/100 of them with `--quick`.
+fn tpcc(warehouses: usize, s: &Settings) -> WorkloadSpec {
+    WorkloadSpec::Tpcc(TpccConfig {
+        scale_down: if s.quick { 100 } else { 1 },
+        ..TpccConfig::new(warehouses as u32)
+    })
+}
+
+/// A buffer pool that holds the data of `warehouses` TPC-C warehouses
+/// and what a run adds (the paper's in-memory setting): 256 MiB per
+/// warehouse, at least 1 GiB, at most half the machine's memory; 32 MiB
+/// with `--quick`.
+fn buffer_for(warehouses: usize, s: &Settings) -> usize {
+    if s.quick {
+        return 32 << 20;
+    }
+    let want = (warehouses << 28).max(1 << 30);
+    match s.memory_bytes {
+        0 => want,
+        m => want.min((m / 2) as usize),
+    }
+}
+
+/// The driver's defaults with the experiment's timing: 10 s measured
+/// after 2 s of warm-up, or 1 s without warm-up with `--quick`.
+fn driver(workers: usize, warehouses: usize, s: &Settings) -> DriverConfig {
+    let d = DriverConfig::default();
+    DriverConfig {
+        workers,
+        duration_secs: if s.quick { 1.0 } else { 10.0 },
+        warmup_secs: if s.quick { 0 } else { 2 },
+        buffer_bytes: buffer_for(warehouses, s),
+        recovery_threads: s.cores.clamp(1, 1024),
+        ..d
+    }
+}
+
+/// The one worker count of an experiment: `--workers N`, or every core
+/// (at least 2: one worker has no other log to flush).
+fn fixed_workers(s: &Settings, name: &str) -> BenchResult<usize> {
+    match s.workers.as_deref() {
+        None => Ok(s.cores.max(2)),
+        Some([w]) => Ok(*w),
+        Some(_) => Err(BenchError::Config(format!(
+            "--workers takes one count for {name} (a list is for scaling)"
+        ))),
+    }
+}
+
+/// A persistence setting of a run: (scheme, commit, checkpoint).
+type Scheme = (SchemeKind, CommitProtocol, CheckpointMode);
+
+fn with_scheme(mut d: DriverConfig, (scheme, commit, checkpoint): Scheme) -> DriverConfig {
+    d.scheme = scheme;
+    d.commit = commit;
+    d.checkpoint = checkpoint;
+    d
+}
+
+fn logging_cost(s: &Settings) -> BenchResult<Experiment> {
+    let workers = fixed_workers(s, "logging-cost")?;
+    use CheckpointMode as K;
+    use CommitProtocol as C;
+    let pw = SchemeKind::PerWorker;
+    let steps: [(&str, Scheme); 5] = [
+        ("1 no logging", (SchemeKind::None, C::RfaGroup, K::None)),
+        (
+            "2 + log records, staged to the log files (async commits)",
+            (pw, C::Async, K::None),
+        ),
+        (
+            "3 + durable commits, flushing every log (flush-all)",
+            (pw, C::FlushAll, K::None),
+        ),
+        ("4 + RFA (rfa-group)", (pw, C::RfaGroup, K::None)),
+        (
+            "5 + continuous checkpoints",
+            (pw, C::RfaGroup, K::Continuous),
+        ),
+    ];
+    let runs = steps
+        .iter()
+        .enumerate()
+        .map(|(i, (label, scheme))| RunSpec {
+            label: label.to_string(),
+            series: label.to_string(),
+            x: (i + 1) as f64,
+            workload: tpcc(workers, s),
+            driver: with_scheme(driver(workers, workers, s), *scheme),
+            crash: None,
+        })
+        .collect();
+    Ok(Experiment {
+        name: "logging-cost",
+        reproduces: reproduces("logging-cost"),
+        why: format!(
+            "TPC-C with {workers} workers on {workers} warehouses, the logging components switched on one at a time, \
+             as in seed 000 Table 1: what each costs in throughput and in CPU time per transaction (process CPU time, \
+             workers and engine threads, over the measured window). Steps 1 to 4 run without checkpoints (the log \
+             grows until the clean close), step 5 is the default configuration."
+        ),
+        x_name: "step",
+        runs,
+        baseline: Baseline::Run(steps[0].0.to_string()),
+        metrics: vec![
+            Metric::TxnPerSec,
+            Metric::CpuUsPerTxn,
+            Metric::InstructionsPerTxn,
+            Metric::WalBytesPerTxn,
+            Metric::LatencyP99Us,
+        ],
+        figures: vec![
+            Figure::Bars {
+                file: "logging_cost_throughput.png",
+                title: format!("TPC-C, {workers} workers: throughput per logging step (seed 000 Table 1)"),
+                metric: Metric::TxnPerSec,
+            },
+            Figure::Bars {
+                file: "logging_cost_cpu.png",
+                title: format!("TPC-C, {workers} workers: CPU time per transaction per logging step"),
+                metric: Metric::CpuUsPerTxn,
+            },
+        ],
+        notes: vec![
+            "The paper's steps 2 (create log records) and 3 (stage them to SSD) are one step here: the per-worker \
+             scheme has no switch that writes log records without its writer staging them to the log files. \
+             Step 2 is the `async` commit protocol: records written and staged, commits acknowledged without \
+             waiting for a sync."
+                .into(),
+            "The paper's step 5 is RFA on persistent memory; there is none here, so step 4 is RFA with group \
+             commit on the SSD (`rfa-group`, the default), and the paper's step 4 (flush all logs on every \
+             commit) is `flush-all`."
+                .into(),
+        ],
+        instructions: true,
+        over_time: false,
+    })
+}
+
+/// 1, 2, 4, ... up to the cores, and the core count itself.
+fn worker_counts(s: &Settings) -> Vec<usize> {
+    if let Some(w) = &s.workers {
+        return w.clone();
+    }
+    if s.quick {
+        return vec![1, 2];
+    }
+    let mut counts = Vec::new();
+    let mut w = 1;
+    while w < s.cores {
+        counts.push(w);
+        w *= 2;
+    }
+    counts.push(s.cores.max(1));
+    counts
+}
+
+fn scaling(s: &Settings) -> BenchResult<Experiment> {
+    let counts = worker_counts(s);
+    let warehouses = counts.iter().copied().max().unwrap_or(1);
+    let mut series: Vec<(String, Scheme)> = vec![(
+        "none".into(),
+        (
+            SchemeKind::None,
+            CommitProtocol::RfaGroup,
+            CheckpointMode::None,
+        ),
+    )];
+    for commit in [
+        CommitProtocol::RfaGroup,
+        CommitProtocol::Group,
+        CommitProtocol::Rfa,
+        CommitProtocol::FlushAll,
+        CommitProtocol::Async,
+    ] {
+        series.push((
+            format!("per-worker {}", commit.name()),
+            (SchemeKind::PerWorker, commit, CheckpointMode::Continuous),
+        ));
+    }
+    let mut runs = Vec::new();
+    for (name, scheme) in &series {
+        for &w in &counts {
+            runs.push(RunSpec {
+                label: format!("{name}, {w} workers"),
+                series: name.clone(),
+                x: w as f64,
+                workload: tpcc(warehouses, s),
+                driver: with_scheme(driver(w, warehouses, s), *scheme),
+                crash: None,
+            });
+        }
+    }
+    Ok(Experiment {
+        name: "scaling",
+        reproduces: reproduces("scaling"),
+        why: format!(
+            "TPC-C on {warehouses} warehouses (fixed, as the paper's 500) with {} workers, for the scheme without a \
+             log and for the per-worker scheme under each commit protocol (continuous checkpoints), as in seed 000 \
+             Fig. 8: how throughput scales with workers, and what each protocol's synchronisation costs.",
+            counts
+                .iter()
+                .map(|w| w.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        x_name: "workers",
+        runs,
+        baseline: Baseline::SeriesAtSameX("per-worker rfa-group".into()),
+        metrics: vec![
+            Metric::TxnPerSec,
+            Metric::CpuUsPerTxn,
+            Metric::RemoteFlushPct,
+            Metric::LatencyP99Us,
+        ],
+        figures: vec![Figure::Lines {
+            file: "scaling.png",
+            title: format!("TPC-C, {warehouses} warehouses: throughput against workers (seed 000 Fig. 8)"),
+            x_label: "worker threads",
+            y_label: "committed txn/s",
+            metrics: vec![Metric::TxnPerSec],
+            log_x: false,
+        }],
+        notes: vec![
+            "The paper's other competitors (ARIES, Aether, SiloR-style logging) are schemes that waypoint does \
+             not have yet; their lines join this figure as they land."
+                .into(),
+        ],
+        instructions: false,
+        over_time: false,
+    })
+}
+
+fn remote_flush(s: &Settings) -> BenchResult<Experiment> {
+    let workers = fixed_workers(s, "remote-flush")?;
+    let mut counts = vec![1usize];
+    let most = if s.quick { 4 } else { 4 * workers };
+    while counts.last().is_some_and(|&w| w < most) {
+        counts.push((counts.last().copied().unwrap_or(1) * 2).min(most));
+    }
+    if !counts.contains(&workers) {
+        counts.push(workers);
+        counts.sort_unstable();
+    }
+    let runs = counts
+        .iter()
+        .map(|&w| RunSpec {
+            label: format!("{w} warehouses"),
+            series: "per-worker rfa-group".into(),
+            x: w as f64,
+            workload: tpcc(w, s),
+            driver: driver(workers, w, s),
+            crash: None,
+        })
+        .collect();
+    Ok(Experiment {
+        name: "remote-flush",
+        reproduces: reproduces("remote-flush"),
+        why: format!(
+            "TPC-C with {workers} workers (rfa-group commits, continuous checkpoints) on 1 to {most} warehouses, as \
+             the table in seed 000 §4.1: fewer warehouses than workers make transactions touch pages that other \
+             workers' logs changed last, so more commits must wait for other logs (a remote flush)."
+        ),
+        x_name: "warehouses",
+        runs,
+        baseline: Baseline::Run(format!("{workers} warehouses")),
+        metrics: vec![
+            Metric::RemoteFlushPct,
+            Metric::TxnPerSec,
+            Metric::LatencyP99Us,
+        ],
+        figures: vec![
+            Figure::Lines {
+                file: "remote_flush.png",
+                title: format!("TPC-C, {workers} workers: remote flushes against warehouses (seed 000, section 4.1)"),
+                x_label: "warehouses (log scale)",
+                y_label: "remote flushes, % of commits",
+                metrics: vec![Metric::RemoteFlushPct],
+                log_x: true,
+            },
+            Figure::Lines {
+                file: "remote_flush_throughput.png",
+                title: format!("TPC-C, {workers} workers: throughput against warehouses"),
+                x_label: "warehouses (log scale)",
+                y_label: "committed txn/s",
+                metrics: vec![Metric::TxnPerSec],
+                log_x: true,
+            },
+        ],
+        notes: Vec::new(),
+        instructions: false,
+        over_time: false,
+    })
+}
+
+fn recovery(s: &Settings) -> BenchResult<Experiment> {
+    let workers = fixed_workers(s, "recovery")?;
+    let limits_mib: &[u64] = if s.quick {
+        &[1, 4]
+    } else {
+        &[64, 128, 256, 512, 1024]
+    };
+    let runs = limits_mib
+        .iter()
+        .map(|&mib| {
+            let mut d = driver(workers, workers, s);
+            d.wal_limit_bytes = mib << 20;
+            RunSpec {
+                label: format!("WAL limit {mib} MiB"),
+                series: "per-worker".into(),
+                x: mib as f64,
+                workload: tpcc(workers, s),
+                driver: d,
+                crash: Some(CrashSpec {
+                    until_log_bytes: mib << 20,
+                    max_secs: if s.quick { 3.0 } else { 180.0 },
+                }),
+            }
+        })
+        .collect();
+    Ok(Experiment {
+        name: "recovery",
+        reproduces: reproduces("recovery"),
+        why: format!(
+            "TPC-C with {workers} workers (rfa-group commits, continuous checkpoints) in a child process, killed \
+             (SIGKILL) once its log directory holds the WAL limit (or after {} s), then opened here: recovery's \
+             analysis, redo and undo, timed by the engine, with {} redo/undo threads, as seed 000 §4.6 measures \
+             recovery for a bounded WAL.",
+            if s.quick { 3 } else { 180 },
+            s.cores.clamp(1, 1024)
+        ),
+        x_name: "WAL limit, MiB",
+        runs,
+        baseline: Baseline::Run(format!("WAL limit {} MiB", limits_mib[0])),
+        metrics: vec![
+            Metric::RecoveryMs,
+            Metric::AnalysisMs,
+            Metric::RedoMs,
+            Metric::UndoMs,
+            Metric::RecoveredLogMib,
+            Metric::RecoveryMbPerSec,
+            Metric::OpenMs,
+        ],
+        figures: vec![Figure::Lines {
+            file: "recovery.png",
+            title: format!("TPC-C, {workers} workers, killed: recovery time per phase against the WAL limit (seed 000, section 4.6)"),
+            x_label: "WAL limit, MiB (log scale)",
+            y_label: "milliseconds",
+            metrics: vec![
+                Metric::AnalysisMs,
+                Metric::RedoMs,
+                Metric::UndoMs,
+                Metric::RecoveryMs,
+            ],
+            log_x: true,
+        }],
+        notes: vec![
+            "The log directory's size (spare segments included) decides the kill, so the log recovered is near \
+             the limit but not at it; the table of log recovered says how much each run replayed."
+                .into(),
+            "Only the per-worker scheme recovers from a log; the scheme without a log has nothing to recover and \
+             the other schemes are not built yet."
+                .into(),
+        ],
+        instructions: false,
+        over_time: false,
+    })
+}
+
+fn wal_bound(s: &Settings) -> BenchResult<Experiment> {
+    let workers = fixed_workers(s, "wal-bound")?;
+    let limit_mib: u64 = if s.quick { 1 } else { 64 };
+    let runs = [
+        CheckpointMode::Continuous,
+        CheckpointMode::Full,
+        CheckpointMode::None,
+    ]
+    .iter()
+    .map(|&mode| {
+        let mut d = driver(workers, workers, s);
+        d.checkpoint = mode;
+        d.wal_limit_bytes = limit_mib << 20;
+        d.duration_secs = if s.quick { 2.0 } else { 30.0 };
+        d.warmup_secs = 0;
+        RunSpec {
+            label: format!("checkpoint {}", mode.name()),
+            series: format!("checkpoint {}", mode.name()),
+            x: 0.0,
+            workload: tpcc(workers, s),
+            driver: d,
+            crash: None,
+        }
+    })
+    .collect();
+    Ok(Experiment {
+        name: "wal-bound",
+        reproduces: reproduces("wal-bound"),
+        why: format!(
+            "TPC-C with {workers} workers and a WAL limit of {limit_mib} MiB, from the first second (no warm-up), \
+             under continuous checkpoints (seed 000 §3.4), full checkpoints each time the log reaches the limit \
+             (the baseline design of the paper's competitors) and no checkpoints, as in seed 000 Fig. 9 a/b: \
+             whether the log on disk stays at the limit, and what each design does to throughput over time."
+        ),
+        x_name: "checkpointing",
+        runs,
+        baseline: Baseline::Run("checkpoint continuous".into()),
+        metrics: vec![
+            Metric::TxnPerSec,
+            Metric::WalDiskMaxMib,
+            Metric::CheckpointMibPerSec,
+            Metric::LowestSecondRatio,
+            Metric::LatencyP99Us,
+        ],
+        figures: vec![
+            Figure::OverTime {
+                file: "wal_bound_wal.png",
+                title: format!("TPC-C, {workers} workers: log on disk over time (seed 000 Fig. 9a)"),
+                field: TimeField::WalDiskMib,
+                limit: Some((format!("WAL limit ({limit_mib} MiB)"), limit_mib as f64)),
+            },
+            Figure::OverTime {
+                file: "wal_bound_throughput.png",
+                title: format!("TPC-C, {workers} workers: throughput over time (seed 000 Fig. 9b)"),
+                field: TimeField::TxnPerSec,
+                limit: None,
+            },
+        ],
+        notes: vec![
+            "The figures show each design's first completed round; the tables take the median over rounds.".into(),
+        ],
+        instructions: false,
+        over_time: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(quick: bool, cores: usize) -> Settings {
+        Settings {
+            quick,
+            rounds: 1,
+            workers: None,
+            cores,
+            memory_bytes: 24 << 30,
+        }
+    }
+
+    #[test]
+    fn every_named_experiment_builds_with_unique_labels_and_its_baseline() {
+        for quick in [true, false] {
+            for name in NAMES {
+                let e = build(name, &settings(quick, 6)).unwrap();
+                let mut labels: Vec<&str> = e.runs.iter().map(|r| r.label.as_str()).collect();
+                labels.sort_unstable();
+                labels.dedup();
+                assert_eq!(labels.len(), e.runs.len(), "{name}: duplicate labels");
+                for i in 0..e.runs.len() {
+                    assert!(
+                        e.baseline.index_for(&e.runs, i).is_some(),
+                        "{name}: run {i} has no baseline"
+                    );
+                }
+                assert!(!reproduces(name).is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn scaling_counts_powers_of_two_up_to_the_cores() {
+        assert_eq!(worker_counts(&settings(false, 6)), [1, 2, 4, 6]);
+        assert_eq!(worker_counts(&settings(false, 8)), [1, 2, 4, 8]);
+        assert_eq!(worker_counts(&settings(false, 1)), [1]);
+        let mut s = settings(false, 2);
+        s.workers = Some(vec![1, 2, 4, 8, 16]);
+        assert_eq!(worker_counts(&s), [1, 2, 4, 8, 16]);
+        assert!(build("remote-flush", &s).is_err(), "a list is for scaling");
+    }
+
+    #[test]
+    fn unknown_and_not_yet_experiments_are_refused_by_name() {
+        let e = build("nosuch", &settings(true, 2)).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown experiment \"nosuch\"; available: logging-cost"),
+            "{e}"
+        );
+        let e = build("silor", &settings(true, 2)).unwrap_err().to_string();
+        assert!(e.contains("not available yet"), "{e}");
+    }
+}

@@ -1,0 +1,367 @@
+//! `waypoint compare`: the papers' experiments as named sets of driver
+//! runs, executed in interleaved rounds and written up as `report.md`,
+//! `results.json` and PNG figures drawn like the paper's.
+//!
+//! - [`experiments`]: the registry, what each experiment runs and which
+//!   result of which paper it reproduces (seed 000 §4.1–§4.3, §4.6), and
+//!   the ones that wait for schemes or peers not yet built ([`NOT_YET`]).
+//! - [`runner`]: rounds A B C, then C B A, ..., each run on a fresh copy
+//!   of one load; Ctrl-C ends the current run early and the report says
+//!   it is partial.
+//! - [`results`] (`results.json`), [`markdown`] (`report.md`),
+//!   [`figures`] (the PNGs), [`machine`] (CPU, memory, date), [`perf`]
+//!   (instructions per transaction where `perf stat` can count them).
+//!
+//! Invariant: a number in a report is a median over completed rounds of
+//! runs that ran to their end; a run cut short by Ctrl-C or an error is
+//! left out and the report says so.
+
+pub mod experiments;
+pub mod figures;
+pub mod machine;
+pub mod markdown;
+pub mod perf;
+pub mod results;
+pub mod runner;
+
+use crate::driver::DriverConfig;
+use crate::tpcc::{Tpcc, TpccConfig};
+use crate::workload::Workload;
+use serde::Serialize;
+
+pub use experiments::{build, NOT_YET};
+pub use results::Results;
+pub use runner::{run, Crasher, Event, Hooks};
+
+/// What the command line chose for every experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// Seconds-long runs on tiny data, one round: for CI.
+    pub quick: bool,
+    pub rounds: usize,
+    /// `--workers`: the worker counts of `scaling`, or the one worker
+    /// count of the other experiments.
+    pub workers: Option<Vec<usize>>,
+    /// Cores this process may run on.
+    pub cores: usize,
+    /// The machine's memory in bytes (0 if unknown).
+    pub memory_bytes: u64,
+}
+
+/// The workload of a run. Only TPC-C for now; YCSB and TPC-B come with
+/// the `peers` experiment.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(tag = "workload", rename_all = "lowercase")]
+pub enum WorkloadSpec {
+    Tpcc(TpccConfig),
+}
+
+impl WorkloadSpec {
+    pub fn name(&self) -> &'static str {
+        match self {
+            WorkloadSpec::Tpcc(_) => "tpcc",
+        }
+    }
+
+    /// A fresh workload object (nothing loaded).
+    pub fn build(&self, seed: u64) -> Box<dyn Workload> {
+        match self {
+            WorkloadSpec::Tpcc(c) => Box::new(Tpcc::new(*c, seed)),
+        }
+    }
+
+    /// For people: "TPC-C, 4 warehouses (1/100 of the spec's items and
+    /// customers)".
+    pub fn describe(&self) -> String {
+        match self {
+            WorkloadSpec::Tpcc(c) => {
+                let scale = if c.scale_down > 1 {
+                    format!(" (1/{} of the spec's items and customers)", c.scale_down)
+                } else {
+                    String::new()
+                };
+                format!("TPC-C, {} warehouses{scale}", c.warehouses)
+            }
+        }
+    }
+}
+
+/// One configuration of an experiment; it runs once per round.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// Unique within the experiment: "per-worker rfa-group, 4 workers".
+    pub label: String,
+    /// The line (or bar) of the figures this run belongs to.
+    pub series: String,
+    /// Its place on the figures' x axis (workers, warehouses, ...).
+    pub x: f64,
+    pub workload: WorkloadSpec,
+    /// Scheme, options, workers, duration; `dir`, `out` and `interrupt`
+    /// are set by the runner.
+    pub driver: DriverConfig,
+    /// Instead of measuring throughput: run the workload in a child
+    /// process, kill it, and time the recovery.
+    pub crash: Option<CrashSpec>,
+}
+
+/// When the child of a recovery run is killed.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CrashSpec {
+    /// Once the log directory holds this many bytes ...
+    pub until_log_bytes: u64,
+    /// ... or this many seconds passed, whichever comes first.
+    pub max_secs: f64,
+}
+
+/// What each run's ratio is taken against.
+#[derive(Debug, Clone, Serialize)]
+pub enum Baseline {
+    /// One run, by label.
+    Run(String),
+    /// The run of this series at the same x (the same worker count).
+    SeriesAtSameX(String),
+}
+
+impl Baseline {
+    /// For people.
+    pub fn describe(&self) -> String {
+        match self {
+            Baseline::Run(label) => format!("`{label}`"),
+            Baseline::SeriesAtSameX(series) => {
+                format!("`{series}` at the same x (each row against that series' run with the same value)")
+            }
+        }
+    }
+
+    /// The index of `run`'s baseline among `runs`.
+    pub fn index_for(&self, runs: &[RunSpec], run: usize) -> Option<usize> {
+        match self {
+            Baseline::Run(label) => runs.iter().position(|r| &r.label == label),
+            Baseline::SeriesAtSameX(series) => runs
+                .iter()
+                .position(|r| &r.series == series && r.x == runs[run].x),
+        }
+    }
+}
+
+/// A number taken from every completed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    TxnPerSec,
+    CpuUsPerTxn,
+    InstructionsPerTxn,
+    WalBytesPerTxn,
+    RemoteFlushPct,
+    WalDiskMaxMib,
+    CheckpointMibPerSec,
+    LowestSecondRatio,
+    LatencyP50Us,
+    LatencyP99Us,
+    RecoveredLogMib,
+    AnalysisMs,
+    RedoMs,
+    UndoMs,
+    RecoveryMs,
+    RecoveryMbPerSec,
+    OpenMs,
+}
+
+impl Metric {
+    /// The key in `results.json`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::TxnPerSec => "txn_per_sec",
+            Metric::CpuUsPerTxn => "cpu_us_per_txn",
+            Metric::InstructionsPerTxn => "instructions_per_txn",
+            Metric::WalBytesPerTxn => "wal_bytes_per_txn",
+            Metric::RemoteFlushPct => "remote_flush_pct",
+            Metric::WalDiskMaxMib => "wal_disk_max_mib",
+            Metric::CheckpointMibPerSec => "checkpoint_mib_per_sec",
+            Metric::LowestSecondRatio => "lowest_second_ratio",
+            Metric::LatencyP50Us => "latency_p50_us",
+            Metric::LatencyP99Us => "latency_p99_us",
+            Metric::RecoveredLogMib => "recovered_log_mib",
+            Metric::AnalysisMs => "analysis_ms",
+            Metric::RedoMs => "redo_ms",
+            Metric::UndoMs => "undo_ms",
+            Metric::RecoveryMs => "recovery_ms",
+            Metric::RecoveryMbPerSec => "recovery_mb_per_sec",
+            Metric::OpenMs => "open_ms",
+        }
+    }
+
+    /// The table heading and axis label.
+    pub fn title(self) -> &'static str {
+        match self {
+            Metric::TxnPerSec => "committed txn/s",
+            Metric::CpuUsPerTxn => "CPU µs per transaction",
+            Metric::InstructionsPerTxn => "instructions per transaction",
+            Metric::WalBytesPerTxn => "log bytes per transaction",
+            Metric::RemoteFlushPct => "remote flushes, % of commits",
+            Metric::WalDiskMaxMib => "largest log on disk, MiB",
+            Metric::CheckpointMibPerSec => "checkpoint writes, MiB/s",
+            Metric::LowestSecondRatio => "lowest second / median second",
+            Metric::LatencyP50Us => "commit latency p50, µs",
+            Metric::LatencyP99Us => "commit latency p99, µs",
+            Metric::RecoveredLogMib => "log recovered, MiB",
+            Metric::AnalysisMs => "analysis, ms",
+            Metric::RedoMs => "redo, ms",
+            Metric::UndoMs => "undo, ms",
+            Metric::RecoveryMs => "recovery (analysis + redo + undo), ms",
+            Metric::RecoveryMbPerSec => "log recovered per second, MB/s",
+            Metric::OpenMs => "open (recovery included), ms",
+        }
+    }
+
+    /// Digits after the point in tables.
+    pub fn decimals(self) -> usize {
+        match self {
+            Metric::LowestSecondRatio => 2,
+            Metric::RecoveryMbPerSec
+            | Metric::RemoteFlushPct
+            | Metric::CheckpointMibPerSec
+            | Metric::WalDiskMaxMib
+            | Metric::RecoveredLogMib
+            | Metric::CpuUsPerTxn
+            | Metric::AnalysisMs
+            | Metric::RedoMs
+            | Metric::UndoMs
+            | Metric::RecoveryMs
+            | Metric::OpenMs => 1,
+            _ => 0,
+        }
+    }
+
+    /// "higher is better", "lower is better", or None for a quantity
+    /// that describes a run rather than ranks it (log volume, say).
+    pub fn better(self) -> Option<&'static str> {
+        match self {
+            Metric::TxnPerSec | Metric::LowestSecondRatio | Metric::RecoveryMbPerSec => {
+                Some("higher is better")
+            }
+            Metric::RecoveredLogMib | Metric::WalDiskMaxMib | Metric::CheckpointMibPerSec => None,
+            _ => Some("lower is better"),
+        }
+    }
+}
+
+/// A figure of an experiment, drawn from its results ([`figures`]).
+#[derive(Debug, Clone, Serialize)]
+pub enum Figure {
+    /// The medians of `metrics` against the runs' x: a line per series,
+    /// or per metric when there are several (recovery phases).
+    Lines {
+        file: &'static str,
+        title: String,
+        x_label: &'static str,
+        y_label: &'static str,
+        metrics: Vec<Metric>,
+        /// A base-2 logarithmic x axis (warehouses, WAL limits).
+        log_x: bool,
+    },
+    /// A bar per run: the median of `metric`.
+    Bars {
+        file: &'static str,
+        title: String,
+        metric: Metric,
+    },
+    /// Per-second values of each series' first completed round against
+    /// seconds since the workers started.
+    OverTime {
+        file: &'static str,
+        title: String,
+        field: TimeField,
+        /// A dashed horizontal line: (label, value) in the field's unit.
+        limit: Option<(String, f64)>,
+    },
+}
+
+impl Figure {
+    pub fn file(&self) -> &'static str {
+        match self {
+            Figure::Lines { file, .. }
+            | Figure::Bars { file, .. }
+            | Figure::OverTime { file, .. } => file,
+        }
+    }
+}
+
+/// A per-second value of a run ([`results::Second`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeField {
+    TxnPerSec,
+    WalDiskMib,
+}
+
+impl TimeField {
+    pub fn title(self) -> &'static str {
+        match self {
+            TimeField::TxnPerSec => "committed txn/s",
+            TimeField::WalDiskMib => "log on disk, MiB",
+        }
+    }
+}
+
+/// An experiment: what it runs, why, against which baseline, and how its
+/// results are tabulated and drawn.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub name: &'static str,
+    /// The paper result: "seed 000 Table 1 (§4.3): ...".
+    pub reproduces: &'static str,
+    /// What is run and why, a paragraph for the report.
+    pub why: String,
+    /// What the x of the runs counts ("workers", "warehouses", ...).
+    pub x_name: &'static str,
+    pub runs: Vec<RunSpec>,
+    pub baseline: Baseline,
+    /// A table per metric, in this order.
+    pub metrics: Vec<Metric>,
+    pub figures: Vec<Figure>,
+    /// Remarks for the report (steps of the paper that have no switch
+    /// here, and the like).
+    pub notes: Vec<String>,
+    /// Count instructions per transaction with `perf stat` where it can.
+    pub instructions: bool,
+    /// Keep the per-second values of every run (for [`Figure::OverTime`]).
+    pub over_time: bool,
+}
+
+/// The files [`write`] wrote, and figures it could not draw.
+pub struct Written {
+    pub files: Vec<std::path::PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+/// Draw the figures, then write `results.json` and `report.md` into
+/// `out`. A figure that cannot be drawn is a warning (and a note in the
+/// report), not a lost report.
+pub fn write(
+    out: &std::path::Path,
+    experiment: &Experiment,
+    results: &mut Results,
+) -> crate::BenchResult<Written> {
+    let mut warnings = Vec::new();
+    let mut files = Vec::new();
+    match figures::draw(out, &experiment.figures, results) {
+        Ok(paths) => {
+            results.figures = experiment.figures.iter().map(|f| f.file().into()).collect();
+            files.extend(paths);
+        }
+        Err(e) => {
+            results
+                .notes
+                .push(format!("A figure could not be drawn: {e}."));
+            warnings.push(format!("warning: {e}"));
+        }
+    }
+    results.write(out)?;
+    files.insert(0, out.join("results.json"));
+    let report = out.join("report.md");
+    std::fs::write(&report, markdown::render(results))
+        .map_err(|e| crate::BenchError::io(&report, e))?;
+    files.insert(0, report);
+    Ok(Written { files, warnings })
+}

@@ -1,0 +1,220 @@
+//! `waypoint compare` as a process: every experiment `--list` names runs
+//! with `--quick` and writes report.md, a results.json that parses and
+//! its PNG figures; Ctrl-C leaves a valid report marked partial; bad
+//! input is one line on stderr and a non-zero exit.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn waypoint(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_waypoint"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run waypoint")
+}
+
+/// The experiments `--list` says run now (the lines before "Not yet").
+fn listed() -> Vec<String> {
+    let o = waypoint(&["compare", "--list"]);
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    let (now, later) = text.split_once("Not yet").expect("a not-yet section");
+    assert!(
+        later.contains("peers") && later.contains("not yet: needs"),
+        "{text}"
+    );
+    now.lines()
+        .filter(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect()
+}
+
+fn results(out: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+    serde_json::from_str(&text).expect("results.json parses")
+}
+
+fn is_png(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| b.len() > 1000 && b.starts_with(b"\x89PNG\r\n\x1a\n"))
+}
+
+#[test]
+fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
+    let names = listed();
+    assert_eq!(
+        names,
+        [
+            "logging-cost",
+            "scaling",
+            "remote-flush",
+            "recovery",
+            "wal-bound"
+        ]
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    for name in &names {
+        let out = tmp.path().join(name);
+        let o = waypoint(&["compare", name, "--quick", "--out", out.to_str().unwrap()]);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{name}: {stdout}{stderr}");
+        let report = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+        assert!(
+            report.starts_with(&format!("# `waypoint compare {name}`")),
+            "{report}"
+        );
+        assert!(
+            report.contains("| machine |") && report.contains("vs baseline"),
+            "{report}"
+        );
+        assert!(!report.contains("PARTIAL"), "{report}");
+        let r = results(&out);
+        assert_eq!(r["experiment"], name.as_str());
+        assert!(r["partial"].is_null());
+        for run in r["runs"].as_array().unwrap() {
+            let rounds = run["rounds"].as_array().unwrap();
+            assert_eq!(rounds.len(), 1, "{name}: --quick is one round");
+            let metrics = &rounds[0]["metrics"];
+            assert!(
+                metrics["txn_per_sec"].as_f64().is_some_and(|t| t > 0.0)
+                    || metrics["recovery_ms"].as_f64().is_some_and(|t| t > 0.0),
+                "{name}: {run}"
+            );
+            assert!(run["vs_baseline"].is_object());
+        }
+        let figures = r["figures"].as_array().unwrap();
+        assert!(!figures.is_empty(), "{name}: no figures");
+        for f in figures {
+            let f = f.as_str().unwrap();
+            assert!(is_png(&out.join(f)), "{name}: {f} is not a PNG");
+            assert!(
+                report.contains(&format!("]({f})")),
+                "{name}: {f} not in the report"
+            );
+        }
+        // The runs' data directories are gone.
+        let left: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "{name}: left {left:?}");
+    }
+}
+
+/// SIGINT after the first finished run: the run in progress is dropped,
+/// the report is written and says it is partial, the exit is 130.
+#[test]
+fn ctrl_c_writes_a_partial_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_waypoint"))
+        .args([
+            "compare",
+            "scaling",
+            "--quick",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let started = Instant::now();
+    loop {
+        let line = lines.next().expect("a run finishes").unwrap();
+        if line.trim_start().starts_with("round 1") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no run finished"
+        );
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{rest:?} {stderr}");
+    assert!(stderr.contains("partial report"), "{stderr}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("**PARTIAL REPORT:** stopped by Ctrl-C"),
+        "{report}"
+    );
+    let r = results(&out);
+    assert!(r["partial"].as_str().unwrap().contains("Ctrl-C"));
+    let runs = r["runs"].as_array().unwrap();
+    let done = runs
+        .iter()
+        .filter(|run| !run["rounds"][0].is_null())
+        .count();
+    assert!(
+        done >= 1 && done < runs.len(),
+        "{done} of {} runs",
+        runs.len()
+    );
+    for f in r["figures"].as_array().unwrap() {
+        assert!(is_png(&out.join(f.as_str().unwrap())));
+    }
+}
+
+fn fails_with_one_line(args: &[&str], needle: &str) {
+    let o = waypoint(args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} succeeded");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    assert!(stderr.contains(needle), "{args:?}: {stderr}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_nonzero_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let out = out.to_str().unwrap();
+    fails_with_one_line(
+        &["compare", "nosuch", "--out", out],
+        "unknown experiment \"nosuch\"; available: logging-cost",
+    );
+    fails_with_one_line(&["compare", "silor", "--out", out], "not available yet");
+    fails_with_one_line(
+        &["compare", "scaling", "--rounds", "0", "--out", out],
+        "--rounds 0",
+    );
+    fails_with_one_line(
+        &["compare", "scaling", "--workers", "0", "--out", out],
+        "--workers",
+    );
+    fails_with_one_line(
+        &["compare", "recovery", "--workers", "1,2", "--out", out],
+        "a list is for scaling",
+    );
+    fails_with_one_line(&["compare"], "EXPERIMENT");
+    assert!(!Path::new(out).exists(), "bad input created --out");
+    // A file where a directory should be: not writable, even as root.
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let below = file.join("out");
+    fails_with_one_line(
+        &[
+            "compare",
+            "scaling",
+            "--quick",
+            "--out",
+            below.to_str().unwrap(),
+        ],
+        "cannot write to --out",
+    );
+}
