@@ -110,6 +110,10 @@ pub struct Snapshot {
     pub steal_ms: u64,
     /// CPU time of the whole process (workers and engine threads).
     pub cpu_ms: u64,
+    /// A central log's latch: times taken, and time sessions waited for
+    /// it (zero for other schemes).
+    pub log_latch_acquisitions: u64,
+    pub log_latch_wait_us: u64,
 }
 
 impl Snapshot {
@@ -134,6 +138,8 @@ impl Snapshot {
             backpressure_ms: stats.persistence.backpressure.as_millis() as u64,
             steal_ms: steal_ms(),
             cpu_ms: process_cpu_ms(),
+            log_latch_acquisitions: stats.persistence.log_latch.acquisitions,
+            log_latch_wait_us: stats.persistence.log_latch.waited.as_micros() as u64,
         }
     }
 

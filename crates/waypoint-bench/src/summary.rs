@@ -68,6 +68,11 @@ pub struct Summary {
     /// Time transactions waited at begin for the checkpointer, summed over
     /// workers, in milliseconds.
     pub backpressure_ms: u64,
+    /// A central log's latch (seed 000 §4): acquisitions during the
+    /// measured window, and the time sessions waited for it per committed
+    /// transaction, in microseconds (zero for other schemes).
+    pub log_latch_acquisitions: u64,
+    pub log_latch_wait_us_per_txn: f64,
     /// CPU time the hypervisor stole from the machine during the measured
     /// window, all CPUs, in milliseconds.
     pub steal_ms: u64,
@@ -314,6 +319,9 @@ impl Summary {
             checkpoint_bytes: e.checkpoint_bytes - b.checkpoint_bytes,
             evict_bytes: e.evict_bytes - b.evict_bytes,
             backpressure_ms: e.backpressure_ms - b.backpressure_ms,
+            log_latch_acquisitions: e.log_latch_acquisitions - b.log_latch_acquisitions,
+            log_latch_wait_us_per_txn: (e.log_latch_wait_us - b.log_latch_wait_us) as f64
+                / committed.max(1) as f64,
             steal_ms: e.steal_ms.saturating_sub(b.steal_ms),
             cpu_seconds: cpu_ms as f64 / 1e3,
             cpu_us_per_txn: cpu_ms as f64 * 1e3 / committed.max(1) as f64,
@@ -367,6 +375,12 @@ impl Summary {
             self.wal_segments_zero_filled,
             self.remote_flush_fraction
         );
+        if self.log_latch_acquisitions > 0 {
+            out += &format!(
+                "log latch: {} acquisitions, {:.2} µs waited per transaction\n",
+                self.log_latch_acquisitions, self.log_latch_wait_us_per_txn
+            );
+        }
         out += &format!(
             "pages: {} written by eviction, {} by flushes, {} read; peak RSS {}; load {:.2} s ({}), clean close {:.2} s\n",
             mib(self.evict_bytes),

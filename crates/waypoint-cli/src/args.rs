@@ -318,8 +318,14 @@ impl BenchArgs {
             .unwrap_or(waypoint::SchemeKind::default().name())
     }
 
+    /// `--commit`, or the scheme's default (group for a central log, which
+    /// has no other log for RFA to avoid).
     pub fn commit_name(&self) -> &str {
-        self.commit.as_deref().unwrap_or("rfa-group")
+        match self.commit.as_deref() {
+            Some(c) => c,
+            None if self.scheme_name() == waypoint::SchemeKind::Aries.name() => "group",
+            None => "rfa-group",
+        }
     }
 
     pub fn checkpoint(&self) -> Result<waypoint::CheckpointMode> {
@@ -378,7 +384,8 @@ impl BenchArgs {
     }
 
     /// The scheme, refusing an unknown name, `--scheme` and `--logging`
-    /// that disagree, and a per-worker option given with another scheme.
+    /// that disagree, a log option given with a scheme without a log, and
+    /// an RFA commit protocol for a central log.
     pub fn scheme(&self) -> Result<waypoint::SchemeKind> {
         if let (Some(a), Some(b)) = (&self.scheme, &self.logging) {
             if a != b {
@@ -390,7 +397,12 @@ impl BenchArgs {
             let names: Vec<_> = waypoint::SchemeKind::ALL.iter().map(|k| k.name()).collect();
             bail!("unknown --scheme {name:?}; available: {}", names.join(", "));
         };
-        if kind != waypoint::SchemeKind::PerWorker {
+        if kind == waypoint::SchemeKind::Aries {
+            if let Some(c @ ("rfa" | "rfa-group")) = self.commit.as_deref() {
+                bail!("--commit {c} is not an option of --scheme {name}: RFA avoids flushing other sessions' logs, and a central log has none (use group, flush-all or async)");
+            }
+        }
+        if !kind.recovers_from_log() {
             let given = [
                 ("--commit", self.commit.is_some()),
                 ("--checkpoint", self.checkpoint.is_some()),
@@ -405,7 +417,7 @@ impl BenchArgs {
                 ("--log-direct-io", self.log_direct_io.is_some()),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
-                bail!("{flag} is an option of the per-worker scheme, not of --scheme {name}");
+                bail!("{flag} is an option of the schemes with a log, not of --scheme {name}");
             }
         }
         Ok(kind)

@@ -213,6 +213,7 @@ impl Crasher for ChildCrasher {
             workers: config.workers,
             in_flight: config.in_flight,
             commit: config.commit.name(),
+            scheme: config.scheme,
             buffer: config.buffer_bytes,
             wal_limit: config.wal_limit_bytes,
             max_run_ms: 3_600_000,

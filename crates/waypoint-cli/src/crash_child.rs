@@ -13,7 +13,7 @@
 //! resolves). Invariant: a line is printed only after its commit is
 //! durable, so every complete line names a commit recovery must keep.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence};
+use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence, SchemeKind};
 use waypoint_bench::registry;
 use waypoint_bench::workload::is_abort;
 
@@ -48,6 +48,8 @@ pub struct CrashChildArgs {
     pub in_flight: usize,
     #[arg(long)]
     pub commit: String,
+    #[arg(long)]
+    pub scheme: String,
     #[arg(long)]
     pub buffer: usize,
     #[arg(long)]
@@ -94,22 +96,51 @@ fn report(line: &str) {
     }
 }
 
+/// `--scheme` of a crash test: a scheme with a log.
+pub(crate) fn scheme_kind(name: &str) -> Result<SchemeKind> {
+    match SchemeKind::parse(name) {
+        Some(k) if k.recovers_from_log() => Ok(k),
+        Some(k) => bail!("--scheme {k} keeps no log: a kill loses its changes by design; use per-worker or aries"),
+        None => bail!("unknown --scheme {name:?}; available: per-worker, aries"),
+    }
+}
+
+/// The options of the child and of the recovery after it: `scheme` with
+/// `commit` (a central log takes RFA's as group commit:
+/// `CentralOptions::from_log`).
+pub(crate) fn open_options(
+    scheme: SchemeKind,
+    commit: waypoint::CommitProtocol,
+    buffer: usize,
+    wal_limit: u64,
+) -> Options {
+    Options {
+        create_if_missing: false,
+        buffer_pool_bytes: buffer,
+        persistence: Persistence::of(
+            scheme,
+            PerWorkerOptions {
+                commit,
+                wal_limit_bytes: wal_limit,
+                ..PerWorkerOptions::default()
+            },
+        ),
+        ..Options::default()
+    }
+}
+
 fn child_fail(why: String) -> ! {
     eprintln!("crash-child: {why}");
     std::process::exit(2);
 }
 
 pub fn child(args: CrashChildArgs) -> Result<()> {
-    let options = Options {
-        create_if_missing: false,
-        buffer_pool_bytes: args.buffer,
-        persistence: Persistence::PerWorker(PerWorkerOptions {
-            commit: commit_protocol(&args.commit)?,
-            wal_limit_bytes: args.wal_limit,
-            ..PerWorkerOptions::default()
-        }),
-        ..Options::default()
-    };
+    let options = open_options(
+        scheme_kind(&args.scheme)?,
+        commit_protocol(&args.commit)?,
+        args.buffer,
+        args.wal_limit,
+    );
     let db = Database::open(&args.dir, options).context("open")?;
     let workload = registry::reopen(&db, &args.workload)?;
     let acks = db.table(ACK_TABLE)?;
@@ -246,6 +277,7 @@ pub(crate) struct ChildSpec<'a> {
     pub workers: usize,
     pub in_flight: usize,
     pub commit: &'a str,
+    pub scheme: SchemeKind,
     pub buffer: usize,
     pub wal_limit: u64,
     /// The child exits by itself after this long.
@@ -279,6 +311,7 @@ pub(crate) fn run_child_until_killed(
         .args(["--workers", &spec.workers.to_string()])
         .args(["--in-flight", &spec.in_flight.to_string()])
         .args(["--commit", spec.commit])
+        .args(["--scheme", spec.scheme.name()])
         .args(["--buffer", &spec.buffer.to_string()])
         .args(["--wal-limit", &spec.wal_limit.to_string()])
         .args(["--max-run-ms", &spec.max_run_ms.to_string()])

@@ -23,7 +23,8 @@
 //! so a failure may need a few reruns to reproduce.
 
 use crate::crash_child::{
-    ack_key, commit_protocol, fail, run_child_until_killed, ChildSpec, Failure, ACK_TABLE,
+    ack_key, commit_protocol, fail, open_options, run_child_until_killed, scheme_kind, ChildSpec,
+    Failure, ACK_TABLE,
 };
 use crate::tools::require_database;
 use anyhow::{bail, Context, Result};
@@ -77,8 +78,14 @@ pub struct CrashTestArgs {
     /// (each promises that a killed process loses no acknowledged commit),
     /// or async (acknowledges before the log reaches the kernel: a kill
     /// loses the last acknowledged commits, so failures are expected).
+    /// With `--scheme aries`, rfa and rfa-group mean group (a central log
+    /// has no other log to avoid flushing).
     #[arg(long, default_value = "rfa-group")]
     pub commit: String,
+    /// Persistence scheme of the child and of recovery: per-worker or
+    /// aries (none keeps no log: a kill loses what it changed, by design).
+    #[arg(long, default_value = "per-worker")]
+    pub scheme: String,
     /// Buffer pool of the child on odd cycles (even cycles: at most 2 MiB,
     /// so pages with uncommitted changes are stolen).
     #[arg(long, default_value = "64MiB")]
@@ -120,18 +127,6 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
         ));
     }
     Ok((lo, hi))
-}
-
-fn open_options(buffer: usize, wal_limit: u64) -> Options {
-    Options {
-        create_if_missing: false,
-        buffer_pool_bytes: buffer,
-        persistence: Persistence::PerWorker(PerWorkerOptions {
-            wal_limit_bytes: wal_limit,
-            ..PerWorkerOptions::default()
-        }),
-        ..Options::default()
-    }
 }
 
 /// The workload with the scale given on the command line (defaults for a
@@ -178,6 +173,7 @@ fn prepare(dir: &Path, args: &CrashTestArgs, buffer: usize) -> Result<String> {
         Options {
             create_if_missing: !exists,
             buffer_pool_bytes: buffer,
+            persistence: Persistence::of(scheme_kind(&args.scheme)?, PerWorkerOptions::default()),
             ..Options::default()
         },
     )
@@ -243,6 +239,7 @@ impl Run<'_> {
             workers: a.workers,
             in_flight: a.in_flight,
             commit: &a.commit,
+            scheme: scheme_kind(&a.scheme).map_err(|e| fail(e.to_string(), true))?,
             buffer,
             wal_limit: self.wal_limit,
             max_run_ms: hi.max(lo) + 120_000,
@@ -263,8 +260,16 @@ impl Run<'_> {
 
         // Recover and check.
         let t0 = Instant::now();
-        let db = Database::open(&self.dir, open_options(self.buffer, self.wal_limit))
-            .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
+        let db = Database::open(
+            &self.dir,
+            open_options(
+                scheme_kind(&self.args.scheme).map_err(|e| fail(e.to_string(), true))?,
+                waypoint::CommitProtocol::default(),
+                self.buffer,
+                self.wal_limit,
+            ),
+        )
+        .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
         let open = t0.elapsed();
         let recovery = db
             .recovery_report()
@@ -346,12 +351,13 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     if args.cycles == 0 {
         bail!("--cycles 0 is out of range: at least 1");
     }
-    commit_protocol(&args.commit)?;
+    let commit = commit_protocol(&args.commit)?;
+    let scheme = scheme_kind(&args.scheme)?;
     let buffer = crate::args::parse_size("buffer", &args.buffer)?;
     let wal_limit = crate::args::parse_size("wal-limit", &args.wal_limit)? as u64;
     // The children's options (an even cycle's smaller buffer is valid
     // when this one is: at least 16 pages, at most 2 MiB).
-    open_options(buffer, wal_limit)
+    open_options(scheme, commit, buffer, wal_limit)
         .validate()
         .map_err(|e| crate::args::name_flag(e, flags))?;
     if args.records == Some(0) || args.scale == Some(0) {

@@ -62,11 +62,19 @@ enum Command {
         /// per log partition).
         #[arg(long, default_value_t = 2)]
         threads: usize,
+        /// Recover with this persistence scheme (per-worker, aries or
+        /// none) [default: the one the database records].
+        #[arg(long)]
+        scheme: Option<String>,
     },
     /// Check the structure of every table and index of a closed database.
     Check {
         /// Database directory.
         dir: PathBuf,
+        /// Open with this persistence scheme [default: the one the
+        /// database records].
+        #[arg(long)]
+        scheme: Option<String>,
     },
     /// Crash simulation on a simulated disk: per seed a workload, an option
     /// set and a fault schedule; recover and check every acknowledged commit.
@@ -102,10 +110,11 @@ fn bench(args: BenchArgs) -> Result<()> {
     }
 }
 
-fn check(dir: PathBuf) -> Result<()> {
+fn check(dir: PathBuf, scheme: Option<&str>) -> Result<()> {
     let options = waypoint::Options {
         create_if_missing: false,
         buffer_pool_bytes: 64 << 20,
+        persistence: tools::persistence_for(&dir, scheme)?,
         ..Default::default()
     };
     let db = waypoint::Database::open(&dir, options)
@@ -117,13 +126,22 @@ fn check(dir: PathBuf) -> Result<()> {
     Ok(())
 }
 
-fn recover(dir: PathBuf, json: bool, buffer: &str, threads: usize) -> Result<()> {
+fn recover(
+    dir: PathBuf,
+    json: bool,
+    buffer: &str,
+    threads: usize,
+    scheme: Option<&str>,
+) -> Result<()> {
     // The engine refuses what is not a database, and names the file that
-    // is missing from one that is half there.
+    // is missing from one that is half there (so the recorded scheme is
+    // read only where there is a data file to read it from).
+    let persistence = tools::persistence_for(&dir, scheme)?;
     let options = waypoint::Options {
         create_if_missing: false,
         buffer_pool_bytes: args::parse_size("buffer", buffer)?,
         recovery_threads: threads,
+        persistence,
         ..Default::default()
     };
     options.validate().map_err(|e| {
@@ -210,13 +228,14 @@ fn main() {
     let result = match cli.command {
         Command::Bench(args) => bench(*args),
         Command::Compare(args) => compare::run(args),
-        Command::Check { dir } => check(dir),
+        Command::Check { dir, scheme } => check(dir, scheme.as_deref()),
         Command::Recover {
             dir,
             json,
             buffer,
             threads,
-        } => recover(dir, json, &buffer, threads),
+            scheme,
+        } => recover(dir, json, &buffer, threads, scheme.as_deref()),
         Command::Simulate(args) => simulate::run(args),
         Command::Verify(args) => tools::verify(args),
         Command::Inspect(args) => tools::inspect(args),

@@ -22,8 +22,9 @@ pub struct SimulateArgs {
     /// same.
     #[arg(long)]
     pub workload: Option<String>,
-    /// Run this persistence scheme (per-worker or none) on every seed
-    /// instead of the one each seed draws (none in one seed in eight).
+    /// Run this persistence scheme (per-worker, aries or none) on every
+    /// seed instead of the one each seed draws (none in one seed in eight,
+    /// aries in one in four of the others).
     #[arg(long)]
     pub scheme: Option<String>,
     /// UNSAFE, to show that the simulator catches lost commits: acknowledge

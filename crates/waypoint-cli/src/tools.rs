@@ -22,6 +22,10 @@ pub struct VerifyArgs {
     /// Buffer pool memory for the check, e.g. 256MiB [default: 256MiB].
     #[arg(long)]
     pub buffer: Option<String>,
+    /// Open with this persistence scheme (per-worker, aries or none)
+    /// [default: the one the database records].
+    #[arg(long)]
+    pub scheme: Option<String>,
     /// Print what was checked as JSON.
     #[arg(long)]
     pub json: bool,
@@ -34,6 +38,35 @@ pub struct InspectArgs {
     /// Print everything as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The persistence to open the existing database in `dir` with: the
+/// scheme `given` (`--scheme`), or the one its superblock records (the
+/// per-worker scheme if it records none or cannot be read: the open then
+/// refuses what is not a database), with its default options.
+pub fn persistence_for(dir: &Path, given: Option<&str>) -> Result<waypoint::Persistence> {
+    use waypoint::{SchemeKind, Storage};
+    let kind = match given {
+        Some(name) => match SchemeKind::parse(name) {
+            Some(k) => k,
+            None => {
+                let names: Vec<_> = SchemeKind::ALL.iter().map(|k| k.name()).collect();
+                bail!("unknown --scheme {name:?}; available: {}", names.join(", "))
+            }
+        },
+        // A superblock that cannot be read is the open's to refuse, with
+        // its own error.
+        None => waypoint::RealStorage::new()
+            .open(&dir.join(waypoint::DATA_FILE), waypoint::OpenMode::ReadOnly)
+            .and_then(|file| waypoint::db::Superblock::read(file.as_ref()))
+            .ok()
+            .and_then(|sb| sb.scheme)
+            .unwrap_or_default(),
+    };
+    Ok(waypoint::Persistence::of(
+        kind,
+        waypoint::PerWorkerOptions::default(),
+    ))
 }
 
 /// Refuse a directory without a data file before anything opens it.
@@ -67,6 +100,7 @@ pub fn verify(args: VerifyArgs) -> Result<()> {
     let options = waypoint::Options {
         create_if_missing: false,
         buffer_pool_bytes: buffer,
+        persistence: persistence_for(&args.dir, args.scheme.as_deref())?,
         ..Default::default()
     };
     options

@@ -62,16 +62,32 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     );
     fails_with_one_line(
         &["bench", "ycsb", "--scheme", "central"],
-        "available: per-worker, none",
+        "available: per-worker, aries, none",
     );
-    // A per-worker option under another scheme is refused, naming it.
+    // A log option under a scheme without a log is refused, naming it.
     fails_with_one_line(
         &["bench", "ycsb", "--scheme", "none", "--commit", "rfa"],
-        "--commit is an option of the per-worker scheme",
+        "--commit is an option of the schemes with a log",
     );
     fails_with_one_line(
         &["bench", "ycsb", "--scheme", "none", "--wal-limit", "1GiB"],
-        "--wal-limit is an option of the per-worker scheme",
+        "--wal-limit is an option of the schemes with a log",
+    );
+    // RFA has nothing to avoid on a central log.
+    fails_with_one_line(
+        &[
+            "bench",
+            "ycsb",
+            "--scheme",
+            "aries",
+            "--commit",
+            "rfa-group",
+        ],
+        "--commit rfa-group is not an option of --scheme aries",
+    );
+    fails_with_one_line(
+        &["crash-test", "tpcb", "--scheme", "none"],
+        "--scheme none keeps no log",
     );
     fails_with_one_line(
         &[
@@ -511,6 +527,16 @@ fn the_scheme_is_chosen_by_flag_or_config_and_reported() {
     let out = dir.path().join("per-worker");
     let stdout = tiny_run("tpcb", &["--scheme", "per-worker"], &out);
     assert!(stdout.contains("scheme per-worker"), "{stdout}");
+    // The central log, with group commit (what RFA means on one log).
+    let out = dir.path().join("aries");
+    let stdout = tiny_run("tpcb", &["--scheme", "aries"], &out);
+    assert!(stdout.contains("scheme aries, commit group"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["config"]["scheme"], "aries");
+    assert!(v["wal_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["log_latch_acquisitions"].as_u64().unwrap() > 0, "{v}");
+    assert!(stdout.contains("log latch: "), "{stdout}");
 }
 
 #[test]
@@ -621,7 +647,7 @@ fn simulate_reports_failures_with_a_reproduction_command() {
         "{stdout}"
     );
     fails_with_one_line(&["simulate", "--workload", "voter"], "unknown --workload");
-    fails_with_one_line(&["simulate", "--scheme", "aries"], "unknown --scheme");
+    fails_with_one_line(&["simulate", "--scheme", "aether"], "unknown --scheme");
 }
 
 /// Every file below `dir` with its bytes.
@@ -892,6 +918,53 @@ fn crash_test_tpcb_and_tpcc_two_cycles_pass() {
         assert!(stdout.contains("2 cycles, 0 failures"), "{stdout}");
         assert!(stdout.contains("seed "), "{stdout}");
         assert_eq!(stdout.matches("; verified").count(), 2, "{stdout}");
+    }
+}
+
+/// `crash-test --scheme aries`: SIGKILL under the central log, TPC-B and
+/// TPC-C, no acknowledged commit lost; then `recover`, `verify` and
+/// `inspect` read the database as the scheme it records (aries).
+#[test]
+fn crash_test_under_aries_loses_nothing_and_the_tools_read_its_log() {
+    for (workload, kill) in [("tpcb", "100..300"), ("tpcc", "300..800")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("db");
+        let d = dir.to_str().unwrap();
+        let o = waypoint(&[
+            "crash-test",
+            workload,
+            "--scheme",
+            "aries",
+            "--cycles",
+            "2",
+            "--kill-after-ms",
+            kill,
+            "--records",
+            "2000",
+            "--dir",
+            d,
+        ]);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{workload}: {stdout}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(stdout.contains("2 cycles, 0 failures"), "{stdout}");
+        assert_eq!(stdout.matches("; verified").count(), 2, "{stdout}");
+        let o = waypoint(&["inspect", d, "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = waypoint(&["recover", d, "--buffer", "64MiB"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = waypoint(&["verify", d, "--workload", workload]);
+        assert!(
+            o.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let o = waypoint(&["check", d, "--scheme", "aries"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
 }
 

@@ -20,7 +20,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use waypoint::io::{Fault, FaultKind, SimStorage};
-use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence, SchemeKind};
+use waypoint::{
+    CentralOptions, Database, Error, Options, PerWorkerOptions, Persistence, SchemeKind,
+};
 
 /// A seed that has not finished after this long is reported as a failure
 /// (a hang) and left running in the background.
@@ -57,32 +59,31 @@ impl SeedResult {
 
 /// The engine's options for `plan` on `sim`.
 pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
-    let per_worker = Options {
+    let log = PerWorkerOptions {
+        commit: plan.protocol,
+        checkpoint: plan.checkpoint,
+        wal_limit_bytes: plan.wal_limit,
+        checkpoint_shards: plan.shards,
+        checkpoint_threads: plan.checkpoint_threads,
+        log_sync_interval: std::time::Duration::from_micros(plan.sync_interval_us),
+        // Small segments: runs roll over often, through the preallocated
+        // spares, and a 16 MiB spare per partition would make the
+        // simulated disk (plain vectors) slow and large.
+        wal_segment_bytes: SEGMENT_BYTES,
+        wal_zero_fill: plan.zero_fill,
+        ..PerWorkerOptions::default()
+    };
+    let persistence = match plan.scheme {
+        SchemeKind::PerWorker => Persistence::PerWorker(log),
+        SchemeKind::Aries => Persistence::Aries(CentralOptions::from_log(log)),
+        SchemeKind::None => Persistence::None,
+    };
+    Options {
         page_size: Some(plan::PAGE_SIZE),
         buffer_pool_bytes: plan.buffer_pages * plan::PAGE_SIZE,
         storage: Some(Arc::new(sim.clone())),
-        persistence: Persistence::PerWorker(PerWorkerOptions {
-            commit: plan.protocol,
-            checkpoint: plan.checkpoint,
-            wal_limit_bytes: plan.wal_limit,
-            checkpoint_shards: plan.shards,
-            checkpoint_threads: plan.checkpoint_threads,
-            log_sync_interval: std::time::Duration::from_micros(plan.sync_interval_us),
-            // Small segments: runs roll over often, through the preallocated
-            // spares, and a 16 MiB spare per partition would make the
-            // simulated disk (plain vectors) slow and large.
-            wal_segment_bytes: SEGMENT_BYTES,
-            wal_zero_fill: plan.zero_fill,
-            ..PerWorkerOptions::default()
-        }),
+        persistence,
         ..Options::default()
-    };
-    match plan.scheme {
-        SchemeKind::PerWorker => per_worker,
-        SchemeKind::None => Options {
-            persistence: Persistence::None,
-            ..per_worker
-        },
     }
 }
 
@@ -168,7 +169,7 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
                 .map_err(|e| format!("clean close after reading the load: {e}"))?;
             Some(rows)
         }
-        SchemeKind::PerWorker => None,
+        SchemeKind::PerWorker | SchemeKind::Aries => None,
     };
     // 2. The workload, until the disk freezes (or fails and then freezes).
     let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("reopen: {e}"))?;
@@ -176,6 +177,12 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     if options_in.broken_rfa {
         if let Some(wal) = db.wal() {
             wal.set_broken_rfa_for_tests(true);
+        }
+    }
+    #[cfg(feature = "testing")]
+    if options_in.broken_commit_ack {
+        if let Some(wal) = db.wal() {
+            wal.set_broken_commit_ack_for_tests(true);
         }
     }
     #[cfg(feature = "testing")]

@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write;
 use waypoint::io::{CrashPolicy, FaultKind};
-use waypoint::{CheckpointMode, CommitProtocol, SchemeKind};
+use waypoint::{CentralOptions, CheckpointMode, CommitProtocol, PerWorkerOptions, SchemeKind};
 
 /// The workloads a seed can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +68,11 @@ pub struct SimOptions {
     /// (`NoneScheme::set_broken_unclean_mark_for_tests`; `testing` only).
     #[cfg(feature = "testing")]
     pub broken_unclean_mark: bool,
+    /// UNSAFE, same purpose: a commit is acknowledged without waiting for
+    /// the flush of its commit record
+    /// (`Wal::set_broken_commit_ack_for_tests`; `testing` only).
+    #[cfg(feature = "testing")]
+    pub broken_commit_ack: bool,
     /// Multiplies the transactions per session (default 1.0).
     pub scale: Option<f64>,
     /// Run this persistence scheme on every seed instead of the one each
@@ -122,9 +127,10 @@ pub struct Plan {
     /// until pruned ones are recycled). Drawn after the direct log, for the
     /// same reason.
     pub zero_fill: bool,
-    /// The persistence scheme: `none` in one seed in eight, else
-    /// per-worker (whose options above the seed draws either way). Drawn
-    /// last, for the same reason.
+    /// The persistence scheme: `none` in one seed in eight, of the others
+    /// `aries` in one in four, else per-worker (the log options above are
+    /// drawn either way; `aries` takes them through
+    /// `CentralOptions::from_log`). Drawn last, for the same reason.
     pub scheme: SchemeKind,
 }
 
@@ -231,6 +237,9 @@ impl Plan {
         let zero_fill = !rng.gen_ratio(1, 4);
         let drawn_scheme = if rng.gen_ratio(1, 8) {
             SchemeKind::None
+        } else if rng.gen_ratio(1, 4) {
+            // Drawn after none, so the none seeds stay what they were.
+            SchemeKind::Aries
         } else {
             SchemeKind::PerWorker
         };
@@ -276,11 +285,23 @@ impl Plan {
         match self.scheme {
             // No log, so none of the log's options.
             SchemeKind::None => s.push_str("scheme none, "),
-            SchemeKind::PerWorker => {
+            SchemeKind::PerWorker | SchemeKind::Aries => {
+                let protocol = match self.scheme {
+                    SchemeKind::Aries => {
+                        s.push_str("scheme aries, ");
+                        CentralOptions::from_log(PerWorkerOptions {
+                            commit: self.protocol,
+                            ..PerWorkerOptions::default()
+                        })
+                        .log
+                        .commit
+                    }
+                    _ => self.protocol,
+                };
                 let _ = write!(
                     s,
                     "commit {}, checkpoint {}, {} shards, {} ckpt threads, wal limit {} KiB, ",
-                    protocol_name(self.protocol),
+                    protocol_name(protocol),
                     checkpoint_name(self.checkpoint),
                     self.shards,
                     self.checkpoint_threads,
@@ -302,7 +323,7 @@ impl Plan {
         if let Some((at, p)) = self.recovery_crash {
             let _ = write!(s, "; crash again at +{at} of recovery, {}", policy_name(p));
         }
-        if self.scheme == SchemeKind::PerWorker {
+        if self.scheme != SchemeKind::None {
             let _ = write!(s, "; sync interval {} µs", self.sync_interval_us);
             if self.direct_log {
                 s.push_str("; direct log");

@@ -127,10 +127,21 @@ fn seeds_that_do_not_draw_tpcc_keep_their_plans() {
              +971 (else at +295 of close); crash random keep 0.93 torn; sync interval 2000 µs",
         ),
     ] {
-        let now = Plan::new(seed, &SimOptions::default()).describe();
+        let now = Plan::new(seed, &per_worker()).describe();
         // Draws added later (direct log, zero-fill) append to the end.
         let now = now.trim_end_matches("; no zero-fill");
         assert_eq!(now.trim_end_matches("; direct log"), then);
+    }
+}
+
+/// The options of the regression seeds below: they were found under the
+/// per-worker scheme, before `aries` joined the seed draw (which may now
+/// give them the central log); the scheme is drawn last, so pinning it
+/// keeps every other choice.
+fn per_worker() -> SimOptions {
+    SimOptions {
+        scheme: Some(SchemeKind::PerWorker),
+        ..SimOptions::default()
     }
 }
 
@@ -200,6 +211,36 @@ fn the_simulator_reports_a_broken_rfa_check() {
     );
 }
 
+/// The `aries` scheme through the same crashes: its one log recovers
+/// every acknowledged commit.
+#[test]
+fn aries_scheme_seeds_pass() {
+    let options = SimOptions {
+        scheme: Some(SchemeKind::Aries),
+        ..SimOptions::default()
+    };
+    assert_eq!(failures_within(&options, 150), 0);
+}
+
+/// With the central log's commits acknowledged before the flush of their
+/// commit records, a power loss before the writer's next sync loses
+/// acknowledged commits; the simulator must see it.
+#[test]
+#[cfg(feature = "testing")]
+fn the_simulator_reports_aries_commits_acknowledged_before_their_flush() {
+    let options = SimOptions {
+        scheme: Some(SchemeKind::Aries),
+        workload: Some(Workload::Bank),
+        broken_commit_ack: true,
+        ..SimOptions::default()
+    };
+    let failed = failures_within(&options, 200);
+    assert!(
+        failed > 0,
+        "200 aries seeds acknowledging commits before their flush all passed: the simulator cannot see it"
+    );
+}
+
 /// The `none` scheme through the same crashes: every reopen is refused as
 /// not recoverable or reads a clean close's state (the load's, or the
 /// workload's when the close got through).
@@ -242,7 +283,7 @@ fn the_simulator_reports_a_none_scheme_without_its_unclean_mark() {
 fn a_close_that_fails_after_writing_the_free_list_recovers() {
     waypoint_sim::capture_panics();
     for _ in 0..5 {
-        let r = run_seed(12712, &SimOptions::default());
+        let r = run_seed(12712, &per_worker());
         assert!(
             r.passed(),
             "seed 12712 ({}): {:?}",
@@ -267,7 +308,7 @@ fn end_records_of_recovery_wait_for_every_compensation() {
     // Seed 658 draws TPC-C since it exists; its plan of then is bank's.
     let then = SimOptions {
         workload: Some(Workload::Bank),
-        ..SimOptions::default()
+        ..per_worker()
     };
     for _ in 0..30 {
         let r = run_seed(658, &then);
@@ -287,7 +328,7 @@ fn freed_pages_are_written_before_the_floor_passes_their_changes() {
     waypoint_sim::capture_panics();
     for seed in [2893, 16245] {
         for _ in 0..15 {
-            let r = run_seed(seed, &SimOptions::default());
+            let r = run_seed(seed, &per_worker());
             assert!(
                 r.passed(),
                 "seed {seed} ({}): {:?}",
@@ -421,7 +462,7 @@ fn checkpoint_increments_do_not_starve_a_splitting_worker_of_frames() {
     waypoint_sim::capture_panics();
     let tpcc = SimOptions {
         workload: Some(Workload::Tpcc),
-        ..SimOptions::default()
+        ..per_worker()
     };
     for _ in 0..10 {
         let r = run_seed(2843, &tpcc);
@@ -442,7 +483,7 @@ fn sessions_do_not_spin_when_a_full_log_leaves_a_tiny_pool_no_frames() {
     waypoint_sim::capture_panics();
     let tpcc = SimOptions {
         workload: Some(Workload::Tpcc),
-        ..SimOptions::default()
+        ..per_worker()
     };
     for _ in 0..8 {
         let r = run_seed(2087, &tpcc);

@@ -221,9 +221,15 @@ pub fn inspect_with(storage: &dyn Storage, dir: &Path) -> Result<DatabaseInfo> {
         _ => superblock.log_floor,
     };
     let log_dir = dir.join(WAL_DIR);
+    // The log is read as the superblock's scheme's (the per-worker
+    // scheme's if it records none, or one without a log).
+    let scheme = superblock
+        .scheme
+        .filter(|k| k.recovers_from_log())
+        .unwrap_or(SchemeKind::PerWorker);
     let mut partitions = Vec::new();
     for id in partition_ids(storage, &log_dir)? {
-        partitions.push(inspect_partition(storage, &log_dir, id, log_floor)?);
+        partitions.push(inspect_partition(storage, &log_dir, scheme, id, log_floor)?);
     }
     Ok(DatabaseInfo {
         dir: dir.to_path_buf(),
@@ -244,6 +250,7 @@ pub fn inspect_with(storage: &dyn Storage, dir: &Path) -> Result<DatabaseInfo> {
 fn inspect_partition(
     storage: &dyn Storage,
     log_dir: &Path,
+    scheme: SchemeKind,
     id: u32,
     floor: Gsn,
 ) -> Result<PartitionInfo> {
@@ -252,7 +259,7 @@ fn inspect_partition(
     let mut other_files = Vec::new();
     for file in storage.list_dir(&path)? {
         match parse_segment_name(&file) {
-            Some(start) => segments.push(inspect_segment(storage, &file, start, floor)?),
+            Some(start) => segments.push(inspect_segment(storage, &file, scheme, start, floor)?),
             None => other_files.push(file),
         }
     }
@@ -279,6 +286,7 @@ fn inspect_partition(
 fn inspect_segment(
     storage: &dyn Storage,
     path: &Path,
+    scheme: SchemeKind,
     start: LogPos,
     floor: Gsn,
 ) -> Result<SegmentInfo> {
@@ -301,7 +309,7 @@ fn inspect_segment(
         by_kind: [KindTally::default(); KIND_SLOTS],
         end: SegmentEnd::NotScanned,
     };
-    info.header = match segment::decode_header(path, &whole, SchemeKind::PerWorker) {
+    info.header = match segment::decode_header(path, &whole, scheme) {
         Ok(segment::Header::Valid { stream, start }) => SegmentHeader::Valid {
             partition: stream,
             start,

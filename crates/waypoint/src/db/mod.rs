@@ -98,8 +98,8 @@ pub struct Stats {
 }
 
 impl Database {
-    /// The per-worker scheme's log manager (None under another scheme).
-    /// For tests and tools.
+    /// The log manager of the per-worker scheme or a central log (None
+    /// under another scheme). For tests and tools.
     #[cfg(feature = "internals")]
     pub fn wal(&self) -> Option<&Arc<crate::wal::Wal>> {
         self.per_worker().map(|p| p.wal())
@@ -111,7 +111,8 @@ impl Database {
         self.inner.shared.scheme.as_any().downcast_ref()
     }
 
-    /// The per-worker scheme, if the database runs it. For tests and tools.
+    /// The per-worker scheme (or a central log, which is its log manager in
+    /// central mode), if the database runs it. For tests and tools.
     #[cfg(feature = "internals")]
     pub fn per_worker(&self) -> Option<&crate::wal::PerWorkerScheme> {
         self.inner.shared.scheme.as_any().downcast_ref()

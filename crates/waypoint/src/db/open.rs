@@ -35,7 +35,10 @@ use std::sync::Arc;
 fn open_scheme(persistence: &Persistence, ctx: &OpenContext<'_>) -> Result<Box<dyn Opening>> {
     match persistence {
         Persistence::None => Ok(Box::<NoneOpening>::default()),
-        Persistence::PerWorker(o) => crate::wal::scheme::open(ctx, o),
+        Persistence::PerWorker(o) => {
+            crate::wal::scheme::open(ctx, o, crate::wal::log::Partitioning::PerSlot)
+        }
+        Persistence::Aries(o) => crate::central::open(ctx, SchemeKind::Aries, o),
     }
 }
 
@@ -112,7 +115,7 @@ impl Database {
                 RealStorage::with_direct_io(options.direct_io).with_direct_log(
                     options
                         .persistence
-                        .per_worker()
+                        .log_options()
                         .is_none_or(|o| o.log_direct_io),
                 ),
             ),

@@ -3,6 +3,7 @@
 //! range that [`Options::validate`] checks before anything is opened.
 
 use crate::buffer::page;
+use crate::central::CentralOptions;
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::persist::SchemeKind;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 /// Which persistence scheme a database runs, with its options. The
 /// superblock records the scheme; a database is reopened with the scheme
 /// it was created with (a cleanly closed one may switch between schemes
-/// whose clean state is the data file: `none` and `per-worker`).
+/// whose clean state is the data file: `none`, `per-worker`, `aries`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Persistence {
     /// No log: durable only after a clean close (for measuring the cost of
@@ -21,6 +22,9 @@ pub enum Persistence {
     /// Seed 000: one log partition per session, ordered by GSNs, with
     /// RFA, continuous checkpoints and steal with undo.
     PerWorker(PerWorkerOptions),
+    /// Seed 000 §4's ARIES baseline: one log for every session, appended
+    /// under one latch, full checkpoints by default.
+    Aries(CentralOptions),
 }
 
 impl Default for Persistence {
@@ -30,12 +34,14 @@ impl Default for Persistence {
 }
 
 impl Persistence {
-    /// The scheme `kind`, with `per_worker` as its options where it is
-    /// the per-worker scheme (ignored otherwise).
+    /// The scheme `kind`, with `per_worker` as its log options where it
+    /// has a log (ignored otherwise; a central log takes them through
+    /// [`CentralOptions::from_log`]).
     pub fn of(kind: SchemeKind, per_worker: PerWorkerOptions) -> Self {
         match kind {
             SchemeKind::None => Persistence::None,
             SchemeKind::PerWorker => Persistence::PerWorker(per_worker),
+            SchemeKind::Aries => Persistence::Aries(CentralOptions::from_log(per_worker)),
         }
     }
 
@@ -43,6 +49,17 @@ impl Persistence {
         match self {
             Persistence::None => SchemeKind::None,
             Persistence::PerWorker(_) => SchemeKind::PerWorker,
+            Persistence::Aries(_) => SchemeKind::Aries,
+        }
+    }
+
+    /// The log's options of a scheme with a log (the per-worker scheme's,
+    /// a central log's `log`).
+    pub fn log_options(&self) -> Option<&PerWorkerOptions> {
+        match self {
+            Persistence::PerWorker(o) => Some(o),
+            Persistence::Aries(c) => Some(&c.log),
+            Persistence::None => None,
         }
     }
 
@@ -65,6 +82,7 @@ impl Persistence {
         match self {
             Persistence::None => Ok(()),
             Persistence::PerWorker(o) => o.validate(),
+            Persistence::Aries(c) => c.validate(),
         }
     }
 }

@@ -16,7 +16,7 @@
 //!         each partition's synced position) exist and are needed (0 from
 //!         builds before checkpoint metadata 2, whose crashes may lack both)
 //!  74  1  the persistence scheme that last opened or closed it
-//!         (`SchemeKind`'s tag: 1 none, 2 per-worker; 0 from builds before
+//!         (`SchemeKind`'s tag: 1 none, 2 per-worker, 3 aries; 0 from builds before
 //!         the tag, which ran one of those two)
 //!  80  8  the epoch at the last clean close (TIDs restart above it)
 //!  88  8  log floor: every log record with a GSN at or below it is

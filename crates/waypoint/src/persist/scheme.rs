@@ -39,17 +39,22 @@ pub enum SchemeKind {
     /// checkpoints, steal with undo.
     #[default]
     PerWorker,
+    /// Seed 000 §4's ARIES baseline: one log for every session, each
+    /// record appended under one log latch that assigns its LSN (the
+    /// GSN's role), full checkpoints, steal with undo.
+    Aries,
 }
 
 impl SchemeKind {
     /// Every scheme, in the order `waypoint --scheme` lists them.
-    pub const ALL: [SchemeKind; 2] = [SchemeKind::PerWorker, SchemeKind::None];
+    pub const ALL: [SchemeKind; 3] = [SchemeKind::PerWorker, SchemeKind::Aries, SchemeKind::None];
 
     /// The name options, files and reports use.
     pub fn name(self) -> &'static str {
         match self {
             SchemeKind::None => "none",
             SchemeKind::PerWorker => "per-worker",
+            SchemeKind::Aries => "aries",
         }
     }
 
@@ -65,6 +70,7 @@ impl SchemeKind {
         match self {
             SchemeKind::None => 1,
             SchemeKind::PerWorker => 2,
+            SchemeKind::Aries => 3,
         }
     }
 
@@ -77,7 +83,7 @@ impl SchemeKind {
     pub fn recovers_from_log(self) -> bool {
         match self {
             SchemeKind::None => false,
-            SchemeKind::PerWorker => true,
+            SchemeKind::PerWorker | SchemeKind::Aries => true,
         }
     }
 
@@ -86,7 +92,7 @@ impl SchemeKind {
     /// database may be reopened under another such scheme.
     pub fn clean_state_is_the_data_file(self) -> bool {
         match self {
-            SchemeKind::None | SchemeKind::PerWorker => true,
+            SchemeKind::None | SchemeKind::PerWorker | SchemeKind::Aries => true,
         }
     }
 }
@@ -166,6 +172,9 @@ pub struct PersistenceStats {
     /// (and, for the per-worker scheme, RFA's remote flushes). Zero
     /// without a log.
     pub log: WalStats,
+    /// A central log's latch: acquisitions, contention, time waited. Zero
+    /// for a scheme without one.
+    pub log_latch: crate::central::LatchStats,
     /// Checkpoints: increments, pages written, the log floor, pruning.
     pub checkpoint: CheckpointStats,
     /// Time transactions waited at begin for the checkpointer to bring the

@@ -86,6 +86,19 @@ impl Partition {
         clock: Gsn,
         existing: Vec<(LogPos, u64, Gsn)>,
     ) -> Result<Arc<Self>> {
+        Self::open_for(SchemeKind::PerWorker, storage, log_dir, id, end, clock, existing)
+    }
+
+    /// [`Partition::open`] for `scheme`'s log (its segments' tag).
+    pub fn open_for(
+        scheme: SchemeKind,
+        storage: Arc<dyn Storage>,
+        log_dir: &Path,
+        id: u32,
+        end: LogPos,
+        clock: Gsn,
+        existing: Vec<(LogPos, u64, Gsn)>,
+    ) -> Result<Arc<Self>> {
         let dir = partition_dir(log_dir, id);
         if clock >= MAX_GSN {
             // Recovery refuses such records; only a damaged checkpoint
@@ -105,7 +118,7 @@ impl Partition {
         let stream = Stream::open(
             storage,
             dir,
-            SchemeKind::PerWorker,
+            scheme,
             id,
             end,
             clock.get(),

@@ -1,4 +1,7 @@
-//! The per-worker WAL as a persistence scheme (seed 000): opening it
+//! The per-worker WAL as a persistence scheme (seed 000), and, with one
+//! partition for all sessions ([`Partitioning::Central`]), the central log
+//! of the `aries` scheme (seed 000 §4; its own parts are `crate::central`'s):
+//! opening it
 //! checks the log against the superblock and the checkpoint metadata,
 //! recovers (analysis, redo, undo: §3.7), and starts the log writers and
 //! the checkpointer (§3.4); running, it gives each session its log
@@ -11,6 +14,7 @@
 //! every partition's synced position is durable before the superblock
 //! says the log is required.
 
+use super::log::Partitioning;
 use super::options::PerWorkerOptions;
 use super::recovery::{Analysis, RecoveryReport};
 use super::Wal;
@@ -30,6 +34,7 @@ use std::sync::Arc;
 /// The per-worker scheme between its checks and its recovery.
 pub(crate) struct PerWorkerOpening {
     options: PerWorkerOptions,
+    partitioning: Partitioning,
     analysis: Analysis,
     /// The WAL limit in force (`checkpoint::limit_for_disk`).
     wal_limit: u64,
@@ -40,9 +45,16 @@ pub(crate) struct PerWorkerOpening {
     wal: Option<Arc<Wal>>,
 }
 
-/// Check the log of the database being opened; reads only.
-pub(crate) fn open(ctx: &OpenContext<'_>, options: &PerWorkerOptions) -> Result<Box<dyn Opening>> {
+/// Check the log of the database being opened; reads only. The log's
+/// sessions share partitions as `partitioning` says (a partition each for
+/// the per-worker scheme).
+pub(crate) fn open(
+    ctx: &OpenContext<'_>,
+    options: &PerWorkerOptions,
+    partitioning: Partitioning,
+) -> Result<Box<dyn Opening>> {
     let analysis = check_log(
+        scheme_of(&partitioning),
         ctx.storage.as_ref(),
         ctx.dir,
         ctx.superblock,
@@ -59,6 +71,7 @@ pub(crate) fn open(ctx: &OpenContext<'_>, options: &PerWorkerOptions) -> Result<
     }
     Ok(Box::new(PerWorkerOpening {
         options: options.clone(),
+        partitioning,
         analysis,
         wal_limit,
         synced: Vec::new(),
@@ -83,12 +96,13 @@ impl Opening for PerWorkerOpening {
         // The log manager exists before redo, so every page write from
         // then on passes its gate. Redo opens no partition: until undo
         // logs, the gate vouches for what analysis found durable.
-        let w = Wal::new(
+        let w = Wal::with_partitioning(
             Arc::clone(ctx.storage),
             &log_dir,
             self.options.commit,
             self.analysis.partitions(),
             ctx.floor,
+            self.partitioning.clone(),
         )?;
         w.set_preallocate(self.options.wal_preallocate);
         w.set_zero_fill(self.options.wal_zero_fill);
@@ -113,6 +127,7 @@ impl Opening for PerWorkerOpening {
     ) -> Result<Arc<dyn Scheme>> {
         let PerWorkerOpening {
             options,
+            partitioning,
             analysis,
             wal_limit,
             synced,
@@ -158,10 +173,18 @@ impl Opening for PerWorkerOpening {
         .inspect_err(|_| stop(&w))?;
         w.set_first_epoch(ctx.first_epoch);
         Ok(Arc::new(PerWorkerScheme {
+            kind: scheme_of(&partitioning),
             wal: w,
             checkpointer,
             report: recovery.report,
         }))
+    }
+}
+
+fn scheme_of(partitioning: &Partitioning) -> SchemeKind {
+    match partitioning {
+        Partitioning::PerSlot => SchemeKind::PerWorker,
+        Partitioning::Central { scheme, .. } => *scheme,
     }
 }
 
@@ -190,6 +213,7 @@ fn segment_bytes(options: &PerWorkerOptions, wal_limit: u64) -> u64 {
 ///   of it) holds no record above the superblock's floor: one there means
 ///   the data file is older than the log (`Mismatch`).
 fn check_log(
+    scheme: SchemeKind,
     storage: &dyn Storage,
     dir: &Path,
     superblock: &Superblock,
@@ -232,7 +256,7 @@ fn check_log(
             });
         }
     }
-    let analysis = Analysis::read(storage, &log_dir, floor)?;
+    let analysis = Analysis::read_for(scheme, storage, &log_dir, floor)?;
     if required {
         analysis.check_synced(&checkpoint.map(|m| m.synced.clone()).unwrap_or_default())?;
     }
@@ -253,9 +277,10 @@ fn check_log(
     Ok(analysis)
 }
 
-/// The per-worker WAL, open: its log manager, checkpointer and what
-/// recovery did.
+/// The per-worker WAL (or the central log of `aries`), open: its log
+/// manager, checkpointer and what recovery did.
 pub struct PerWorkerScheme {
+    kind: SchemeKind,
     wal: Arc<Wal>,
     checkpointer: Checkpointer,
     report: RecoveryReport,
@@ -276,7 +301,7 @@ impl PerWorkerScheme {
 
 impl Scheme for PerWorkerScheme {
     fn kind(&self) -> SchemeKind {
-        SchemeKind::PerWorker
+        self.kind
     }
 
     fn session_log(&self, slot: u16) -> Result<Box<dyn SessionLog>> {
@@ -314,8 +339,9 @@ impl Scheme for PerWorkerScheme {
 
     fn stats(&self) -> PersistenceStats {
         PersistenceStats {
-            scheme: SchemeKind::PerWorker,
+            scheme: self.kind,
             log: self.wal.stats(),
+            log_latch: self.wal.latch().map(|l| l.stats()).unwrap_or_default(),
             checkpoint: self.checkpointer.stats(),
             backpressure: self.wal.backpressure_time(),
         }

@@ -15,10 +15,18 @@
 //!   removal after a clean close;
 //! - `stats`: the log's counters.
 //!
+//! The same manager runs a central log (seed 000 §4's ARIES baseline,
+//! [`Partitioning::Central`]): every session slot maps to partition 0,
+//! and a session reserves a GSN and appends its record under the log's
+//! latch, so GSNs are the log's LSNs, in log order, and everything above
+//! (the GSN protocol, the WAL rule, page-GSN redo, the checkpointer)
+//! works unchanged. The per-slot mode pays one predictable branch for it.
+//!
 //! Invariants: no record gets a GSN at or below the log floor the manager
 //! was opened with (recovery would ignore it); WAL rule (DESIGN.md
 //! invariant 1): the gate returns from `ensure_durable(gsn)` only once
-//! every partition is durable up to `gsn`.
+//! every partition is durable up to `gsn`; in central mode, records are
+//! appended in GSN order (reserve and append under one latch).
 
 mod backpressure;
 mod commit;
@@ -40,6 +48,8 @@ use crate::ids::{Gsn, LogPos};
 use crate::logstore::stream::FullFlag;
 use super::recovery::RecoveredPartition;
 use crate::buffer::FlushGate;
+use crate::central::LogLatch;
+use crate::persist::SchemeKind;
 use crate::error::Result;
 use crate::io::Storage;
 use parking_lot::RwLock;
@@ -51,10 +61,28 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use unresolved::Unresolved;
 
+/// How session slots map to log partitions.
+#[derive(Debug, Clone, Default)]
+pub enum Partitioning {
+    /// A partition per session slot, its id the slot (seed 000).
+    #[default]
+    PerSlot,
+    /// One partition, 0, for every slot; appends take the latch. Its
+    /// segments carry `scheme`'s tag.
+    Central {
+        scheme: SchemeKind,
+        latch: Arc<LogLatch>,
+    },
+}
+
 pub struct Wal {
     dir: PathBuf,
     storage: Arc<dyn Storage>,
     protocol: CommitProtocol,
+    /// The scheme tag of the partitions' segments.
+    scheme: SchemeKind,
+    /// Set in central mode ([`Partitioning::Central`]).
+    latch: Option<Arc<LogLatch>>,
     /// Indexed by session slot.
     partitions: RwLock<Vec<Option<Arc<Partition>>>>,
     /// The open partitions, compactly: the slot-indexed table reaches slot
@@ -80,6 +108,11 @@ pub struct Wal {
     /// a broken RFA check).
     #[cfg(feature = "testing")]
     broken_rfa: std::sync::atomic::AtomicBool,
+    /// Test-only: a commit is acknowledged without waiting for its flush
+    /// (proves the simulator catches an acknowledgement before the commit
+    /// record is durable).
+    #[cfg(feature = "testing")]
+    broken_commit_ack: std::sync::atomic::AtomicBool,
     /// Per session slot, its transactions whose records recovery may still
     /// need to undo (the prune rule's "oldest active transaction").
     unresolved: parking_lot::Mutex<HashMap<u16, Arc<parking_lot::Mutex<VecDeque<Unresolved>>>>>,
@@ -117,6 +150,30 @@ impl Wal {
         recovered: Vec<RecoveredPartition>,
         min_clock: Gsn,
     ) -> Result<Arc<Self>> {
+        Self::with_partitioning(
+            storage,
+            dir,
+            protocol,
+            recovered,
+            min_clock,
+            Partitioning::PerSlot,
+        )
+    }
+
+    /// [`Wal::new`] with the sessions' partitions mapped as `partitioning`
+    /// says.
+    pub fn with_partitioning(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        protocol: CommitProtocol,
+        recovered: Vec<RecoveredPartition>,
+        min_clock: Gsn,
+        partitioning: Partitioning,
+    ) -> Result<Arc<Self>> {
+        let (scheme, latch) = match partitioning {
+            Partitioning::PerSlot => (SchemeKind::PerWorker, None),
+            Partitioning::Central { scheme, latch } => (scheme, Some(latch)),
+        };
         if !storage.exists(dir) {
             storage.create_dir_all(dir)?;
             if let Some(parent) = dir.parent() {
@@ -127,6 +184,8 @@ impl Wal {
             dir: dir.to_path_buf(),
             storage,
             protocol,
+            scheme,
+            latch,
             partitions: RwLock::new(Vec::new()),
             open: RwLock::new(Arc::new(Vec::new())),
             min_clock,
@@ -140,6 +199,8 @@ impl Wal {
             chained_commits: AtomicU64::new(0),
             #[cfg(feature = "testing")]
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "testing")]
+            broken_commit_ack: std::sync::atomic::AtomicBool::new(false),
             unresolved: parking_lot::Mutex::new(HashMap::new()),
             stage2: Arc::new(AtomicU64::new(0)),
             archive: RwLock::new(None),
@@ -222,6 +283,24 @@ impl Wal {
         self.broken_rfa.store(broken, Ordering::Relaxed);
     }
 
+    /// Acknowledge a commit without waiting for the flush of its commit
+    /// record: a broken commit rule, which the simulator must catch
+    /// (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn set_broken_commit_ack_for_tests(&self, broken: bool) {
+        self.broken_commit_ack.store(broken, Ordering::Relaxed);
+    }
+
+    /// Whether the broken-commit-flush switch is on: a constant `false`
+    /// without the `testing` feature.
+    #[inline(always)]
+    pub(super) fn broken_commit_ack(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.broken_commit_ack.load(Ordering::Relaxed);
+        #[cfg(not(feature = "testing"))]
+        false
+    }
+
     /// Whether the broken-RFA switch is on: a constant `false` without the
     /// `testing` feature, so the production commit path checks nothing.
     #[inline(always)]
@@ -232,8 +311,20 @@ impl Wal {
         false
     }
 
-    /// The partition of session slot `slot`, opened on first use.
+    /// The scheme whose log this is (its segments' tag).
+    pub fn scheme(&self) -> SchemeKind {
+        self.scheme
+    }
+
+    /// The central log's latch; `None` for a partition per slot.
+    pub fn latch(&self) -> Option<&Arc<LogLatch>> {
+        self.latch.as_ref()
+    }
+
+    /// The partition of session slot `slot`, opened on first use (in
+    /// central mode, partition 0 for every slot).
     pub fn partition(&self, slot: u16) -> Result<Arc<Partition>> {
+        let slot = if self.latch.is_some() { 0 } else { slot };
         if let Some(Some(p)) = self.partitions.read().get(slot as usize) {
             return Ok(Arc::clone(p));
         }
@@ -254,7 +345,8 @@ impl Wal {
         // A new partition's clock starts at the largest clock: its first
         // records then order after everything already logged.
         let clock = clock.max(self.max_clock_locked(&parts));
-        let p = Partition::open(
+        let p = Partition::open_for(
+            self.scheme,
             Arc::clone(&self.storage),
             &self.dir,
             slot as u32,
@@ -376,6 +468,7 @@ impl Wal {
         let partition = self.partition(slot)?;
         Ok(WalSessionLog {
             wal: Arc::clone(self),
+            latch: self.latch.clone(),
             unresolved: self.unresolved_queue(slot),
             partition,
             slot,

@@ -6,6 +6,11 @@
 //! max(txn GSN, page GSN) + 1; that is the record's GSN and the page's new
 //! GSN. Records within a partition are therefore in GSN order.
 //!
+//! In central mode every session appends to the one partition: the GSN
+//! reservation and the append happen under the log's latch
+//! ([`WalSessionLog::latch`]), so the log is in GSN order, and a page's
+//! last writer is the partition, never "remote".
+//!
 //! Invariant: a page's GSN and last writer are stamped with the page still
 //! latched, right after its record was appended, so the WAL rule keeps a
 //! change out of the data file until its record is durable.
@@ -42,6 +47,9 @@ pub(super) struct TxnState {
 /// session's partition, and the commit protocol.
 pub struct WalSessionLog {
     pub(super) wal: Arc<Wal>,
+    /// The central log's latch (`Wal::latch`), held from a record's GSN
+    /// reservation to its append; `None` for a partition of its own.
+    pub(super) latch: Option<Arc<crate::central::LogLatch>>,
     /// This session's entries in `Wal::unresolved`.
     pub(super) unresolved: Arc<parking_lot::Mutex<VecDeque<Unresolved>>>,
     pub(super) partition: Arc<Partition>,
@@ -70,6 +78,13 @@ impl WalSessionLog {
         self.partition.append(&st.buf, header.gsn)
     }
 
+    /// Take the central log's latch, if the partition is shared: from
+    /// before a GSN is reserved until its record is appended.
+    #[inline]
+    pub(super) fn latch(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        self.latch.as_ref().map(|l| l.acquire())
+    }
+
     /// Header of a record without a page (commit, end).
     pub(super) fn pageless_header(&self, gsn: Gsn, txn: u64) -> RecordHeader {
         RecordHeader {
@@ -83,6 +98,7 @@ impl WalSessionLog {
     /// Append the end record of `txn`: its rollback is complete.
     fn append_end(&self, txn: u64) -> Result<LogPos> {
         let mut st = self.state.borrow_mut();
+        let _latch = self.latch();
         let gsn = self.partition.reserve_gsn(st.gsn);
         st.gsn = gsn;
         let header = self.pageless_header(gsn, txn);
@@ -140,7 +156,7 @@ impl WalSessionLog {
             let prev = page::page_gsn(page.data());
             let writer = page.last_writer();
             if prev > st.flushed_at_start
-                && writer != self.slot as u32
+                && writer != self.partition.id()
                 && writer != crate::buffer::WRITER_READ_FROM_DISK
             {
                 st.needs_remote = true;
@@ -153,6 +169,7 @@ impl WalSessionLog {
         // durable, so recovery never finds a group half on disk and half
         // beyond a gap.
         let count = pages.len() as u64;
+        let latch = self.latch();
         let first = self.partition.reserve_gsns(floor, count);
         if !st.wrote {
             let mut queue = self.unresolved.lock();
@@ -197,6 +214,7 @@ impl WalSessionLog {
             record::encode(&header, &body, &mut buf);
         }
         let appended = self.partition.append_group(&buf, count, last);
+        drop(latch);
         st.buf = buf;
         // Stamped even when the append failed: the partition is then poisoned
         // or full and never durable up to these GSNs, so the WAL rule keeps
@@ -204,7 +222,7 @@ impl WalSessionLog {
         let end = *appended.as_ref().unwrap_or(&LogPos::MAX);
         for (i, page) in pages.iter_mut().enumerate() {
             page::set_page_gsn(page.data_mut(), first.plus(i as u64));
-            page.set_last_writer(self.slot as u32, end);
+            page.set_last_writer(self.partition.id(), end);
         }
         match appended {
             Ok(_) => Ok(()),
@@ -285,7 +303,7 @@ impl SessionLog for WalSessionLog {
                     .wal
                     .all()
                     .iter()
-                    .filter(|p| p.id() != self.slot as u32)
+                    .filter(|p| p.id() != self.partition.id())
                     .map(|p| (Arc::clone(p), p.appended()))
                     .collect(),
                 remote_tid: None,

@@ -12,6 +12,7 @@ use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::ids::{Gsn, LogPos};
 use crate::io::Storage;
+use crate::persist::SchemeKind;
 use crate::wal::partition::partition_dir;
 use crate::wal::redo;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -38,12 +39,23 @@ impl Analysis {
     /// decide the winners. Reads only; records with a GSN at or below
     /// `floor` are ignored.
     pub fn read(storage: &dyn Storage, log_dir: &Path, floor: Gsn) -> Result<Analysis> {
+        Self::read_for(SchemeKind::PerWorker, storage, log_dir, floor)
+    }
+
+    /// [`Analysis::read`] of `scheme`'s log: a segment of another scheme
+    /// is refused ([`Error::LogSchemeMismatch`]).
+    pub fn read_for(
+        scheme: SchemeKind,
+        storage: &dyn Storage,
+        log_dir: &Path,
+        floor: Gsn,
+    ) -> Result<Analysis> {
         let t0 = Instant::now();
         let ids = partition_ids(storage, log_dir)?;
         let results: Vec<Result<PartitionLog>> = std::thread::scope(|s| {
             let handles: Vec<_> = ids
                 .iter()
-                .map(|&id| s.spawn(move || analyze_partition(storage, log_dir, id, floor)))
+                .map(|&id| s.spawn(move || analyze_partition(storage, log_dir, scheme, id, floor)))
                 .collect();
             handles
                 .into_iter()

@@ -137,6 +137,7 @@ fn unfinished_smo(records: &[(u64, record::Record<'_>)]) -> Option<usize> {
 pub(super) fn analyze_partition(
     storage: &dyn Storage,
     log_dir: &Path,
+    scheme: SchemeKind,
     id: u32,
     floor: Gsn,
 ) -> Result<PartitionLog> {
@@ -192,7 +193,7 @@ pub(super) fn analyze_partition(
         let mut whole = vec![0u8; file_len as usize];
         file.read_at(&mut whole, 0)?;
         drop(file);
-        match segment::decode_header(&path, &whole, SchemeKind::PerWorker)? {
+        match segment::decode_header(&path, &whole, scheme)? {
             segment::Header::Valid { stream, start: s } if stream == id && s == start => {}
             segment::Header::Valid {
                 stream: partition,
