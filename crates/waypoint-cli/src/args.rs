@@ -67,9 +67,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Persistence scheme: per-worker (a log partition per session, seed
-    /// 000) or none (no log: the cost of logging). The flags from
-    /// --commit to --log-direct-io are the per-worker scheme's options
-    /// [default: per-worker].
+    /// 000), aries (one central log under a latch, seed 000's baseline)
+    /// or none (no log: the cost of logging). The flags from --commit to
+    /// --log-direct-io are the log's options [default: per-worker].
     #[arg(long)]
     pub scheme: Option<String>,
     /// The former name of --scheme.
