@@ -10,6 +10,31 @@ fn scan_test(buf: &[u8], base: u64) -> Scan<crate::logstore::test_support::Numbe
     scan::<TestRecords>(buf, LogPos::new(base))
 }
 
+/// A scan of frames at `offsets` with one damaged record `victim`: the
+/// records before it in place with their watermarks, the valid length
+/// and the end at the victim, as corruption or as the torn tail.
+fn ends_at_victim(
+    scan: &Scan<crate::logstore::test_support::Numbered<'_>>,
+    offsets: &[usize],
+    base: u64,
+    victim: usize,
+    corrupt: bool,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(scan.records.len(), victim);
+    for (j, (off, rec)) in scan.records.iter().enumerate() {
+        prop_assert_eq!(*off as usize, offsets[j]);
+        prop_assert_eq!(rec.watermark, base + offsets[j] as u64);
+    }
+    prop_assert_eq!(scan.valid_len as usize, offsets[victim]);
+    let at = offsets[victim] as u64;
+    if corrupt {
+        prop_assert!(matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset == at), "{:?}", scan.end);
+    } else {
+        prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
+    }
+    Ok(())
+}
+
 /// Test payloads of many lengths: record `i` is number `i + 1`.
 fn sample() -> Vec<Vec<u8>> {
     [3, 100, 56, 2000, 0, 0, 5, 7, 20]
@@ -118,19 +143,10 @@ proptest! {
         buf[i] ^= 1 << bit;
         let victim = offsets.iter().rposition(|&o| o <= i).unwrap();
         let scan = scan_test(&buf, base);
-        prop_assert_eq!(scan.records.len(), victim);
-        for (j, (off, rec)) in scan.records.iter().enumerate() {
-            prop_assert_eq!(*off as usize, offsets[j]);
-            prop_assert_eq!(rec.watermark, base + offsets[j] as u64);
+        for (j, (_, rec)) in scan.records.iter().enumerate() {
             prop_assert_eq!(numbered(rec.n, rec.fill.len()), payloads[j].clone());
         }
-        prop_assert_eq!(scan.valid_len as usize, offsets[victim]);
-        let at = offsets[victim] as u64;
-        if victim + 1 == payloads.len() {
-            prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
-        } else {
-            prop_assert!(matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset == at), "{:?}", scan.end);
-        }
+        ends_at_victim(&scan, &offsets, base, victim, victim + 1 != payloads.len())?;
     }
 
     /// One bit flip in record v, with the records after it appended at
@@ -166,18 +182,8 @@ proptest! {
         });
         buf[i] ^= 1 << bit;
         let scan = scan_test(&buf, base);
-        prop_assert_eq!(scan.records.len(), v);
-        for (j, (off, rec)) in scan.records.iter().enumerate() {
-            prop_assert_eq!(*off as usize, offsets[j]);
-            prop_assert_eq!(rec.watermark, base + offsets[j] as u64);
-        }
-        prop_assert_eq!(scan.valid_len as usize, offsets[v]);
-        let at = offsets[v] as u64;
-        if (v + 1..payloads.len()).any(|j| later[j].0) {
-            prop_assert!(matches!(scan.end, ScanEnd::Corrupt { offset, .. } if offset == at), "{:?}", scan.end);
-        } else {
-            prop_assert!(matches!(scan.end, ScanEnd::TornTail { offset, .. } if offset == at), "{:?}", scan.end);
-        }
+        let corrupt = (v + 1..payloads.len()).any(|j| later[j].0);
+        ends_at_victim(&scan, &offsets, base, v, corrupt)?;
     }
 
     /// A recycled segment file: this life's records over the start of
