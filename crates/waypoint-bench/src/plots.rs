@@ -226,6 +226,27 @@ pub(crate) fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
+/// The legend every figure draws: the series' labels in a framed box at
+/// `position`.
+pub(crate) fn draw_legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(GREY)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(s)
+}
+
 fn throughput(
     area: &DrawingArea<BitMapBackend<'_>, Shift>,
     title: &str,
@@ -313,14 +334,7 @@ fn throughput(
     chart
         .draw_series(mid.into_iter().map(|p| Circle::new(p, 2, TXN.filled())))
         .map_err(s)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(GREY)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(s)
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 fn wal(
@@ -421,14 +435,7 @@ fn wal(
     chart
         .draw_series(disk.into_iter().map(|p| Circle::new(p, 2, DISK.filled())))
         .map_err(s)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(GREY)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(s)
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 fn latency_cdf(
@@ -477,12 +484,5 @@ fn latency_cdf(
                 PathElement::new([(x, y), (x + 16, y)], color.stroke_width(width))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(GREY)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(s)
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }

@@ -9,7 +9,7 @@
 
 use super::results::{Results, RunResult};
 use super::{Figure, Metric, TimeField};
-use crate::plots::{draw_png, s, top, DrawResult, PlotError, GREY, LIMIT, PALETTE, SIZE};
+use crate::plots::{draw_legend, draw_png, s, top, DrawResult, PlotError, LIMIT, PALETTE, SIZE};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -242,14 +242,7 @@ where
             )
             .map_err(s)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(GREY)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(s)
+    draw_legend(chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// A bar per run with its median above it; the runs' labels in the
@@ -306,12 +299,5 @@ fn bars_chart(area: &Area<'_>, title: &str, metric: Metric, runs: &[RunResult]) 
             )])
             .map_err(s)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(GREY)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(s)
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
