@@ -676,7 +676,11 @@ fn stale_tails(sim: &SimStorage, skip: usize) -> usize {
     for part in waypoint::io::Storage::list_dir(sim, std::path::Path::new("/db/wal")).unwrap() {
         let segments = waypoint::logstore::segment::list_segments(sim, &part).unwrap();
         for (start, path) in segments.iter().rev().skip(skip) {
-            let bytes = sim.read_current(path).unwrap();
+            // The checkpointer may prune or recycle a segment between the
+            // listing and the read: a segment gone is no stale tail.
+            let Some(bytes) = sim.read_current(path) else {
+                continue;
+            };
             let records = &bytes[waypoint::logstore::segment::HEADER_SIZE as usize..];
             let scan = waypoint::wal::record::scan_segment(records, *start);
             if records[scan.valid_len as usize..].iter().any(|&b| b != 0) {
