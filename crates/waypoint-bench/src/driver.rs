@@ -383,8 +383,12 @@ pub fn run(
                 }
             }
         }
+        // The workers stop when sampling ends, also when it ends by a
+        // panic (of `progress`, say): the scope joins them before the
+        // panic goes on, and would wait for ever for workers never told.
+        let stop_workers = StopOnDrop(&counters.stop);
         let sampled = sample_loop(config, &counters, &snapshot, progress);
-        counters.stop.store(true, Ordering::Release);
+        drop(stop_workers);
         let mut hists: Vec<Histogram<u64>> = types.iter().map(|_| new_histogram()).collect();
         for h in handles {
             let worker_hists = h.join().expect("benchmark worker panicked")?;
@@ -455,6 +459,15 @@ pub fn spawn_failed(w: usize, workers: usize, e: &std::io::Error) -> BenchError 
         "cannot start worker thread {} of {workers}: {e}; use fewer workers",
         w + 1
     ))
+}
+
+/// Sets the workers' stop flag when dropped, on unwinding too.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 /// Sample once per second until the run ends; returns the series, the

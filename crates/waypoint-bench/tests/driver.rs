@@ -72,6 +72,30 @@ fn an_interrupt_ends_the_run_early_and_it_still_verifies() {
     assert!(out.summary.verify.is_some());
 }
 
+/// A progress callback that panics ends the run with its panic: the
+/// workers are told to stop, so the driver does not wait for them for
+/// ever (it did, until the run's 60 seconds were long past).
+#[test]
+fn a_panicking_progress_callback_stops_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = DriverConfig {
+        duration_secs: 600.0,
+        ..config(dir.path())
+    };
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut w = Tpcb::new(TpcbConfig::with_accounts(2, 1000));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            driver::run(&c, &mut w, &|_| panic!("progress callback fails"))
+        }));
+        let _ = done.send(result.is_err());
+    });
+    let panicked = ended
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the run ended after its progress callback panicked");
+    assert!(panicked, "the callback's panic reached the caller");
+}
+
 #[test]
 fn tpcb_reuses_a_loaded_database_and_keeps_the_invariant() {
     let dir = tempfile::tempdir().unwrap();
