@@ -266,6 +266,27 @@ fn a_partition_whose_segments_are_all_gone_is_refused_naming_its_directory() {
     }
 }
 
+/// A file named like a segment for a stream position near 2^64 (no
+/// stream gets there) is corruption naming it, not an overflow of the
+/// positions recovery computes from its name.
+#[test]
+fn a_segment_named_beyond_any_stream_is_refused_naming_it() {
+    let sim = crashed_db(5, 0);
+    let (partition, _, _, _) = last_synced_segment(&sim);
+    let pdir = partition_dir(&dir().join(WAL_DIR), partition);
+    let far = pdir.join(waypoint::logstore::segment::segment_name(LogPos::new(
+        u64::MAX - 100,
+    )));
+    let f = sim.open(&far, OpenMode::CreateNew).unwrap();
+    f.write_at(&[0x5a; 64], 0).unwrap();
+    f.sync_data().unwrap();
+    sim.sync_dir(&pdir).unwrap();
+    match refused(&sim, options(&sim)) {
+        Error::Corruption { path, .. } => assert_eq!(path, far),
+        e => panic!("expected Corruption, got {e:?}"),
+    }
+}
+
 /// A segment before the last one cut short: a later record proves the
 /// cut bytes were synced (its watermark), so the log is corrupt; the error
 /// names that record's segment and where the log ends, in the cut one.

@@ -49,15 +49,40 @@ pub fn parse_segment_name(path: &Path) -> Option<LogPos> {
 
 /// The segments in stream directory `dir`, by start position (other
 /// files, such as the spare of [`super::spare`], are not segments).
+///
+/// A segment named beyond [`MAX_SEGMENT_START`] is refused as corruption:
+/// no stream gets there (2^62 bytes), and positions computed from it
+/// (start plus the bytes read) would overflow.
 pub fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<(LogPos, PathBuf)>> {
     let mut segments: Vec<(LogPos, PathBuf)> = storage
         .list_dir(dir)?
         .into_iter()
         .filter_map(|path| Some((parse_segment_name(&path)?, path)))
         .collect();
+    for (start, path) in &segments {
+        check_start(path, *start)?;
+    }
     segments.sort();
     Ok(segments)
 }
+
+/// Refuse a segment named beyond [`MAX_SEGMENT_START`] (see
+/// [`list_segments`]).
+pub fn check_start(path: &Path, start: LogPos) -> Result<()> {
+    if start > MAX_SEGMENT_START {
+        return Err(Error::Corruption {
+            path: path.to_path_buf(),
+            offset: 0,
+            detail: format!(
+                "log segment named for stream position {start}, beyond any stream (at most {MAX_SEGMENT_START})"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The largest start position a segment may be named for.
+pub const MAX_SEGMENT_START: LogPos = LogPos::new(1 << 62);
 
 /// Stage 3 of the log: a segment no longer needed is deleted, or, with an
 /// archive directory, moved to `archive/<stream dir>/` (same file name;
@@ -215,6 +240,26 @@ mod tests {
             .collect();
         firsts.sort_unstable();
         assert_eq!(firsts, vec![0, 1, 2]);
+    }
+
+    /// A segment name near 2^64 would overflow the positions recovery
+    /// computes from it (start plus the bytes read): it is refused.
+    #[test]
+    fn a_segment_named_beyond_any_stream_is_corruption() {
+        let sim = SimStorage::new(2);
+        let dir = Path::new("/db/wal/p00000");
+        sim.create_dir_all(dir).unwrap();
+        for start in [0, 1 << 62] {
+            let path = dir.join(segment_name(LogPos::new(start)));
+            sim.open(&path, OpenMode::CreateNew).unwrap();
+        }
+        assert_eq!(list_segments(&sim, dir).unwrap().len(), 2);
+        let far = dir.join(segment_name(LogPos::new(u64::MAX - 10)));
+        sim.open(&far, OpenMode::CreateNew).unwrap();
+        match list_segments(&sim, dir) {
+            Err(Error::Corruption { path, .. }) => assert_eq!(path, far),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -145,7 +145,10 @@ pub(super) fn analyze_partition(
     let mut starts: Vec<(LogPos, PathBuf)> = Vec::new();
     for path in storage.list_dir(&dir)? {
         match parse_segment_name(&path) {
-            Some(start) => starts.push((start, path)),
+            Some(start) => {
+                crate::logstore::segment::check_start(&path, start)?;
+                starts.push((start, path))
+            }
             None if crate::logstore::spare::is_spare(&path) => {} // never holds records
             None => {
                 tracing::warn!(path = %path.display(), "ignoring a file that is not a log segment")
