@@ -226,6 +226,22 @@ pub(crate) fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
+/// A series' legend mark: a short line in the series' style.
+pub(crate) fn legend_line(
+    style: impl Into<ShapeStyle>,
+) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    let style = style.into();
+    move |(x, y)| PathElement::new([(x, y), (x + 16, y)], style)
+}
+
+/// A shaded series' legend mark: a small box in its fill.
+pub(crate) fn legend_box(
+    style: impl Into<ShapeStyle>,
+) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
+    let style = style.into();
+    move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], style)
+}
+
 /// The legend every figure draws: the series' labels in a framed box at
 /// `position`.
 pub(crate) fn draw_legend<'a, DB, CT>(
@@ -294,7 +310,7 @@ fn throughput(
             )])
             .map_err(s)?
             .label("warm-up")
-            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], GREY.mix(0.3).filled()));
+            .legend(legend_box(GREY.mix(0.3).filled()));
     }
     chart
         .draw_secondary_series(spans.iter().zip(&ckpt).filter(|(_, v)| **v > 0.0).map(
@@ -302,14 +318,14 @@ fn throughput(
         ))
         .map_err(s)?
         .label("checkpoint writes (MiB/s, right axis)")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], CKPT.mix(0.45).filled()));
+        .legend(legend_box(CKPT.mix(0.45).filled()));
     if let Some(median) = measured_median_txn_per_sec(series) {
         let line = |frac: f64| vec![(warm, median * frac), (x_end, median * frac)];
         chart
             .draw_series(DashedLineSeries::new(line(1.0), 8, 6, GREY.stroke_width(1)))
             .map_err(s)?
             .label(format!("median after warm-up ({median:.0} txn/s)"))
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], GREY));
+            .legend(legend_line(GREY));
         chart
             .draw_series(DashedLineSeries::new(
                 line(0.9),
@@ -319,7 +335,7 @@ fn throughput(
             ))
             .map_err(s)?
             .label("90% of the median")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], LIMIT));
+            .legend(legend_line(LIMIT));
     }
     let mid: Vec<(f64, f64)> = spans
         .iter()
@@ -330,7 +346,7 @@ fn throughput(
         .draw_series(LineSeries::new(mid.clone(), TXN.stroke_width(2)))
         .map_err(s)?
         .label("committed txn/s")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], TXN.stroke_width(2)));
+        .legend(legend_line(TXN.stroke_width(2)));
     chart
         .draw_series(mid.into_iter().map(|p| Circle::new(p, 2, TXN.filled())))
         .map_err(s)?;
@@ -398,7 +414,7 @@ fn wal(
             )])
             .map_err(s)?
             .label("warm-up")
-            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], GREY.mix(0.3).filled()));
+            .legend(legend_box(GREY.mix(0.3).filled()));
     }
     if let Some(l) = limit_mib {
         chart
@@ -408,9 +424,7 @@ fn wal(
             )])
             .map_err(s)?
             .label("limit ±10%")
-            .legend(|(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 16, y + 5)], LIMIT.mix(0.15).filled())
-            });
+            .legend(legend_box(LIMIT.mix(0.15).filled()));
         chart
             .draw_series(DashedLineSeries::new(
                 [(0.0, l), (x_end, l)],
@@ -420,18 +434,18 @@ fn wal(
             ))
             .map_err(s)?
             .label(format!("WAL limit ({l:.0} MiB)"))
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], LIMIT.stroke_width(2)));
+            .legend(legend_line(LIMIT.stroke_width(2)));
     }
     chart
         .draw_secondary_series(LineSeries::new(written, TXN.mix(0.7).stroke_width(1)))
         .map_err(s)?
         .label("log written, MiB/s (right axis)")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], TXN));
+        .legend(legend_line(TXN));
     chart
         .draw_series(LineSeries::new(disk.clone(), DISK.stroke_width(2)))
         .map_err(s)?
         .label("log on disk, MiB (end of each second)")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], DISK.stroke_width(2)));
+        .legend(legend_line(DISK.stroke_width(2)));
     chart
         .draw_series(disk.into_iter().map(|p| Circle::new(p, 2, DISK.filled())))
         .map_err(s)?;
@@ -480,9 +494,7 @@ fn latency_cdf(
                 "{}: p50 {} µs, p99 {} µs, p99.9 {} µs",
                 c.name, c.p50, c.p99, c.p999
             ))
-            .legend(move |(x, y)| {
-                PathElement::new([(x, y), (x + 16, y)], color.stroke_width(width))
-            });
+            .legend(legend_line(color.stroke_width(width)));
     }
     draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }

@@ -9,7 +9,10 @@
 
 use super::results::{Results, RunResult};
 use super::{Figure, Metric, TimeField};
-use crate::plots::{draw_legend, draw_png, s, top, DrawResult, PlotError, LIMIT, PALETTE, SIZE};
+use crate::plots::{
+    draw_legend, draw_png, legend_box, legend_line, s, top, DrawResult, PlotError, LIMIT, PALETTE,
+    SIZE,
+};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -225,7 +228,7 @@ where
             ))
             .map_err(s)?
             .label(label)
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], LIMIT.stroke_width(2)));
+            .legend(legend_line(LIMIT.stroke_width(2)));
     }
     for (i, line) in lines.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
@@ -233,7 +236,7 @@ where
             .draw_series(LineSeries::new(line.points.clone(), color.stroke_width(2)))
             .map_err(s)?
             .label(line.name.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
+            .legend(legend_line(color.stroke_width(2)));
         chart
             .draw_series(
                 line.points
@@ -286,7 +289,7 @@ fn bars_chart(area: &Area<'_>, title: &str, metric: Metric, runs: &[RunResult]) 
             )])
             .map_err(s)?
             .label(run.label.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
+            .legend(legend_box(color.filled()));
         let text = match value {
             Some(v) => format!("{v:.prec$}", prec = metric.decimals()),
             None => "not run".into(),
