@@ -78,7 +78,8 @@ pub struct BenchArgs {
     /// Commit protocol: rfa-group, group, rfa, flush-all or async.
     #[arg(long)]
     pub commit: Option<String>,
-    /// Checkpointing: continuous, full or none [default: continuous].
+    /// Checkpointing: continuous, full or none [default: continuous; full
+    /// for aries].
     #[arg(long)]
     pub checkpoint: Option<String>,
     /// WAL limit the checkpointer keeps the log near [default: 1GiB].
@@ -328,8 +329,15 @@ impl BenchArgs {
         }
     }
 
+    /// `--checkpoint`, or the scheme's default (full checkpoints for a
+    /// central log, as seed 000 §4 configured its baselines:
+    /// `CentralOptions::default`).
     pub fn checkpoint(&self) -> Result<waypoint::CheckpointMode> {
-        let name = self.checkpoint.as_deref().unwrap_or("continuous");
+        let name = match self.checkpoint.as_deref() {
+            Some(c) => c,
+            None if self.scheme_name() == waypoint::SchemeKind::Aries.name() => "full",
+            None => "continuous",
+        };
         match waypoint::CheckpointMode::parse(name) {
             Some(m) => Ok(m),
             None => bail!("unknown --checkpoint {name:?}; available: continuous, full, none"),

@@ -117,12 +117,17 @@ pub(crate) fn open_options(
     Options {
         create_if_missing: false,
         buffer_pool_bytes: buffer,
+        // The scheme's own defaults (a central log's full checkpoints)
+        // but the commit protocol and WAL limit given.
         persistence: Persistence::of(
             scheme,
             PerWorkerOptions {
                 commit,
                 wal_limit_bytes: wal_limit,
-                ..PerWorkerOptions::default()
+                ..Persistence::default_of(scheme)
+                    .log_options()
+                    .cloned()
+                    .unwrap_or_default()
             },
         ),
         ..Options::default()

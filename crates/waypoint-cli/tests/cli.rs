@@ -527,10 +527,14 @@ fn the_scheme_is_chosen_by_flag_or_config_and_reported() {
     let out = dir.path().join("per-worker");
     let stdout = tiny_run("tpcb", &["--scheme", "per-worker"], &out);
     assert!(stdout.contains("scheme per-worker"), "{stdout}");
-    // The central log, with group commit (what RFA means on one log).
+    // The central log, with group commit (what RFA means on one log) and
+    // full checkpoints: seed 000's configuration of its baselines.
     let out = dir.path().join("aries");
     let stdout = tiny_run("tpcb", &["--scheme", "aries"], &out);
-    assert!(stdout.contains("scheme aries, commit group"), "{stdout}");
+    assert!(
+        stdout.contains("scheme aries, commit group, checkpoint full"),
+        "{stdout}"
+    );
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["config"]["scheme"], "aries");

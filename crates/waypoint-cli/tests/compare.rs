@@ -51,7 +51,8 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
             "scaling",
             "remote-flush",
             "recovery",
-            "wal-bound"
+            "wal-bound",
+            "out-of-memory"
         ]
     );
     let tmp = tempfile::tempdir().unwrap();
@@ -96,6 +97,15 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
                 report.contains(&format!("]({f})")),
                 "{name}: {f} not in the report"
             );
+        }
+        if name == "out-of-memory" {
+            // The pool is 40% of the load's data file, not the default.
+            for run in r["runs"].as_array().unwrap() {
+                let config = &run["config"];
+                assert_eq!(config["buffer_of_data"], 0.4, "{run}");
+                let buffer = config["buffer_bytes"].as_u64().unwrap();
+                assert!(buffer < 16 << 20, "{run}");
+            }
         }
         // The runs' data directories are gone.
         let left: Vec<_> = std::fs::read_dir(&out)

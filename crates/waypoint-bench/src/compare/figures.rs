@@ -77,12 +77,14 @@ pub fn draw(out: &Path, figures: &[Figure], r: &Results) -> Result<Vec<PathBuf>,
 /// medians against their x.
 fn medians(r: &Results, metrics: &[Metric]) -> Vec<Line> {
     let mut lines: Vec<Line> = Vec::new();
+    let several_series = r.runs.iter().any(|run| run.series != r.runs[0].series);
     for run in &r.runs {
         for &m in metrics {
-            let name = if metrics.len() > 1 {
-                m.title().to_string()
-            } else {
-                run.series.clone()
+            // A line per series and metric, named by what tells it apart.
+            let name = match (metrics.len() > 1, several_series) {
+                (true, true) => format!("{}: {}", run.series, m.title()),
+                (true, false) => m.title().to_string(),
+                (false, _) => run.series.clone(),
             };
             let Some(y) = run.median(m) else { continue };
             match lines.iter_mut().find(|l| l.name == name) {

@@ -79,7 +79,11 @@ pub fn render(r: &Results) -> String {
     md += "|---|---|---|---|---:|---:|---|---|---:|---:|\n";
     for run in &r.runs {
         let c = &run.config;
-        let per_worker = c["scheme"] == "per-worker";
+        // The log's options mean something for the schemes with a log.
+        let logged = c["scheme"]
+            .as_str()
+            .and_then(waypoint::SchemeKind::parse)
+            .is_some_and(|k| k.recovers_from_log());
         let dash = || "–".to_string();
         let w = &c["workload"];
         let workload = match w["workload"].as_str() {
@@ -111,19 +115,19 @@ pub fn render(r: &Results) -> String {
             "| {} | {} | {} | {} | {} | {} | {workload} | {seconds} | {} | {} |",
             run.label,
             c["scheme"].as_str().unwrap_or("?"),
-            if per_worker {
+            if logged {
                 c["commit"].as_str().unwrap_or("?").to_string()
             } else {
                 dash()
             },
-            if per_worker {
+            if logged {
                 c["checkpoint"].as_str().unwrap_or("?").to_string()
             } else {
                 dash()
             },
             c["workers"],
             c["in_flight"],
-            if per_worker {
+            if logged {
                 mib(c["wal_limit_bytes"].as_u64().unwrap_or(0))
             } else {
                 dash()

@@ -102,6 +102,9 @@ pub struct RunSpec {
     /// Instead of measuring throughput: run the workload in a child
     /// process, kill it, and time the recovery.
     pub crash: Option<CrashSpec>,
+    /// A buffer pool of this fraction of the loaded data file instead of
+    /// `driver.buffer_bytes` (seed 000 Fig. 9 right: 40% of the data).
+    pub buffer_of_data: Option<f64>,
 }
 
 /// When the child of a recovery run is killed.

@@ -180,6 +180,15 @@ pub fn run(
                 total,
             });
             let measured = templates.get(spec, settings, hooks).and_then(|template| {
+                let sized;
+                let spec = match spec.buffer_of_data {
+                    None => spec,
+                    Some(fraction) => {
+                        sized = with_buffer_of_data(spec, &template, fraction)?;
+                        results.runs[i].config["buffer_bytes"] = sized.driver.buffer_bytes.into();
+                        &sized
+                    }
+                };
                 let dir = work.path().join("run");
                 copy_dir(&template, &dir)?;
                 let m = match spec.crash {
@@ -246,6 +255,9 @@ fn run_config(r: &RunSpec) -> serde_json::Value {
     if let Some(crash) = &r.crash {
         c["crash"] = serde_json::to_value(crash).expect("crash serializes");
     }
+    if let Some(fraction) = r.buffer_of_data {
+        c["buffer_of_data"] = fraction.into();
+    }
     c
 }
 
@@ -287,6 +299,21 @@ impl Templates {
         self.made.push((key, path.clone()));
         Ok(path)
     }
+}
+
+/// `spec` with a buffer pool of `fraction` of the loaded data file in
+/// `template` (at least 64 pages: the engine refuses pools of fewer than
+/// 16, and workers each hold a few pages latched).
+fn with_buffer_of_data(spec: &RunSpec, template: &Path, fraction: f64) -> BenchResult<RunSpec> {
+    assert!(fraction > 0.0 && fraction <= 1.0, "{fraction}");
+    let data = template.join(waypoint::DATA_FILE);
+    let bytes = std::fs::metadata(&data)
+        .map_err(|e| BenchError::io(&data, e))?
+        .len();
+    let mut sized = spec.clone();
+    sized.driver.buffer_bytes =
+        ((bytes as f64 * fraction) as usize).max(64 * spec.driver.page_size);
+    Ok(sized)
 }
 
 /// Copy the files below `from` into `to` (created; must not exist).

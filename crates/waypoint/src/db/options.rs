@@ -45,6 +45,15 @@ impl Persistence {
         }
     }
 
+    /// The scheme `kind` with its own defaults (for a central log, seed 000
+    /// §4's: group commit and full checkpoints).
+    pub fn default_of(kind: SchemeKind) -> Self {
+        match kind {
+            SchemeKind::Aries => Persistence::Aries(CentralOptions::default()),
+            other => Persistence::of(other, PerWorkerOptions::default()),
+        }
+    }
+
     pub fn kind(&self) -> SchemeKind {
         match self {
             Persistence::None => SchemeKind::None,
