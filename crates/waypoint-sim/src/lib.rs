@@ -77,6 +77,9 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         SchemeKind::PerWorker => Persistence::PerWorker(log),
         SchemeKind::Aries => Persistence::Aries(CentralOptions::from_log(log)),
         SchemeKind::None => Persistence::None,
+        SchemeKind::Silor => Persistence::Silor(waypoint::SilorOptions {
+            loggers: plan.silor_loggers(),
+        }),
     };
     Options {
         page_size: Some(plan::PAGE_SIZE),
@@ -169,7 +172,7 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
                 .map_err(|e| format!("clean close after reading the load: {e}"))?;
             Some(rows)
         }
-        SchemeKind::PerWorker | SchemeKind::Aries => None,
+        SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Silor => None,
     };
     // 2. The workload, until the disk freezes (or fails and then freezes).
     let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("reopen: {e}"))?;

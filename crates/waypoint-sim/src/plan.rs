@@ -274,6 +274,11 @@ impl Plan {
         }
     }
 
+    /// The `silor` scheme's logger threads: one or two, by the seed.
+    pub fn silor_loggers(&self) -> usize {
+        1 + (self.workload_seed % 2) as usize
+    }
+
     /// One line: the workload, the options and the fault schedule.
     pub fn describe(&self) -> String {
         let mut s = format!(
@@ -285,6 +290,9 @@ impl Plan {
         match self.scheme {
             // No log, so none of the log's options.
             SchemeKind::None => s.push_str("scheme none, "),
+            SchemeKind::Silor => {
+                let _ = write!(s, "scheme silor, {} loggers, ", self.silor_loggers());
+            }
             SchemeKind::PerWorker | SchemeKind::Aries => {
                 let protocol = match self.scheme {
                     SchemeKind::Aries => {

@@ -47,6 +47,9 @@ pub(crate) struct IndexInfo {
     pub table: Arc<TableInfo>,
     pub extractor: RwLock<Option<KeyExtractor>>,
     pub dropped: AtomicBool,
+    /// Its entries may not match its table (a recovery restored the table
+    /// only): rebuilt when its extractor is bound.
+    pub stale: AtomicBool,
 }
 
 impl TableInfo {
@@ -226,6 +229,7 @@ impl Catalog {
                 table: Arc::clone(&table),
                 extractor: RwLock::new(None),
                 dropped: AtomicBool::new(false),
+                stale: AtomicBool::new(false),
             });
             table.indexes.write().push(Arc::clone(&info));
             catalog.indexes.insert(name, info);
@@ -237,14 +241,16 @@ impl Catalog {
         self.tables.contains_key(name) || self.indexes.contains_key(name)
     }
 
+    /// Add table `name`, with the next id or (a replayed change) `id`.
     pub(crate) fn add_table(
         &mut self,
         pool: &BufferPool,
         log: &dyn PageLog,
         name: &str,
+        id: Option<u32>,
     ) -> Result<Arc<TableInfo>> {
         let tree = BTree::create(pool, log)?;
-        let id = self.next_id;
+        let id = id.unwrap_or(self.next_id);
         BTree::open(CATALOG_ROOT).insert(
             pool,
             log,
@@ -253,7 +259,7 @@ impl Catalog {
             &encode_entry(KIND_TABLE, id, tree.root(), None),
             None,
         )?;
-        self.next_id += 1;
+        self.next_id = self.next_id.max(id + 1);
         let info = Arc::new(TableInfo {
             id,
             name: name.to_string(),
@@ -271,10 +277,11 @@ impl Catalog {
         log: &dyn PageLog,
         name: &str,
         table: &Arc<TableInfo>,
-        extractor: KeyExtractor,
+        extractor: Option<KeyExtractor>,
+        id: Option<u32>,
     ) -> Result<Arc<IndexInfo>> {
         let tree = BTree::create(pool, log)?;
-        let id = self.next_id;
+        let id = id.unwrap_or(self.next_id);
         BTree::open(CATALOG_ROOT).insert(
             pool,
             log,
@@ -283,14 +290,15 @@ impl Catalog {
             &encode_entry(KIND_INDEX, id, tree.root(), Some(&table.name)),
             None,
         )?;
-        self.next_id += 1;
+        self.next_id = self.next_id.max(id + 1);
         let info = Arc::new(IndexInfo {
             id,
             name: name.to_string(),
             tree,
             table: Arc::clone(table),
-            extractor: RwLock::new(Some(extractor)),
+            extractor: RwLock::new(extractor),
             dropped: AtomicBool::new(false),
+            stale: AtomicBool::new(false),
         });
         table.indexes.write().push(Arc::clone(&info));
         self.indexes.insert(name.to_string(), Arc::clone(&info));

@@ -62,6 +62,7 @@ engine_modules! {
     io;
     logstore;
     persist;
+    silor;
     txn;
     wal;
 }
@@ -79,6 +80,7 @@ pub use error::{Error, IoOp, Result};
 pub use ids::{Gsn, LogPos, Tid};
 pub use io::{OpenMode, RealStorage, Storage, StorageFile, IO_ALIGN};
 pub use persist::{PersistenceStats, SchemeKind};
+pub use silor::{LoggerStats, SilorOptions, SilorStats};
 pub use txn::{CommitInfo, IndexEntry, PendingCommit, Session, Transaction};
 pub use wal::recovery::RecoveryReport;
 pub use wal::{CommitProtocol, PartitionLogStats, PerWorkerOptions, WalStats};

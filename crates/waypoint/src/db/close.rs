@@ -50,6 +50,7 @@ impl DbInner {
             });
         }
         let pool = &shared.pool;
+        shared.scheme.before_clean_close_writes()?;
         pool.flush_all()?;
         if shared.scheme.data_file_untouched() {
             // Still the clean state the open found: rewriting the free

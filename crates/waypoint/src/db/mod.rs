@@ -111,6 +111,12 @@ impl Database {
         self.inner.shared.scheme.as_any().downcast_ref()
     }
 
+    /// The `silor` scheme, if the database runs it. For tests.
+    #[cfg(feature = "internals")]
+    pub fn silor(&self) -> Option<&crate::silor::SilorScheme> {
+        self.inner.shared.scheme.as_any().downcast_ref()
+    }
+
     /// The per-worker scheme (or a central log, which is its log manager in
     /// central mode), if the database runs it. For tests and tools.
     #[cfg(feature = "internals")]
@@ -142,8 +148,11 @@ impl Database {
     }
 
     /// Run a catalog change in a logged system transaction.
+    /// `describe` names the change for a scheme that logs it as such
+    /// (`silor`); the paged schemes log its page changes.
     fn ddl<T>(
         &self,
+        describe: impl FnOnce(&T) -> crate::persist::CatalogChange,
         change: impl FnOnce(&BufferPool, &dyn PageLog, &mut Catalog) -> Result<T>,
     ) -> Result<T> {
         let _quiesce = self.ddl_guard()?;
@@ -152,6 +161,12 @@ impl Database {
         system.on_begin();
         match change(&self.inner.shared.pool, system.page_log(), &mut catalog) {
             Ok(v) => {
+                if let Err(e) = system.on_catalog_change(&describe(&v)) {
+                    self.inner
+                        .shared
+                        .poison(format!("logging a catalog change failed: {e}"));
+                    return Err(e);
+                }
                 system.on_commit(&crate::persist::CommitView::without_writes(crate::ids::Tid::ZERO, &[]))?;
                 system.wait_durable()?;
                 Ok(v)
@@ -225,12 +240,18 @@ impl Database {
         if self.inner.catalog.lock().name_taken(name) {
             return Err(Error::TableExists { name: name.into() });
         }
-        let info = self.ddl(|pool, log, catalog| {
-            if catalog.name_taken(name) {
-                return Err(Error::TableExists { name: name.into() });
-            }
-            catalog.add_table(pool, log, name)
-        })?;
+        let info = self.ddl(
+            |t: &Arc<catalog::TableInfo>| crate::persist::CatalogChange::CreateTable {
+                name: t.name.clone(),
+                id: t.id,
+            },
+            |pool, log, catalog| {
+                if catalog.name_taken(name) {
+                    return Err(Error::TableExists { name: name.into() });
+                }
+                catalog.add_table(pool, log, name, None)
+            },
+        )?;
         Ok(Table { info })
     }
 
@@ -268,7 +289,10 @@ impl Database {
         if !self.inner.catalog.lock().tables.contains_key(name) {
             return Err(Error::UnknownTable { name: name.into() });
         }
-        self.ddl(|pool, log, catalog| catalog.remove_table(pool, log, name))
+        self.ddl(
+            |_| crate::persist::CatalogChange::DropTable { name: name.into() },
+            |pool, log, catalog| catalog.remove_table(pool, log, name),
+        )
     }
 
     /// Create a secondary index on `table` keyed by `extractor(key, value)`
@@ -286,7 +310,12 @@ impl Database {
         }
         let max = self.max_key_len();
         // Backfill inside the DDL: commits are quiesced, no row changes.
-        let info = self.ddl(|pool, log, catalog| {
+        let describe = |i: &Arc<catalog::IndexInfo>| crate::persist::CatalogChange::CreateIndex {
+            name: i.name.clone(),
+            id: i.id,
+            table: i.table.name.clone(),
+        };
+        let info = self.ddl(describe, |pool, log, catalog| {
             if catalog.name_taken(name) {
                 return Err(Error::TableExists { name: name.into() });
             }
@@ -312,13 +341,59 @@ impl Database {
             if let Some(len) = too_long {
                 return Err(Error::KeyTooLarge { len, max });
             }
-            let info = catalog.add_index(pool, log, name, &table.info, Arc::clone(&extractor))?;
+            let info = catalog.add_index(
+                pool,
+                log,
+                name,
+                &table.info,
+                Some(Arc::clone(&extractor)),
+                None,
+            )?;
             for (k, tid) in rows {
                 info.tree.insert(pool, log, &k, tid, &[], None)?;
             }
             Ok(info)
         })?;
         Ok(Index { info })
+    }
+
+    /// Refill a stale index (see `IndexInfo::stale`) from its table with
+    /// `extractor`, commits quiesced. Only a scheme that does not log
+    /// pages marks indexes stale, so the pages are changed unlogged.
+    fn rebuild_index(
+        &self,
+        info: &Arc<catalog::IndexInfo>,
+        extractor: &KeyExtractor,
+    ) -> Result<()> {
+        let _quiesce = self.ddl_guard()?;
+        if !info.stale.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let pool = &self.inner.shared.pool;
+        let log = crate::btree::NoLog;
+        let all = std::ops::Bound::Unbounded;
+        let mut old = Vec::new();
+        info.tree.scan(pool, all, all, false, &mut |k, _, _| {
+            old.push(k.to_vec());
+            true
+        })?;
+        for k in old {
+            info.tree.remove(pool, &log, &k, None)?;
+        }
+        let mut rows = Vec::new();
+        info.table.tree.scan(pool, all, all, false, &mut |k, tid, v| {
+            if !tid.is_placeholder() {
+                if let Some(s) = extractor(k, v) {
+                    rows.push((catalog::index_key(&s, k), tid));
+                }
+            }
+            true
+        })?;
+        for (k, tid) in rows {
+            info.tree.insert(pool, &log, &k, tid, &[], None)?;
+        }
+        info.stale.store(false, Ordering::Release);
+        Ok(())
     }
 
     /// Bind an existing index to its key extractor in this process. Until
@@ -331,6 +406,10 @@ impl Database {
             .get(name)
             .cloned()
             .ok_or_else(|| Error::UnknownTable { name: name.into() })?;
+        drop(catalog);
+        if info.stale.load(Ordering::Acquire) {
+            self.rebuild_index(&info, &extractor)?;
+        }
         *info.extractor.write() = Some(extractor);
         Ok(Index { info })
     }
@@ -339,7 +418,10 @@ impl Database {
         if !self.inner.catalog.lock().indexes.contains_key(name) {
             return Err(Error::UnknownTable { name: name.into() });
         }
-        self.ddl(|pool, log, catalog| catalog.remove_index(pool, log, name))
+        self.ddl(
+            |_| crate::persist::CatalogChange::DropIndex { name: name.into() },
+            |pool, log, catalog| catalog.remove_index(pool, log, name),
+        )
     }
 
     pub fn stats(&self) -> Stats {

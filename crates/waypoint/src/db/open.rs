@@ -39,6 +39,7 @@ fn open_scheme(persistence: &Persistence, ctx: &OpenContext<'_>) -> Result<Box<d
             crate::wal::scheme::open(ctx, o, crate::wal::log::Partitioning::PerSlot)
         }
         Persistence::Aries(o) => crate::central::open(ctx, SchemeKind::Aries, o),
+        Persistence::Silor(o) => crate::silor::open(ctx, o),
     }
 }
 
@@ -168,6 +169,11 @@ impl Database {
             .max(checkpoint.as_ref().map_or(Gsn::ZERO, |m| m.floor));
         let requested = options.persistence.kind();
         check_scheme(&dir, &superblock, requested)?;
+        let (epoch, epoch_thread) = EpochClock::start(superblock.epoch + 1);
+        let stop_clock = |thread: std::thread::JoinHandle<()>| {
+            epoch.stop();
+            let _ = thread.join();
+        };
         let ctx = OpenContext {
             storage: &storage,
             data_file: &file,
@@ -177,17 +183,28 @@ impl Database {
             floor,
             recovery_threads: options.recovery_threads,
             first_epoch: (superblock.epoch + 1).clamp(1, Tid::MAX_EPOCH),
+            epoch: &epoch,
         };
-        let mut opening = open_scheme(&options.persistence, &ctx)?;
-        // Checked: from here on the open writes.
-        let dw_file = storage.open(&dir.join(DOUBLE_WRITE_FILE), OpenMode::CreateIfMissing)?;
-        let repaired = double_write::repair(file.as_ref(), dw_file.as_ref(), page_size)?;
-        let pool = BufferPool::start(
-            PoolConfig { page_size, frames },
-            Arc::clone(&file),
-            superblock.next_page_id,
-            free_pages,
-        )?;
+        let started = (|| {
+            let opening = open_scheme(&options.persistence, &ctx)?;
+            // Checked: from here on the open writes.
+            let dw_file = storage.open(&dir.join(DOUBLE_WRITE_FILE), OpenMode::CreateIfMissing)?;
+            let repaired = double_write::repair(file.as_ref(), dw_file.as_ref(), page_size)?;
+            let pool = BufferPool::start(
+                PoolConfig { page_size, frames },
+                Arc::clone(&file),
+                superblock.next_page_id,
+                free_pages,
+            )?;
+            Ok((opening, dw_file, repaired, pool))
+        })();
+        let (mut opening, dw_file, repaired, pool) = match started {
+            Ok(v) => v,
+            Err(e) => {
+                stop_clock(epoch_thread);
+                return Err(e);
+            }
+        };
         pool.set_double_write(dw_file);
         let opened = (|| {
             let prepared = opening.prepare(&ctx)?;
@@ -204,8 +221,14 @@ impl Database {
                 UncleanMark::BeforeFirstPageWrite => {}
             }
             let scheme = opening.recover(&ctx, &pool, repaired)?;
-            let loaded = Catalog::load(&pool)
-                .and_then(|catalog| Ok((catalog, scheme.session_log(SYSTEM_SLOT)?)));
+            let loaded = Catalog::load(&pool).and_then(|catalog| {
+                if scheme.indexes_need_rebuild() {
+                    for index in catalog.indexes.values() {
+                        index.stale.store(true, std::sync::atomic::Ordering::Release);
+                    }
+                }
+                Ok((catalog, scheme.session_log(SYSTEM_SLOT)?))
+            });
             match loaded {
                 Ok((catalog, system)) => Ok((scheme, catalog, system)),
                 Err(e) => {
@@ -218,10 +241,10 @@ impl Database {
             Ok(v) => v,
             Err(e) => {
                 pool.stop();
+                stop_clock(epoch_thread);
                 return Err(e);
             }
         };
-        let (epoch, epoch_thread) = EpochClock::start(superblock.epoch + 1);
         let shared = Arc::new(DbShared {
             pool,
             scheme,

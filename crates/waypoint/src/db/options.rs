@@ -7,6 +7,7 @@ use crate::central::CentralOptions;
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::persist::SchemeKind;
+use crate::silor::SilorOptions;
 use crate::wal::PerWorkerOptions;
 use std::sync::Arc;
 
@@ -25,6 +26,10 @@ pub enum Persistence {
     /// Seed 000 §4's ARIES baseline: one log for every session, appended
     /// under one latch, full checkpoints by default.
     Aries(CentralOptions),
+    /// Seed 002's SiloR: memory-resident (no steal: writes fail with
+    /// `MemoryFull` once the pool is full of changes), value logs written
+    /// by logger threads, commits acknowledged per persistent epoch.
+    Silor(SilorOptions),
 }
 
 impl Default for Persistence {
@@ -42,6 +47,7 @@ impl Persistence {
             SchemeKind::None => Persistence::None,
             SchemeKind::PerWorker => Persistence::PerWorker(per_worker),
             SchemeKind::Aries => Persistence::Aries(CentralOptions::from_log(per_worker)),
+            SchemeKind::Silor => Persistence::Silor(SilorOptions::default()),
         }
     }
 
@@ -59,6 +65,7 @@ impl Persistence {
             Persistence::None => SchemeKind::None,
             Persistence::PerWorker(_) => SchemeKind::PerWorker,
             Persistence::Aries(_) => SchemeKind::Aries,
+            Persistence::Silor(_) => SchemeKind::Silor,
         }
     }
 
@@ -68,7 +75,7 @@ impl Persistence {
         match self {
             Persistence::PerWorker(o) => Some(o),
             Persistence::Aries(c) => Some(&c.log),
-            Persistence::None => None,
+            Persistence::None | Persistence::Silor(_) => None,
         }
     }
 
@@ -92,6 +99,7 @@ impl Persistence {
             Persistence::None => Ok(()),
             Persistence::PerWorker(o) => o.validate(),
             Persistence::Aries(c) => c.validate(),
+            Persistence::Silor(o) => o.validate(),
         }
     }
 }

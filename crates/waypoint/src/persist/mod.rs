@@ -30,6 +30,17 @@ pub trait SessionLog: Send {
     fn page_log(&self) -> &dyn PageLog;
     /// A transaction starts.
     fn on_begin(&mut self) {}
+    /// A committing transaction is about to read the global epoch for its
+    /// TID (its serialization point): a scheme that tracks which epochs
+    /// can still receive commits (`silor`) notes it here.
+    fn before_epoch(&self) {}
+    /// The transaction ended without `on_commit` (aborted or dropped).
+    fn on_abort(&mut self) {}
+    /// A catalog change is about to be committed through this (system)
+    /// log: a scheme that does not log pages logs it here.
+    fn on_catalog_change(&mut self, _change: &CatalogChange) -> Result<()> {
+        Ok(())
+    }
     /// After the writes are installed, before locks are released (or, for a
     /// read-only transaction, after validation): make the commit durable,
     /// or start to (its record appended, the wait left for
@@ -159,6 +170,16 @@ impl<'a> CommitView<'a> {
     pub fn procedure(&self) -> Option<ProcedureCall<'a>> {
         self.procedure
     }
+}
+
+/// A catalog change, as a scheme that logs values rather than pages
+/// records it (the ids are the catalog's, so a replay gives the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CatalogChange {
+    CreateTable { name: String, id: u32 },
+    CreateIndex { name: String, id: u32, table: String },
+    DropTable { name: String },
+    DropIndex { name: String },
 }
 
 /// Logs nothing (the `none` scheme).

@@ -43,11 +43,20 @@ pub enum SchemeKind {
     /// record appended under one log latch that assigns its LSN (the
     /// GSN's role), full checkpoints, steal with undo.
     Aries,
+    /// Seed 002 (SiloR): memory-resident, no steal; value logs written by
+    /// logger threads, commits acknowledged per persistent epoch,
+    /// recovery by replaying the logs over the last clean close.
+    Silor,
 }
 
 impl SchemeKind {
     /// Every scheme, in the order `waypoint --scheme` lists them.
-    pub const ALL: [SchemeKind; 3] = [SchemeKind::PerWorker, SchemeKind::Aries, SchemeKind::None];
+    pub const ALL: [SchemeKind; 4] = [
+        SchemeKind::PerWorker,
+        SchemeKind::Aries,
+        SchemeKind::Silor,
+        SchemeKind::None,
+    ];
 
     /// The name options, files and reports use.
     pub fn name(self) -> &'static str {
@@ -55,6 +64,7 @@ impl SchemeKind {
             SchemeKind::None => "none",
             SchemeKind::PerWorker => "per-worker",
             SchemeKind::Aries => "aries",
+            SchemeKind::Silor => "silor",
         }
     }
 
@@ -71,6 +81,7 @@ impl SchemeKind {
             SchemeKind::None => 1,
             SchemeKind::PerWorker => 2,
             SchemeKind::Aries => 3,
+            SchemeKind::Silor => 4,
         }
     }
 
@@ -83,16 +94,19 @@ impl SchemeKind {
     pub fn recovers_from_log(self) -> bool {
         match self {
             SchemeKind::None => false,
-            SchemeKind::PerWorker | SchemeKind::Aries => true,
+            SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Silor => true,
         }
     }
 
     /// Is a clean close of this scheme a data file that every other
     /// paged scheme reads as its own clean state? Then a cleanly closed
-    /// database may be reopened under another such scheme.
+    /// database may be reopened under another such scheme. (`silor`'s
+    /// clean close writes every page too, and removes its logs.)
     pub fn clean_state_is_the_data_file(self) -> bool {
         match self {
-            SchemeKind::None | SchemeKind::PerWorker | SchemeKind::Aries => true,
+            SchemeKind::None | SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Silor => {
+                true
+            }
         }
     }
 }
@@ -119,6 +133,9 @@ pub(crate) struct OpenContext<'a> {
     /// The epoch this process's TIDs start at; older TIDs were written
     /// before the open.
     pub first_epoch: u64,
+    /// The database's epoch clock, started at `first_epoch`; a scheme whose
+    /// log holds later epochs raises it in `prepare`.
+    pub epoch: &'a Arc<crate::txn::epoch::EpochClock>,
 }
 
 /// What a scheme being opened asks of the database once it is prepared.
@@ -180,6 +197,9 @@ pub struct PersistenceStats {
     /// Time transactions waited at begin for the checkpointer to bring the
     /// log under its limit.
     pub backpressure: std::time::Duration,
+    /// The `silor` scheme's epochs, loggers, and recovery; zero under the
+    /// others.
+    pub silor: crate::silor::SilorStats,
 }
 
 /// An open persistence scheme, as the database and its sessions use it.
@@ -209,6 +229,20 @@ pub trait Scheme: Send + Sync {
     /// the clean state. Only a scheme that defers the unclean mark
     /// (`UncleanMark::BeforeFirstPageWrite`) can.
     fn data_file_untouched(&self) -> bool {
+        false
+    }
+
+    /// Clean close, before the first page is written: a scheme whose
+    /// recovery builds on the data file as its last clean close left it
+    /// (`silor`) notes durably that the data file is about to change.
+    fn before_clean_close_writes(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// After the open's recovery: must every secondary index be rebuilt
+    /// from its table when its extractor is bound (`Database::open_index`),
+    /// because recovery restored the tables only?
+    fn indexes_need_rebuild(&self) -> bool {
         false
     }
 

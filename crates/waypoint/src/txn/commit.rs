@@ -241,6 +241,7 @@ impl Transaction<'_> {
             .zip(&plans)
             .map(|((t, k), (_, _, c, _, _))| ((*t, k.as_slice()), c.as_ref().map(|(tid, _)| *tid)))
             .collect();
+        self.session.log.before_epoch();
         let epoch = db.epoch.current();
         max_seen = max_seen.max(self.validate(db, me, &locked)?);
         let tid = next_tid(epoch, max_seen, self.session.last_tid, self.session.slot);

@@ -55,6 +55,13 @@ impl EpochClock {
         self.epoch.load(Ordering::Acquire)
     }
 
+    /// Move the clock to at least `epoch` (a scheme whose log holds
+    /// epochs beyond the superblock's, before any TID is taken).
+    pub(crate) fn raise_to(&self, epoch: u64) {
+        self.epoch
+            .fetch_max(epoch.clamp(1, Tid::MAX_EPOCH), Ordering::AcqRel);
+    }
+
     pub(crate) fn stop(&self) {
         *self.stop.lock() = true;
         self.wake.notify_all();

@@ -437,6 +437,7 @@ impl Transaction<'_> {
     pub(super) fn finish_abort(&mut self) {
         if !self.finished {
             self.finished = true;
+            self.session.log.on_abort();
             self.session
                 .db
                 .counters

@@ -344,6 +344,7 @@ impl Scheme for PerWorkerScheme {
             log_latch: self.wal.latch().map(|l| l.stats()).unwrap_or_default(),
             checkpoint: self.checkpointer.stats(),
             backpressure: self.wal.backpressure_time(),
+            silor: Default::default(),
         }
     }
 

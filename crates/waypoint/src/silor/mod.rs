@@ -1,0 +1,450 @@
+//! The `silor` scheme: SiloR (seed 002 §4), and seed 000 §4's
+//! "SiloR-style" baseline. Memory-resident with no steal: no dirty page is
+//! written to the data file while the database runs
+//! (`PageWritePolicy::KeepDirtyInMemory`: once the pool is full of
+//! changes, writes fail with `MemoryFull` and reads go on). What is
+//! durable is the value log, written by logger threads (`loggers`, one
+//! `logstore::stream` each, entries in `entry`), and the pepoch file
+//! (`pepoch`): a commit is acknowledged once the persistent epoch covers
+//! its epoch (`session`).
+//!
+//! The base the logs replay onto is the data file as the last clean close
+//! left it, which stays untouched until the next clean close. A recovery
+//! replays the logs into memory (`recovery`) and leaves them, and the data
+//! file, as they are: the next run writes a new *generation* of log files
+//! (`silor/gNNNNNNNN/lL/`), and the pepoch file keeps each older
+//! generation's bound, so the entries a crash left beyond one
+//! generation's pepoch never count, whatever later epochs reach. The
+//! epoch clock restarts above every epoch in the logs, so new TIDs exceed
+//! every logged one (largest TID wins at the next replay).
+//!
+//! Catalog changes are logged as entries of their own, with their ids
+//! (replayed in log order before the values); secondary indexes are not
+//! logged: after a recovery every index is rebuilt from its table when
+//! its extractor is bound (`Database::open_index`; an index is readable
+//! only through that handle). A clean close first records pepoch with a
+//! closing flag, then writes every page, the superblock, and removes the
+//! logs. Not yet built: fuzzy checkpoints (so the logs grow until a clean
+//! close), and a crash inside the clean close's page writes, which leaves
+//! the database refused (`NotRecoverable`) rather than misread
+//! (docs/decisions/026-silor.md).
+//!
+//! Invariant: after a crash, the recovered state holds exactly the
+//! commits of epochs at or below their generation's pepoch, each whole,
+//! and every acknowledged commit is among them.
+
+mod entry;
+mod loggers;
+mod options;
+mod pepoch;
+mod recovery;
+mod session;
+#[cfg(test)]
+mod tests;
+
+pub use options::SilorOptions;
+
+use crate::buffer::{BufferPool, PageWritePolicy};
+use crate::error::{Error, Result};
+use crate::ids::{Gsn, LogPos};
+use crate::io::Storage;
+use crate::logstore::stream::Stream;
+use crate::persist::{
+    OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
+};
+use crate::wal::recovery::RecoveryReport;
+use loggers::{Logger, Loggers};
+use pepoch::PepochState;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The scheme's directory inside the database directory.
+pub const SILOR_DIR: &str = "silor";
+
+/// One logger's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoggerStats {
+    pub appended_bytes: u64,
+    pub durable_bytes: u64,
+    pub entries: u64,
+    pub syncs: u64,
+    pub disk_bytes: u64,
+}
+
+/// What the `silor` scheme did, readable at any time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SilorStats {
+    /// The global epoch now and the persistent epoch; their difference is
+    /// how far acknowledgement lags behind.
+    pub epoch: u64,
+    pub pepoch: u64,
+    pub pepoch_lag: u64,
+    /// Times the pepoch file was written.
+    pub pepoch_writes: u64,
+    /// The log generation being written, and the older ones still on
+    /// disk (one per recovery since the last clean close).
+    pub generation: u64,
+    pub sealed_generations: usize,
+    pub loggers: Vec<LoggerStats>,
+    /// Recovery at open: time loading a checkpoint (none yet: zero), time
+    /// scanning and replaying the logs, the log bytes read, entries kept
+    /// and skipped (beyond their bound).
+    pub checkpoint_load: Duration,
+    pub log_replay: Duration,
+    pub recovered_bytes: u64,
+    pub recovered_entries: u64,
+    pub skipped_entries: u64,
+}
+
+impl SilorStats {
+    /// Recovery speed: log bytes replayed per second, in GB/s.
+    pub fn recovery_gb_per_sec(&self) -> f64 {
+        let secs = (self.checkpoint_load + self.log_replay).as_secs_f64();
+        if secs == 0.0 {
+            return 0.0;
+        }
+        self.recovered_bytes as f64 / 1e9 / secs
+    }
+}
+
+/// Check what the database left (reads only) and return the opening.
+pub(crate) fn open(ctx: &OpenContext<'_>, options: &SilorOptions) -> Result<Box<dyn Opening>> {
+    let dir = ctx.dir.join(SILOR_DIR);
+    let recovering = !ctx.superblock.clean && ctx.superblock.scheme == Some(SchemeKind::Silor);
+    let state = if recovering {
+        let state = pepoch::read(ctx.storage.as_ref(), &dir)?.ok_or_else(|| Error::MissingFile {
+            path: dir.join(pepoch::PEPOCH_FILE),
+            detail: "the database was left open by the silor scheme, whose pepoch file says which logged commits count".into(),
+        })?;
+        if state.closing {
+            // The clean close had begun writing pages: the data file is
+            // no longer the base the logs replay onto.
+            return Err(Error::NotRecoverable {
+                path: ctx.dir.join(crate::db::DATA_FILE),
+                scheme: SchemeKind::Silor,
+            });
+        }
+        Some(state)
+    } else {
+        None
+    };
+    let scanned = match &state {
+        Some(s) => recovery::scan_logs(ctx.storage, &dir, s, ctx.recovery_threads)?,
+        None => recovery::Scanned::default(),
+    };
+    Ok(Box::new(SilorOpening {
+        options: options.clone(),
+        dir,
+        state,
+        scanned: Some(scanned),
+        next: None,
+    }))
+}
+
+struct SilorOpening {
+    options: SilorOptions,
+    dir: PathBuf,
+    /// The pepoch file of the run being recovered (`None`: the last close
+    /// was clean).
+    state: Option<PepochState>,
+    scanned: Option<recovery::Scanned>,
+    /// The pepoch file `prepare` wrote for this run.
+    next: Option<PepochState>,
+}
+
+fn create_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    if !storage.exists(dir) {
+        storage.create_dir_all(dir)?;
+        if let Some(parent) = dir.parent() {
+            storage.sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+impl Opening for SilorOpening {
+    fn prepare(&mut self, ctx: &OpenContext<'_>) -> Result<Prepared> {
+        let storage = ctx.storage.as_ref();
+        let mut sealed = Vec::new();
+        let mut newest = 0;
+        match &self.state {
+            None => {
+                // Left by a clean close that crashed before removing its
+                // logs, or by another scheme: nothing here counts.
+                if storage.exists(&self.dir) {
+                    storage.remove(&self.dir)?;
+                    storage.sync_dir(ctx.dir)?;
+                }
+            }
+            Some(state) => {
+                newest = state.generation;
+                for (g, path) in recovery::generations(storage, &self.dir)? {
+                    newest = newest.max(g);
+                    match state.bound(g) {
+                        Some(bound) => sealed.push((g, bound)),
+                        None => {
+                            // Begun after the pepoch file last named a
+                            // generation: nothing in it was acknowledged.
+                            storage.remove(&path)?;
+                            storage.sync_dir(&self.dir)?;
+                        }
+                    }
+                }
+            }
+        }
+        create_dir(storage, &self.dir)?;
+        let next = PepochState {
+            generation: newest + 1,
+            pepoch: 0,
+            sealed,
+            closing: false,
+        };
+        pepoch::write(storage, &self.dir, &next)?;
+        self.next = Some(next);
+        let max_epoch = self.scanned.as_ref().map_or(0, |s| s.max_epoch);
+        ctx.epoch.raise_to(max_epoch + 1);
+        Ok(Prepared {
+            log_required: true,
+            page_writes: PageWritePolicy::KeepDirtyInMemory,
+            unclean_mark: UncleanMark::AtOpen,
+        })
+    }
+
+    fn recover(
+        mut self: Box<Self>,
+        ctx: &OpenContext<'_>,
+        pool: &Arc<BufferPool>,
+        repaired_torn_pages: usize,
+    ) -> Result<Arc<dyn Scheme>> {
+        let next = self.next.take().ok_or_else(|| Error::Internal {
+            what: "the silor scheme was recovered before it was prepared".into(),
+        })?;
+        let scanned = self.scanned.take().unwrap_or_default();
+        let recovered = self.state.is_some();
+        let report_base = RecoveryReport {
+            partitions: self.options.loggers,
+            segments: scanned.segments,
+            records: scanned.entries,
+            log_bytes: scanned.bytes,
+            torn_tails: scanned.torn_tails,
+            repaired_torn_pages,
+            analysis: scanned.scan_time,
+            ..RecoveryReport::default()
+        };
+        let (entries, skipped, scan_time) = (scanned.entries, scanned.skipped, scanned.scan_time);
+        let replayed = recovery::replay(pool, scanned, ctx.recovery_threads)?;
+        let report = RecoveryReport {
+            winners: (replayed.keys_written + replayed.keys_removed) as usize,
+            records_redone: replayed.keys_written + replayed.keys_removed,
+            redo: replayed.time,
+            ..report_base
+        };
+        let storage = ctx.storage;
+        let generation = recovery::generation_dir(&self.dir, next.generation);
+        create_dir(storage.as_ref(), &generation)?;
+        let mut loggers = Vec::with_capacity(self.options.loggers);
+        for l in 0..self.options.loggers {
+            let stream = Stream::open(
+                Arc::clone(storage),
+                recovery::logger_dir(&generation, l),
+                SchemeKind::Silor,
+                l as u32,
+                LogPos::ZERO,
+                0,
+                Vec::new(),
+            )?;
+            loggers.push(Logger {
+                stream,
+                mark: parking_lot::Mutex::new(0),
+            });
+        }
+        let sealed_generations = next.sealed.len();
+        let loggers = Loggers::start(
+            Arc::clone(storage),
+            self.dir.clone(),
+            Arc::clone(ctx.epoch),
+            loggers,
+            next,
+        )?;
+        Ok(Arc::new(SilorScheme {
+            loggers,
+            floor: ctx.floor,
+            report: recovered.then_some(report),
+            recovered_indexes: recovered && entries > 0,
+            recovery: SilorStats {
+                checkpoint_load: Duration::ZERO,
+                log_replay: scan_time + replayed.time,
+                recovered_bytes: report_base_bytes(recovered, &report_base),
+                recovered_entries: entries,
+                skipped_entries: skipped,
+                sealed_generations,
+                ..SilorStats::default()
+            },
+        }))
+    }
+}
+
+fn report_base_bytes(recovered: bool, report: &RecoveryReport) -> u64 {
+    if recovered {
+        report.log_bytes
+    } else {
+        0
+    }
+}
+
+/// The open `silor` scheme.
+pub struct SilorScheme {
+    loggers: Arc<Loggers>,
+    /// The log floor the database was opened with: no page GSN moves
+    /// under this scheme, which logs no pages.
+    floor: Gsn,
+    report: Option<RecoveryReport>,
+    /// Recovery replayed entries: indexes must be rebuilt.
+    recovered_indexes: bool,
+    /// Recovery's part of the stats.
+    recovery: SilorStats,
+}
+
+impl SilorScheme {
+    /// Acknowledge commits without waiting for pepoch to cover their
+    /// epoch: a broken variant the crash tests must catch (`testing`
+    /// feature only).
+    #[cfg(feature = "testing")]
+    pub fn set_broken_commit_ack_for_tests(&self, broken: bool) {
+        self.loggers.broken_ack.store(broken, Ordering::Relaxed);
+    }
+
+    /// The persistent epoch.
+    pub fn pepoch(&self) -> u64 {
+        self.loggers.pepoch()
+    }
+
+    /// Wait up to `timeout` until pepoch covers the current epoch (every
+    /// commit made so far is durable); whether it did. For tests.
+    pub fn wait_all_durable(&self, timeout: Duration) -> bool {
+        let epoch = self.loggers.clock.current();
+        self.loggers.wait_epoch_for(epoch, timeout)
+    }
+}
+
+impl std::fmt::Debug for SilorScheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SilorScheme")
+            .field("pepoch", &self.loggers.pepoch())
+            .field("loggers", &self.loggers.loggers.len())
+            .finish()
+    }
+}
+
+impl Scheme for SilorScheme {
+    fn kind(&self) -> SchemeKind {
+        SchemeKind::Silor
+    }
+
+    fn session_log(&self, slot: u16) -> Result<Box<dyn SessionLog>> {
+        let logger = if slot == crate::txn::epoch::SYSTEM_SLOT {
+            0
+        } else {
+            slot as usize % self.loggers.loggers.len()
+        };
+        Ok(Box::new(session::SilorSessionLog::new(
+            Arc::clone(&self.loggers),
+            logger,
+        )))
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        self.loggers.check_healthy()
+    }
+
+    fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.report.as_ref()
+    }
+
+    fn stop_services(&self) {}
+
+    fn before_clean_close_writes(&self) -> Result<()> {
+        self.loggers.seal_for_close()
+    }
+
+    fn indexes_need_rebuild(&self) -> bool {
+        self.recovered_indexes
+    }
+
+    fn seal_for_clean_close(&self) -> Result<Gsn> {
+        self.loggers.stop();
+        for l in &self.loggers.loggers {
+            l.stream.shutdown()?;
+        }
+        Ok(self.floor)
+    }
+
+    fn remove_log_after_clean_close(&self) -> Result<()> {
+        let storage = self.loggers.storage.as_ref();
+        let dir = &self.loggers.dir;
+        if storage.exists(dir) {
+            storage.remove(dir)?;
+            if let Some(parent) = dir.parent() {
+                storage.sync_dir(parent)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn shutdown(&self) {
+        self.loggers.stop();
+        for l in &self.loggers.loggers {
+            if let Err(e) = l.stream.shutdown() {
+                tracing::warn!(error = %e, "stopping a silor logger failed");
+            }
+        }
+    }
+
+    fn stats(&self) -> PersistenceStats {
+        let loggers: Vec<LoggerStats> = self
+            .loggers
+            .loggers
+            .iter()
+            .map(|l| {
+                let s = l.stream.stats();
+                LoggerStats {
+                    appended_bytes: s.appended_bytes,
+                    durable_bytes: s.durable_bytes,
+                    entries: s.records,
+                    syncs: s.syncs,
+                    disk_bytes: l.stream.disk_bytes(),
+                }
+            })
+            .collect();
+        let epoch = self.loggers.clock.current();
+        let pepoch = self.loggers.pepoch();
+        let log = crate::wal::WalStats {
+            partitions: loggers.len(),
+            appended_bytes: loggers.iter().map(|l| l.appended_bytes).sum(),
+            records: loggers.iter().map(|l| l.entries).sum(),
+            syncs: loggers.iter().map(|l| l.syncs).sum(),
+            disk_bytes: loggers.iter().map(|l| l.disk_bytes).sum(),
+            ..crate::wal::WalStats::default()
+        };
+        PersistenceStats {
+            scheme: SchemeKind::Silor,
+            log,
+            silor: SilorStats {
+                epoch,
+                pepoch,
+                pepoch_lag: epoch.saturating_sub(pepoch),
+                pepoch_writes: self.loggers.pepoch_writes.load(Ordering::Relaxed),
+                generation: self.loggers.generation(),
+                loggers,
+                ..self.recovery.clone()
+            },
+            ..PersistenceStats::default()
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,134 @@
+//! A session's value log (seed 002 §4.1): at commit, one entry with the
+//! TID and the write set goes to the buffer of the session's logger; the
+//! commit is acknowledged once pepoch covers its epoch. Catalog changes
+//! are logged as entries of their own through the system slot.
+//!
+//! Invariant: a session's `active` bound is published before its TID's
+//! epoch is read and withdrawn only after its entry was appended (or the
+//! transaction ended without one), which is what makes pepoch safe
+//! (`loggers`).
+
+use super::entry;
+use super::loggers::{Logger, Loggers, IDLE};
+use crate::btree::{NoLog, PageLog};
+use crate::error::Result;
+use crate::ids::Tid;
+use crate::persist::{CatalogChange, CommitView, DurableWait, SessionLog};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(super) struct SilorSessionLog {
+    loggers: Arc<Loggers>,
+    logger: usize,
+    active: Arc<AtomicU64>,
+    /// The epoch the last commit waits for (0: nothing).
+    pending: u64,
+    buf: Vec<u8>,
+    page_log: NoLog,
+}
+
+impl SilorSessionLog {
+    pub fn new(loggers: Arc<Loggers>, logger: usize) -> Self {
+        let active = loggers.register();
+        SilorSessionLog {
+            loggers,
+            logger,
+            active,
+            pending: 0,
+            buf: Vec::new(),
+            page_log: NoLog,
+        }
+    }
+
+    /// Append the entry in `self.buf` to the logger's stream, then
+    /// withdraw the session's `active` bound.
+    fn append(&mut self, epoch: u64) -> Result<()> {
+        let logger: &Logger = &self.loggers.loggers[self.logger];
+        let result = self.loggers.check_healthy().and_then(|()| {
+            let mut mark = logger.mark.lock();
+            *mark = (*mark).max(epoch);
+            logger.stream.append_frames(&self.buf, 1, *mark).map(|_| ())
+        });
+        self.active.store(IDLE, Ordering::Release);
+        self.buf.clear();
+        result
+    }
+}
+
+impl Drop for SilorSessionLog {
+    fn drop(&mut self) {
+        self.active.store(IDLE, Ordering::Release);
+    }
+}
+
+impl SessionLog for SilorSessionLog {
+    fn page_log(&self) -> &dyn PageLog {
+        // Pages are never logged: recovery rebuilds them from values.
+        &self.page_log
+    }
+
+    fn before_epoch(&self) {
+        self.loggers.publish(&self.active);
+    }
+
+    fn on_abort(&mut self) {
+        self.active.store(IDLE, Ordering::Release);
+    }
+
+    fn on_commit(&mut self, commit: &CommitView<'_>) -> Result<()> {
+        let tid = commit.tid();
+        if tid == Tid::ZERO {
+            // Read-only (or the end of a catalog change): released once
+            // what it read is durable.
+            let read = commit.depends_on().iter().map(|t| t.epoch()).max();
+            self.pending = self.pending.max(read.unwrap_or(0));
+            return Ok(());
+        }
+        let watermark = self.loggers.loggers[self.logger].stream.durable();
+        entry::encode_commit(&mut self.buf, watermark, tid, commit.writes());
+        self.append(tid.epoch())?;
+        self.pending = tid.epoch();
+        Ok(())
+    }
+
+    fn on_catalog_change(&mut self, change: &CatalogChange) -> Result<()> {
+        self.loggers.publish(&self.active);
+        let epoch = self.loggers.clock.current();
+        let watermark = self.loggers.loggers[self.logger].stream.durable();
+        entry::encode_catalog(&mut self.buf, watermark, epoch, change);
+        self.append(epoch)?;
+        self.pending = self.pending.max(epoch);
+        Ok(())
+    }
+
+    fn take_pending(&mut self) -> Option<Box<dyn DurableWait>> {
+        let epoch = std::mem::take(&mut self.pending);
+        (epoch > self.loggers.pepoch()).then(|| {
+            Box::new(EpochWait {
+                loggers: Arc::clone(&self.loggers),
+                epoch,
+            }) as Box<dyn DurableWait>
+        })
+    }
+
+    fn wait_durable(&mut self) -> Result<()> {
+        let epoch = std::mem::take(&mut self.pending);
+        self.loggers.wait_epoch(epoch)
+    }
+}
+
+/// A pipelined commit waiting for pepoch to cover its epoch.
+struct EpochWait {
+    loggers: Arc<Loggers>,
+    epoch: u64,
+}
+
+impl DurableWait for EpochWait {
+    fn is_durable(&self) -> bool {
+        self.loggers.pepoch() >= self.epoch
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.loggers.wait_epoch(self.epoch)
+    }
+}
