@@ -43,11 +43,20 @@ pub enum SchemeKind {
     /// record appended under one log latch that assigns its LSN (the
     /// GSN's role), full checkpoints, steal with undo.
     Aries,
+    /// The same central log with Aether's techniques (Johnson et al.,
+    /// PVLDB 2010): a consolidation array (only a group's leader takes the
+    /// latch), decoupled buffer fill, flush pipelining.
+    Aether,
 }
 
 impl SchemeKind {
     /// Every scheme, in the order `waypoint --scheme` lists them.
-    pub const ALL: [SchemeKind; 3] = [SchemeKind::PerWorker, SchemeKind::Aries, SchemeKind::None];
+    pub const ALL: [SchemeKind; 4] = [
+        SchemeKind::PerWorker,
+        SchemeKind::Aries,
+        SchemeKind::Aether,
+        SchemeKind::None,
+    ];
 
     /// The name options, files and reports use.
     pub fn name(self) -> &'static str {
@@ -55,6 +64,7 @@ impl SchemeKind {
             SchemeKind::None => "none",
             SchemeKind::PerWorker => "per-worker",
             SchemeKind::Aries => "aries",
+            SchemeKind::Aether => "aether",
         }
     }
 
@@ -71,6 +81,7 @@ impl SchemeKind {
             SchemeKind::None => 1,
             SchemeKind::PerWorker => 2,
             SchemeKind::Aries => 3,
+            SchemeKind::Aether => 4,
         }
     }
 
@@ -83,7 +94,7 @@ impl SchemeKind {
     pub fn recovers_from_log(self) -> bool {
         match self {
             SchemeKind::None => false,
-            SchemeKind::PerWorker | SchemeKind::Aries => true,
+            SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether => true,
         }
     }
 
@@ -92,7 +103,9 @@ impl SchemeKind {
     /// database may be reopened under another such scheme.
     pub fn clean_state_is_the_data_file(self) -> bool {
         match self {
-            SchemeKind::None | SchemeKind::PerWorker | SchemeKind::Aries => true,
+            SchemeKind::None | SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether => {
+                true
+            }
         }
     }
 }
@@ -175,6 +188,9 @@ pub struct PersistenceStats {
     /// A central log's latch: acquisitions, contention, time waited. Zero
     /// for a scheme without one.
     pub log_latch: crate::central::LatchStats,
+    /// A consolidation array's groups (`aether`): how many, their inserts,
+    /// the largest. Zero for a scheme without one.
+    pub consolidation: crate::central::ConsolidationStats,
     /// Checkpoints: increments, pages written, the log floor, pruning.
     pub checkpoint: CheckpointStats,
     /// Time transactions waited at begin for the checkpointer to bring the
