@@ -114,6 +114,10 @@ pub struct Snapshot {
     /// it (zero for other schemes).
     pub log_latch_acquisitions: u64,
     pub log_latch_wait_us: u64,
+    /// A consolidation array's groups and the inserts they held (`aether`;
+    /// zero for other schemes).
+    pub log_groups: u64,
+    pub log_group_inserts: u64,
 }
 
 impl Snapshot {
@@ -140,6 +144,8 @@ impl Snapshot {
             cpu_ms: process_cpu_ms(),
             log_latch_acquisitions: stats.persistence.log_latch.acquisitions,
             log_latch_wait_us: stats.persistence.log_latch.waited.as_micros() as u64,
+            log_groups: stats.persistence.consolidation.groups,
+            log_group_inserts: stats.persistence.consolidation.inserts,
         }
     }
 

@@ -73,6 +73,9 @@ pub struct Summary {
     /// transaction, in microseconds (zero for other schemes).
     pub log_latch_acquisitions: u64,
     pub log_latch_wait_us_per_txn: f64,
+    /// The consolidation array (`aether`): inserts per group (per latch
+    /// acquisition) during the measured window; zero for other schemes.
+    pub log_group_size: f64,
     /// CPU time the hypervisor stole from the machine during the measured
     /// window, all CPUs, in milliseconds.
     pub steal_ms: u64,
@@ -322,6 +325,10 @@ impl Summary {
             log_latch_acquisitions: e.log_latch_acquisitions - b.log_latch_acquisitions,
             log_latch_wait_us_per_txn: (e.log_latch_wait_us - b.log_latch_wait_us) as f64
                 / committed.max(1) as f64,
+            log_group_size: match e.log_groups - b.log_groups {
+                0 => 0.0,
+                groups => (e.log_group_inserts - b.log_group_inserts) as f64 / groups as f64,
+            },
             steal_ms: e.steal_ms.saturating_sub(b.steal_ms),
             cpu_seconds: cpu_ms as f64 / 1e3,
             cpu_us_per_txn: cpu_ms as f64 * 1e3 / committed.max(1) as f64,
@@ -379,6 +386,12 @@ impl Summary {
             out += &format!(
                 "log latch: {} acquisitions, {:.2} µs waited per transaction\n",
                 self.log_latch_acquisitions, self.log_latch_wait_us_per_txn
+            );
+        }
+        if self.log_group_size > 0.0 {
+            out += &format!(
+                "consolidation array: {:.2} inserts per group (per latch acquisition)\n",
+                self.log_group_size
             );
         }
         out += &format!(

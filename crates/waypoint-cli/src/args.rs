@@ -67,8 +67,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Persistence scheme: per-worker (a log partition per session, seed
-    /// 000), aries (one central log under a latch, seed 000's baseline)
-    /// or none (no log: the cost of logging). The flags from --commit to
+    /// 000), aries (one central log under a latch, seed 000's baseline),
+    /// aether (that log with Aether's consolidation array, decoupled
+    /// buffer fill and flush pipelining) or none (no log: the cost of logging). The flags from --commit to
     /// --log-direct-io are the log's options [default: per-worker].
     #[arg(long)]
     pub scheme: Option<String>,
@@ -79,7 +80,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub commit: Option<String>,
     /// Checkpointing: continuous, full or none [default: continuous; full
-    /// for aries].
+    /// for aries and aether].
     #[arg(long)]
     pub checkpoint: Option<String>,
     /// WAL limit the checkpointer keeps the log near [default: 1GiB].
@@ -324,7 +325,7 @@ impl BenchArgs {
     pub fn commit_name(&self) -> &str {
         match self.commit.as_deref() {
             Some(c) => c,
-            None if self.scheme_name() == waypoint::SchemeKind::Aries.name() => "group",
+            None if is_central(self.scheme_name()) => "group",
             None => "rfa-group",
         }
     }
@@ -335,7 +336,7 @@ impl BenchArgs {
     pub fn checkpoint(&self) -> Result<waypoint::CheckpointMode> {
         let name = match self.checkpoint.as_deref() {
             Some(c) => c,
-            None if self.scheme_name() == waypoint::SchemeKind::Aries.name() => "full",
+            None if is_central(self.scheme_name()) => "full",
             None => "continuous",
         };
         match waypoint::CheckpointMode::parse(name) {
@@ -405,7 +406,7 @@ impl BenchArgs {
             let names: Vec<_> = waypoint::SchemeKind::ALL.iter().map(|k| k.name()).collect();
             bail!("unknown --scheme {name:?}; available: {}", names.join(", "));
         };
-        if kind == waypoint::SchemeKind::Aries {
+        if is_central(name) {
             if let Some(c @ ("rfa" | "rfa-group")) = self.commit.as_deref() {
                 bail!("--commit {c} is not an option of --scheme {name}: RFA avoids flushing other sessions' logs, and a central log has none (use group, flush-all or async)");
             }
@@ -510,4 +511,13 @@ pub fn parse_size(what: &str, s: &str) -> Result<usize> {
         }
     };
     usize::try_from(n).with_context(|| format!("--{what} {s:?} is too large"))
+}
+
+/// Is `name` a central-log scheme (`aries`, `aether`), whose commit
+/// protocols exclude RFA?
+fn is_central(name: &str) -> bool {
+    matches!(
+        waypoint::SchemeKind::parse(name),
+        Some(waypoint::SchemeKind::Aries | waypoint::SchemeKind::Aether)
+    )
 }

@@ -78,12 +78,12 @@ pub struct CrashTestArgs {
     /// (each promises that a killed process loses no acknowledged commit),
     /// or async (acknowledges before the log reaches the kernel: a kill
     /// loses the last acknowledged commits, so failures are expected).
-    /// With `--scheme aries`, rfa and rfa-group mean group (a central log
+    /// With `--scheme aries` or `aether`, rfa and rfa-group mean group (a central log
     /// has no other log to avoid flushing).
     #[arg(long, default_value = "rfa-group")]
     pub commit: String,
-    /// Persistence scheme of the child and of recovery: per-worker or
-    /// aries (none keeps no log: a kill loses what it changed, by design).
+    /// Persistence scheme of the child and of recovery: per-worker, aries
+    /// or aether (none keeps no log: a kill loses what it changed, by design).
     #[arg(long, default_value = "per-worker")]
     pub scheme: String,
     /// Buffer pool of the child on odd cycles (even cycles: at most 2 MiB,

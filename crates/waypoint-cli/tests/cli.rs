@@ -62,7 +62,7 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     );
     fails_with_one_line(
         &["bench", "ycsb", "--scheme", "central"],
-        "available: per-worker, aries, none",
+        "available: per-worker, aries, aether, silor, none",
     );
     // A log option under a scheme without a log is refused, naming it.
     fails_with_one_line(
@@ -651,7 +651,7 @@ fn simulate_reports_failures_with_a_reproduction_command() {
         "{stdout}"
     );
     fails_with_one_line(&["simulate", "--workload", "voter"], "unknown --workload");
-    fails_with_one_line(&["simulate", "--scheme", "aether"], "unknown --scheme");
+    fails_with_one_line(&["simulate", "--scheme", "ariel"], "unknown --scheme");
 }
 
 /// Every file below `dir` with its bytes.

@@ -76,6 +76,7 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
     let persistence = match plan.scheme {
         SchemeKind::PerWorker => Persistence::PerWorker(log),
         SchemeKind::Aries => Persistence::Aries(CentralOptions::from_log(log)),
+        SchemeKind::Aether => Persistence::Aether(CentralOptions::from_log(log)),
         SchemeKind::None => Persistence::None,
         SchemeKind::Silor => Persistence::Silor(waypoint::SilorOptions {
             loggers: plan.silor_loggers(),
@@ -172,7 +173,7 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
                 .map_err(|e| format!("clean close after reading the load: {e}"))?;
             Some(rows)
         }
-        SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Silor => None,
+        SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether | SchemeKind::Silor => None,
     };
     // 2. The workload, until the disk freezes (or fails and then freezes).
     let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("reopen: {e}"))?;
@@ -186,6 +187,12 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     if options_in.broken_commit_ack {
         if let Some(wal) = db.wal() {
             wal.set_broken_commit_ack_for_tests(true);
+        }
+    }
+    #[cfg(feature = "testing")]
+    if options_in.broken_early_release {
+        if let Some(wal) = db.wal() {
+            wal.set_broken_early_release_for_tests(true);
         }
     }
     #[cfg(feature = "testing")]

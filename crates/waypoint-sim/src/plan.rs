@@ -73,6 +73,11 @@ pub struct SimOptions {
     /// (`Wal::set_broken_commit_ack_for_tests`; `testing` only).
     #[cfg(feature = "testing")]
     pub broken_commit_ack: bool,
+    /// UNSAFE, same purpose: a central log's reservations are released
+    /// for writing before they are filled
+    /// (`Wal::set_broken_early_release_for_tests`; `testing` only).
+    #[cfg(feature = "testing")]
+    pub broken_early_release: bool,
     /// Multiplies the transactions per session (default 1.0).
     pub scale: Option<f64>,
     /// Run this persistence scheme on every seed instead of the one each
@@ -240,6 +245,9 @@ impl Plan {
         } else if rng.gen_ratio(1, 4) {
             // Drawn after none, so the none seeds stay what they were.
             SchemeKind::Aries
+        } else if rng.gen_ratio(1, 3) {
+            // Drawn after aries, so the none and aries seeds stay.
+            SchemeKind::Aether
         } else {
             SchemeKind::PerWorker
         };
@@ -293,10 +301,10 @@ impl Plan {
             SchemeKind::Silor => {
                 let _ = write!(s, "scheme silor, {} loggers, ", self.silor_loggers());
             }
-            SchemeKind::PerWorker | SchemeKind::Aries => {
+            SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether => {
                 let protocol = match self.scheme {
-                    SchemeKind::Aries => {
-                        s.push_str("scheme aries, ");
+                    SchemeKind::Aries | SchemeKind::Aether => {
+                        let _ = write!(s, "scheme {}, ", self.scheme);
                         CentralOptions::from_log(PerWorkerOptions {
                             commit: self.protocol,
                             ..PerWorkerOptions::default()

@@ -16,9 +16,11 @@
 //! under [`LogLatch`]); a commit is acknowledged once the log is durable
 //! up to its commit record, which covers every record it depends on.
 
+mod consolidation;
 mod latch;
 mod options;
 
+pub use consolidation::{Consolidation, ConsolidationStats, Share};
 pub use latch::{LatchStats, LogLatch};
 pub use options::CentralOptions;
 
@@ -41,6 +43,7 @@ pub(crate) fn open(
         Partitioning::Central {
             scheme,
             latch: Arc::new(LogLatch::default()),
+            consolidation: (scheme == SchemeKind::Aether).then(|| Arc::new(Consolidation::default())),
         },
     )
 }

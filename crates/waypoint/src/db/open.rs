@@ -39,6 +39,7 @@ fn open_scheme(persistence: &Persistence, ctx: &OpenContext<'_>) -> Result<Box<d
             crate::wal::scheme::open(ctx, o, crate::wal::log::Partitioning::PerSlot)
         }
         Persistence::Aries(o) => crate::central::open(ctx, SchemeKind::Aries, o),
+        Persistence::Aether(o) => crate::central::open(ctx, SchemeKind::Aether, o),
         Persistence::Silor(o) => crate::silor::open(ctx, o),
     }
 }

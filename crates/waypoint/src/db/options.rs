@@ -14,7 +14,8 @@ use std::sync::Arc;
 /// Which persistence scheme a database runs, with its options. The
 /// superblock records the scheme; a database is reopened with the scheme
 /// it was created with (a cleanly closed one may switch between schemes
-/// whose clean state is the data file: `none`, `per-worker`, `aries`).
+/// whose clean state is the data file: `none`, `per-worker`, `aries`,
+/// `aether`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Persistence {
     /// No log: durable only after a clean close (for measuring the cost of
@@ -26,6 +27,9 @@ pub enum Persistence {
     /// Seed 000 §4's ARIES baseline: one log for every session, appended
     /// under one latch, full checkpoints by default.
     Aries(CentralOptions),
+    /// The same central log with Aether's consolidation array, decoupled
+    /// buffer fill and flush pipelining (Johnson et al., PVLDB 2010).
+    Aether(CentralOptions),
     /// Seed 002's SiloR: memory-resident (no steal: writes fail with
     /// `MemoryFull` once the pool is full of changes), value logs written
     /// by logger threads, commits acknowledged per persistent epoch.
@@ -47,6 +51,7 @@ impl Persistence {
             SchemeKind::None => Persistence::None,
             SchemeKind::PerWorker => Persistence::PerWorker(per_worker),
             SchemeKind::Aries => Persistence::Aries(CentralOptions::from_log(per_worker)),
+            SchemeKind::Aether => Persistence::Aether(CentralOptions::from_log(per_worker)),
             SchemeKind::Silor => Persistence::Silor(SilorOptions::default()),
         }
     }
@@ -56,6 +61,7 @@ impl Persistence {
     pub fn default_of(kind: SchemeKind) -> Self {
         match kind {
             SchemeKind::Aries => Persistence::Aries(CentralOptions::default()),
+            SchemeKind::Aether => Persistence::Aether(CentralOptions::default()),
             other => Persistence::of(other, PerWorkerOptions::default()),
         }
     }
@@ -65,6 +71,7 @@ impl Persistence {
             Persistence::None => SchemeKind::None,
             Persistence::PerWorker(_) => SchemeKind::PerWorker,
             Persistence::Aries(_) => SchemeKind::Aries,
+            Persistence::Aether(_) => SchemeKind::Aether,
             Persistence::Silor(_) => SchemeKind::Silor,
         }
     }
@@ -74,7 +81,7 @@ impl Persistence {
     pub fn log_options(&self) -> Option<&PerWorkerOptions> {
         match self {
             Persistence::PerWorker(o) => Some(o),
-            Persistence::Aries(c) => Some(&c.log),
+            Persistence::Aries(c) | Persistence::Aether(c) => Some(&c.log),
             Persistence::None | Persistence::Silor(_) => None,
         }
     }
@@ -98,7 +105,7 @@ impl Persistence {
         match self {
             Persistence::None => Ok(()),
             Persistence::PerWorker(o) => o.validate(),
-            Persistence::Aries(c) => c.validate(),
+            Persistence::Aries(c) | Persistence::Aether(c) => c.validate(),
             Persistence::Silor(o) => o.validate(),
         }
     }

@@ -43,6 +43,10 @@ pub enum SchemeKind {
     /// record appended under one log latch that assigns its LSN (the
     /// GSN's role), full checkpoints, steal with undo.
     Aries,
+    /// The same central log with Aether's techniques (Johnson et al.,
+    /// PVLDB 2010): a consolidation array (only a group's leader takes the
+    /// latch), decoupled buffer fill, flush pipelining.
+    Aether,
     /// Seed 002 (SiloR): memory-resident, no steal; value logs written by
     /// logger threads, commits acknowledged per persistent epoch,
     /// recovery by replaying the logs over the last clean close.
@@ -51,9 +55,10 @@ pub enum SchemeKind {
 
 impl SchemeKind {
     /// Every scheme, in the order `waypoint --scheme` lists them.
-    pub const ALL: [SchemeKind; 4] = [
+    pub const ALL: [SchemeKind; 5] = [
         SchemeKind::PerWorker,
         SchemeKind::Aries,
+        SchemeKind::Aether,
         SchemeKind::Silor,
         SchemeKind::None,
     ];
@@ -64,6 +69,7 @@ impl SchemeKind {
             SchemeKind::None => "none",
             SchemeKind::PerWorker => "per-worker",
             SchemeKind::Aries => "aries",
+            SchemeKind::Aether => "aether",
             SchemeKind::Silor => "silor",
         }
     }
@@ -82,6 +88,7 @@ impl SchemeKind {
             SchemeKind::PerWorker => 2,
             SchemeKind::Aries => 3,
             SchemeKind::Silor => 4,
+            SchemeKind::Aether => 5,
         }
     }
 
@@ -94,7 +101,7 @@ impl SchemeKind {
     pub fn recovers_from_log(self) -> bool {
         match self {
             SchemeKind::None => false,
-            SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Silor => true,
+            SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether | SchemeKind::Silor => true,
         }
     }
 
@@ -104,7 +111,11 @@ impl SchemeKind {
     /// clean close writes every page too, and removes its logs.)
     pub fn clean_state_is_the_data_file(self) -> bool {
         match self {
-            SchemeKind::None | SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Silor => {
+            SchemeKind::None
+            | SchemeKind::PerWorker
+            | SchemeKind::Aries
+            | SchemeKind::Aether
+            | SchemeKind::Silor => {
                 true
             }
         }
@@ -192,6 +203,9 @@ pub struct PersistenceStats {
     /// A central log's latch: acquisitions, contention, time waited. Zero
     /// for a scheme without one.
     pub log_latch: crate::central::LatchStats,
+    /// A consolidation array's groups (`aether`): how many, their inserts,
+    /// the largest. Zero for a scheme without one.
+    pub consolidation: crate::central::ConsolidationStats,
     /// Checkpoints: increments, pages written, the log floor, pruning.
     pub checkpoint: CheckpointStats,
     /// Time transactions waited at begin for the checkpointer to bring the

@@ -223,6 +223,38 @@ impl Partition {
     pub fn append_group(&self, records: &[u8], count: u64, max_gsn: Gsn) -> Result<LogPos> {
         debug_assert!(max_gsn > Gsn::ZERO && max_gsn < MAX_GSN);
         let end = self.stream.append_frames(records, count, max_gsn.get())?;
+        self.appended_through(max_gsn);
+        Ok(end)
+    }
+
+    /// For a central log's consolidation array: `count` consecutive GSNs
+    /// above `floor` and, for them, `len_of(first GSN)` bytes of the
+    /// stream, reserved as one unit (the records are filled in later,
+    /// [`crate::logstore::stream::Reserved::fill`]). The clock moves past
+    /// them at once: their positions are fixed, `appended` covers them,
+    /// and nothing vouches for them before the stream is durable through
+    /// them, which waits for their fill. Returns the first GSN even when
+    /// the stream refuses the bytes (then stopped: it never becomes
+    /// durable up to that GSN).
+    pub fn reserve_group(
+        &self,
+        floor: Gsn,
+        count: u64,
+        len_of: impl FnOnce(Gsn) -> usize,
+    ) -> (Gsn, Result<crate::logstore::stream::Reserved>) {
+        let first = self.reserve_gsns(floor, count);
+        let last = first.plus(count - 1);
+        let reserved = self.stream.reserve(len_of(first), count, last.get());
+        if reserved.is_ok() {
+            self.appended_through(last);
+        }
+        (first, reserved)
+    }
+
+    /// The records up to `max_gsn` now have their places in the stream:
+    /// clear the reservation flag and move the clock to `max_gsn`.
+    #[inline]
+    fn appended_through(&self, max_gsn: Gsn) {
         let max_gsn = max_gsn.get();
         // After `appended` moved: whoever acquires the word without the
         // reservation sees the bytes too (see `flushed_gsn`).
@@ -244,7 +276,6 @@ impl Partition {
                     Some((word & !RESERVED).max(max_gsn))
                 });
         }
-        Ok(end)
     }
 
     /// Remember that the commit record of `tid` ends at `end`.

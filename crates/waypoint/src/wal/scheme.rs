@@ -342,6 +342,11 @@ impl Scheme for PerWorkerScheme {
             scheme: self.kind,
             log: self.wal.stats(),
             log_latch: self.wal.latch().map(|l| l.stats()).unwrap_or_default(),
+            consolidation: self
+                .wal
+                .consolidation()
+                .map(|c| c.stats())
+                .unwrap_or_default(),
             checkpoint: self.checkpointer.stats(),
             backpressure: self.wal.backpressure_time(),
             silor: Default::default(),

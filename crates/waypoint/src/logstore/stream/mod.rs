@@ -7,6 +7,9 @@
 //!   committers that sync themselves, the waits on durability.
 //! - `files`: stages 2 and 3, the segment files and their retirement.
 //! - `failure`: a failed write makes the stream full or poisoned.
+//! - `reserve`: space reserved under the lock, filled outside it by any
+//!   number of threads, released for writing in order (a central log's
+//!   decoupled buffer fill).
 //!
 //! Positions are byte offsets in the stream. Each append carries a *mark*,
 //! a number the scheme gives what it appends (non-decreasing; the
@@ -24,11 +27,13 @@
 
 mod failure;
 mod files;
+mod reserve;
 mod ring;
 mod writer;
 
 pub use failure::FullFlag;
 pub use files::SEGMENT_SIZE;
+pub use reserve::Reserved;
 pub use ring::CHUNK_SIZE;
 pub use writer::{GROUP_WINDOW, SYNC_BATCH, SYNC_INTERVAL};
 
@@ -108,6 +113,9 @@ pub struct Stream {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Log-wide count of bytes moved to stage 2 (the checkpointer's clock).
     stage2: std::sync::OnceLock<Arc<AtomicU64>>,
+    /// Test-only: reservations count as released at once (`reserve`).
+    #[cfg(feature = "testing")]
+    broken_early_release: AtomicBool,
 }
 
 impl std::fmt::Debug for Stream {
@@ -162,6 +170,8 @@ impl Stream {
             full_flag: std::sync::OnceLock::new(),
             writer: Mutex::new(None),
             stage2: std::sync::OnceLock::new(),
+            #[cfg(feature = "testing")]
+            broken_early_release: AtomicBool::new(false),
         });
         let writer = Arc::clone(&stream);
         let handle = std::thread::Builder::new()

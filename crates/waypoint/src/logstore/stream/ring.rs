@@ -9,8 +9,16 @@
 //! chunks, so it never spans two segments, and the durable position never
 //! falls inside it.
 //!
-//! Invariant: chunks are contiguous in stream order: each starts where the
-//! one before it ends, and the full queue is written front to back.
+//! Space may also be *reserved* (`super::reserve`: filled later, outside
+//! the lock); the reservations not yet released for writing are kept here
+//! in stream order, and whoever writes takes only the full chunks that end
+//! at or before the first of them.
+//!
+//! Invariants: chunks are contiguous in stream order: each starts where the
+//! one before it ends, and the full queue is written front to back; a
+//! chunk's buffer is never reallocated while it holds bytes (a reservation
+//! points into it), so a non-empty chunk's capacity is at least
+//! [`CHUNK_SIZE`] or what its reservation needed.
 
 use crate::ids::LogPos;
 use std::collections::VecDeque;
@@ -29,6 +37,14 @@ pub(super) struct Chunk {
     /// Largest mark of a frame in the chunk (the scheme's number for what
     /// it appends; the per-worker WAL's GSN).
     pub max_mark: u64,
+}
+
+impl Chunk {
+    /// Stream position after the chunk's bytes.
+    #[inline]
+    pub fn end(&self) -> LogPos {
+        self.start.advance(self.bytes.len() as u64)
+    }
 }
 
 /// What the appender, the writer thread and waiters share.
@@ -51,6 +67,19 @@ pub(super) struct Stage1 {
     /// What the writer thread is waiting for, if anything: who must wake
     /// it, and who need not.
     pub writer: WriterWait,
+    /// Reservations not yet released for writing, in stream order
+    /// (`super::reserve`); empty for a stream that only appends.
+    pub reservations: VecDeque<Pending>,
+    /// Sequence number of `reservations[0]` (of the next one when empty).
+    pub first_reservation: u64,
+    /// Threads in `sync_to` waiting for a reservation to be released.
+    pub fill_waiters: usize,
+}
+
+/// A reservation not yet released for writing.
+pub(super) struct Pending {
+    pub start: LogPos,
+    pub released: bool,
 }
 
 impl Stage1 {
@@ -70,6 +99,31 @@ impl Stage1 {
             blocked: 0,
             writing: false,
             writer: WriterWait::Busy,
+            reservations: VecDeque::new(),
+            first_reservation: 0,
+            fill_waiters: 0,
+        }
+    }
+
+    /// Is there a full chunk that may be written now: one that ends at or
+    /// before the first reservation not yet released?
+    #[inline]
+    pub fn writable(&self) -> bool {
+        match (self.full.front(), self.reservations.front()) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(c), Some(r)) => c.end() <= r.start,
+        }
+    }
+
+    /// Take the full chunks that may be written now (see [`Stage1::writable`]).
+    pub fn take_writable(&mut self) -> VecDeque<Chunk> {
+        match self.reservations.front() {
+            None => std::mem::take(&mut self.full),
+            Some(r) => {
+                let n = self.full.iter().take_while(|c| c.end() <= r.start).count();
+                self.full.drain(..n).collect()
+            }
         }
     }
 
@@ -129,4 +183,7 @@ pub(super) enum WriterWait {
     /// Letting group commits gather (`GROUP_WINDOW`) before a lazy flush.
     /// Another lazy request joins the window without waking it.
     Window,
+    /// Full chunks wait for a reservation to be filled; its release wakes
+    /// the writer.
+    Fill,
 }

@@ -11,17 +11,17 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// Test record `n` as a sealed frame, its payload as long as `payload`.
-fn rec(n: u64, payload: &[u8]) -> Vec<u8> {
+pub(super) fn rec(n: u64, payload: &[u8]) -> Vec<u8> {
     frame(0, &numbered(n, payload.len()))
 }
 
 /// The directory of stream `id` below `log_dir`.
-fn stream_dir(log_dir: &Path, id: u32) -> PathBuf {
+pub(super) fn stream_dir(log_dir: &Path, id: u32) -> PathBuf {
     log_dir.join(format!("s{id:05}"))
 }
 
 /// Open stream `id` below `log_dir` (the per-worker scheme's tag).
-fn open_stream(
+pub(super) fn open_stream(
     storage: Arc<dyn Storage>,
     log_dir: &Path,
     id: u32,
@@ -34,12 +34,12 @@ fn open_stream(
 }
 
 /// A simulated disk with an empty, durable log directory `/db/log`.
-fn sim_log(seed: u64) -> (SimStorage, &'static Path) {
+pub(super) fn sim_log(seed: u64) -> (SimStorage, &'static Path) {
     sim_log_direct(seed, false)
 }
 
 /// Stream 0, empty, in `/db/log` on a fresh `sim_log(seed)`.
-fn empty_stream(seed: u64) -> (SimStorage, Arc<Stream>) {
+pub(super) fn empty_stream(seed: u64) -> (SimStorage, Arc<Stream>) {
     let (sim, log_dir) = sim_log(seed);
     let storage: Arc<dyn Storage> = Arc::new(sim.clone());
     let p = open_stream(storage, log_dir, 0, LogPos::ZERO, 0, Vec::new()).unwrap();
@@ -68,7 +68,7 @@ fn wait_for_spare(p: &Stream) {
 }
 
 /// The numbers of the records in the segments of `dir`, in stream order.
-fn read_log(sim: &SimStorage, dir: &Path) -> Vec<u64> {
+pub(super) fn read_log(sim: &SimStorage, dir: &Path) -> Vec<u64> {
     let mut numbers = Vec::new();
     for (start, seg) in segment::list_segments(sim, dir).unwrap() {
         let bytes = sim.read_current(&seg).unwrap();
@@ -84,7 +84,7 @@ fn read_log(sim: &SimStorage, dir: &Path) -> Vec<u64> {
 }
 
 /// Poll until `p` is durable up to `end`, for at most `limit`.
-fn durable_within(p: &Stream, end: LogPos, limit: std::time::Duration) -> bool {
+pub(super) fn durable_within(p: &Stream, end: LogPos, limit: std::time::Duration) -> bool {
     let t0 = std::time::Instant::now();
     while t0.elapsed() < limit {
         if p.durable() >= end {

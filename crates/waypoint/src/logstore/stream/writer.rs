@@ -128,6 +128,14 @@ impl Stream {
                 if !s.current.bytes.is_empty() {
                     s.seal_current();
                 }
+                if !s.writable() {
+                    // A reservation below `position` is still being
+                    // filled: its release wakes this waiter.
+                    s.fill_waiters += 1;
+                    self.durable_cv.wait(&mut s);
+                    s.fill_waiters -= 1;
+                    continue;
+                }
                 let chunks = begin_write(&mut s);
                 self.committer_syncs.fetch_add(1, Ordering::Relaxed);
                 let written = MutexGuard::unlocked(&mut s, || self.write_chunks(&chunks));
@@ -168,8 +176,12 @@ impl Stream {
         debug_assert!(s.writing);
         if let Err(e) = written {
             self.fail(&e);
-            // Nothing more will become durable; waiters see the error.
-            s.full.clear();
+            // Nothing more will become durable; waiters see the error. A
+            // chunk a reservation points into stays until the stream goes:
+            // its filler may still be copying into it.
+            if s.reservations.is_empty() {
+                s.full.clear();
+            }
         }
         let durable = self.durable();
         while let Some(&(end, value)) = s.notes.front() {
@@ -179,7 +191,13 @@ impl Stream {
             self.durable_note.fetch_max(value, Ordering::AcqRel);
             s.notes.pop_front();
         }
-        s.recycle(chunks);
+        if self.broken_early_release() {
+            // The broken variant wrote reservations before their fill; a
+            // late fill must not land in a reused buffer.
+            chunks.into_iter().for_each(|c| std::mem::forget(c.bytes));
+        } else {
+            s.recycle(chunks);
+        }
         s.writing = false;
         if s.writer == WriterWait::Write {
             self.work.notify_one();
@@ -229,8 +247,15 @@ impl Stream {
                     if wanted {
                         s.seal_current();
                     }
-                    if !s.full.is_empty() {
+                    if s.writable() {
                         break;
+                    }
+                    if !s.full.is_empty() && !s.shutdown {
+                        // The first full chunk holds a reservation not yet
+                        // filled: never write past it. Its release wakes
+                        // the writer.
+                        self.writer_waits(&mut s, WriterWait::Fill, None);
+                        continue;
                     }
                     if s.shutdown {
                         self.durable_cv.notify_all();
@@ -283,8 +308,9 @@ impl Stream {
     }
 }
 
-/// Take every full chunk for one write. The caller writes them with
-/// `write_chunks` (without the stage-1 lock) and then calls
+/// Take every full chunk that may be written (all of them unless a
+/// reservation is still being filled) for one write. The caller writes them
+/// with `write_chunks` (without the stage-1 lock) and then calls
 /// `finish_write`; until then nobody else writes.
 fn begin_write(s: &mut Stage1) -> VecDeque<Chunk> {
     assert!(
@@ -292,5 +318,5 @@ fn begin_write(s: &mut Stage1) -> VecDeque<Chunk> {
         "one write at a time keeps chunks in stream order"
     );
     s.writing = true;
-    std::mem::take(&mut s.full)
+    s.take_writable()
 }

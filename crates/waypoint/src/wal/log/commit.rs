@@ -268,16 +268,12 @@ impl WalSessionLog {
         // group also flush the others, but for a commit that needs nothing
         // remote its own partition still decides what it read).
         let remote = st.needs_remote || chained.is_some();
-        let latch = self.latch();
-        let gsn = self.partition.reserve_gsn(st.gsn);
-        st.gsn = gsn;
-        let header = self.pageless_header(gsn, st.txn);
         let body = RecordBody::Commit {
             tid,
             deps: record::Deps::new(&deps),
         };
-        let end = self.append(&mut st, &header, &body)?;
-        drop(latch);
+        let txn = st.txn;
+        let end = self.append_pageless(&mut st, txn, &body).1?;
         if !remote {
             self.partition.note_commit(tid, end);
         }
@@ -296,7 +292,11 @@ impl WalSessionLog {
         // A caller that waits at once syncs its own partition itself
         // (`Partition::sync_to`): waking the writer for it would only add a
         // thread handoff (and a race for the same bytes).
-        let own = usize::from(self.commit_waits);
+        // Flush pipelining (`aether`): the commit is handed to the log's
+        // writer, which flushes whatever accumulated; nobody syncs the log
+        // himself, a blocking commit too waits for the writer's flush.
+        let syncs_itself = self.commit_waits && self.consolidation.is_none();
+        let own = usize::from(syncs_itself);
         match protocol {
             CommitProtocol::FlushAll | CommitProtocol::Rfa => {
                 for (p, pos) in &targets[own..] {
@@ -304,7 +304,7 @@ impl WalSessionLog {
                 }
             }
             CommitProtocol::Group | CommitProtocol::RfaGroup => {
-                if !self.commit_waits {
+                if !syncs_itself {
                     self.partition.request_flush(end);
                 }
                 for (p, pos) in &targets[1..] {
@@ -316,7 +316,7 @@ impl WalSessionLog {
         let ticket = CommitTicket {
             targets,
             remote_tid: remote.then_some(tid),
-            sync_own: self.commit_waits,
+            sync_own: syncs_itself,
         };
         if let Some(u) = self.unresolved.lock().back_mut() {
             debug_assert!(u.ticket.is_none(), "one commit per logged transaction");

@@ -48,7 +48,7 @@ use crate::ids::{Gsn, LogPos};
 use crate::logstore::stream::FullFlag;
 use super::recovery::RecoveredPartition;
 use crate::buffer::FlushGate;
-use crate::central::LogLatch;
+use crate::central::{Consolidation, LogLatch};
 use crate::persist::SchemeKind;
 use crate::error::Result;
 use crate::io::Storage;
@@ -68,10 +68,13 @@ pub enum Partitioning {
     #[default]
     PerSlot,
     /// One partition, 0, for every slot; appends take the latch. Its
-    /// segments carry `scheme`'s tag.
+    /// segments carry `scheme`'s tag. With a consolidation array
+    /// (`aether`), inserts combine into groups whose leader alone takes
+    /// the latch, and records are filled in outside it.
     Central {
         scheme: SchemeKind,
         latch: Arc<LogLatch>,
+        consolidation: Option<Arc<Consolidation>>,
     },
 }
 
@@ -83,6 +86,8 @@ pub struct Wal {
     scheme: SchemeKind,
     /// Set in central mode ([`Partitioning::Central`]).
     latch: Option<Arc<LogLatch>>,
+    /// Set for a central log with a consolidation array (`aether`).
+    consolidation: Option<Arc<Consolidation>>,
     /// Indexed by session slot.
     partitions: RwLock<Vec<Option<Arc<Partition>>>>,
     /// The open partitions, compactly: the slot-indexed table reaches slot
@@ -113,6 +118,10 @@ pub struct Wal {
     /// record is durable).
     #[cfg(feature = "testing")]
     broken_commit_ack: std::sync::atomic::AtomicBool,
+    /// Test-only: reservations are released for writing before their fill
+    /// (`Stream::set_broken_early_release_for_tests`), on every partition.
+    #[cfg(feature = "testing")]
+    broken_early_release: std::sync::atomic::AtomicBool,
     /// Per session slot, its transactions whose records recovery may still
     /// need to undo (the prune rule's "oldest active transaction").
     unresolved: parking_lot::Mutex<HashMap<u16, Arc<parking_lot::Mutex<VecDeque<Unresolved>>>>>,
@@ -170,9 +179,13 @@ impl Wal {
         min_clock: Gsn,
         partitioning: Partitioning,
     ) -> Result<Arc<Self>> {
-        let (scheme, latch) = match partitioning {
-            Partitioning::PerSlot => (SchemeKind::PerWorker, None),
-            Partitioning::Central { scheme, latch } => (scheme, Some(latch)),
+        let (scheme, latch, consolidation) = match partitioning {
+            Partitioning::PerSlot => (SchemeKind::PerWorker, None, None),
+            Partitioning::Central {
+                scheme,
+                latch,
+                consolidation,
+            } => (scheme, Some(latch), consolidation),
         };
         if !storage.exists(dir) {
             storage.create_dir_all(dir)?;
@@ -186,6 +199,7 @@ impl Wal {
             protocol,
             scheme,
             latch,
+            consolidation,
             partitions: RwLock::new(Vec::new()),
             open: RwLock::new(Arc::new(Vec::new())),
             min_clock,
@@ -201,6 +215,8 @@ impl Wal {
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "testing")]
             broken_commit_ack: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "testing")]
+            broken_early_release: std::sync::atomic::AtomicBool::new(false),
             unresolved: parking_lot::Mutex::new(HashMap::new()),
             stage2: Arc::new(AtomicU64::new(0)),
             archive: RwLock::new(None),
@@ -291,6 +307,17 @@ impl Wal {
         self.broken_commit_ack.store(broken, Ordering::Relaxed);
     }
 
+    /// Release a central log's reservations for writing before they are
+    /// filled: a broken decoupled buffer fill, which the simulator must
+    /// catch (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn set_broken_early_release_for_tests(&self, broken: bool) {
+        self.broken_early_release.store(broken, Ordering::Relaxed);
+        for p in self.all().iter() {
+            p.set_broken_early_release_for_tests(broken);
+        }
+    }
+
     /// Whether the broken-commit-flush switch is on: a constant `false`
     /// without the `testing` feature.
     #[inline(always)]
@@ -319,6 +346,11 @@ impl Wal {
     /// The central log's latch; `None` for a partition per slot.
     pub fn latch(&self) -> Option<&Arc<LogLatch>> {
         self.latch.as_ref()
+    }
+
+    /// The central log's consolidation array (`aether`), if it has one.
+    pub fn consolidation(&self) -> Option<&Arc<Consolidation>> {
+        self.consolidation.as_ref()
     }
 
     /// The partition of session slot `slot`, opened on first use (in
@@ -362,6 +394,8 @@ impl Wal {
         ));
         p.set_stage2_counter(Arc::clone(&self.stage2));
         p.set_full_flag(Arc::clone(&self.full));
+        #[cfg(feature = "testing")]
+        p.set_broken_early_release_for_tests(self.broken_early_release.load(Ordering::Relaxed));
         if let Some(dir) = self.archive.read().as_ref() {
             p.set_archive(dir.clone());
         }
@@ -469,6 +503,7 @@ impl Wal {
         Ok(WalSessionLog {
             wal: Arc::clone(self),
             latch: self.latch.clone(),
+            consolidation: self.consolidation.clone(),
             unresolved: self.unresolved_queue(slot),
             partition,
             slot,

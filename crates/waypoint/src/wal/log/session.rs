@@ -50,6 +50,11 @@ pub struct WalSessionLog {
     /// The central log's latch (`Wal::latch`), held from a record's GSN
     /// reservation to its append; `None` for a partition of its own.
     pub(super) latch: Option<Arc<crate::central::LogLatch>>,
+    /// The `aether` log's consolidation array: inserts combine into groups
+    /// whose leader alone takes the latch, and records are filled in
+    /// outside it. `None`: records are encoded and appended under the
+    /// latch (or without one, on a partition of its own).
+    pub(super) consolidation: Option<Arc<crate::central::Consolidation>>,
     /// This session's entries in `Wal::unresolved`.
     pub(super) unresolved: Arc<parking_lot::Mutex<VecDeque<Unresolved>>>,
     pub(super) partition: Arc<Partition>,
@@ -67,15 +72,80 @@ pub struct WalSessionLog {
 }
 
 impl WalSessionLog {
-    pub(super) fn append(
+    /// Append one record without a page (commit, end) with the next GSN
+    /// above the transaction's; returns its GSN and its end position.
+    pub(super) fn append_pageless(
         &self,
         st: &mut TxnState,
-        header: &RecordHeader,
+        txn: u64,
         body: &RecordBody<'_>,
-    ) -> Result<LogPos> {
-        st.buf.clear();
-        record::encode(header, body, &mut st.buf);
-        self.partition.append(&st.buf, header.gsn)
+    ) -> (Gsn, Result<LogPos>) {
+        let header = self.pageless_header(Gsn::ZERO, txn);
+        let floor = st.gsn;
+        let (gsn, end) = self.log_records(
+            st,
+            floor,
+            1,
+            |_| {},
+            || vec![record::SizeAtGsn::of(&header, body)],
+            |gsn, buf| record::encode(&RecordHeader { gsn, ..header }, body, buf),
+        );
+        st.gsn = gsn;
+        (gsn, end)
+    }
+
+    /// Log `count` records with consecutive GSNs above `floor`: `encode`
+    /// appends them to a buffer given the first GSN, `reserved` learns the
+    /// first GSN before any of them can be durable (a lower bound of it on
+    /// the consolidated path), `sizes` gives their lengths as functions of
+    /// their GSNs (used only by the consolidation array). One unit: durable
+    /// whole or not at all. Returns the first GSN (also when appending
+    /// failed: then it never becomes durable) and the end position.
+    ///
+    /// Per-worker: reserve and append. Central (`aries`): the same under
+    /// the log latch. Consolidated (`aether`): join a group whose leader
+    /// reserves under the latch, then encode and fill outside it.
+    pub(super) fn log_records(
+        &self,
+        st: &mut TxnState,
+        floor: Gsn,
+        count: u64,
+        reserved: impl FnOnce(Gsn),
+        sizes: impl FnOnce() -> Vec<record::SizeAtGsn>,
+        encode: impl Fn(Gsn, &mut Vec<u8>),
+    ) -> (Gsn, Result<LogPos>) {
+        let mut buf = std::mem::take(&mut st.buf);
+        buf.clear();
+        let result = match (&self.consolidation, &self.latch) {
+            (Some(array), Some(latch)) => {
+                // Every GSN handed out from now on lies above the clock.
+                reserved(self.partition.clock().plus(1));
+                let sizes = sizes();
+                debug_assert_eq!(sizes.len() as u64, count);
+                let slot = usize::from(self.slot);
+                match array.insert(latch, &self.partition, slot, floor, &sizes) {
+                    Ok(share) => {
+                        let first = share.first_gsn();
+                        encode(first, &mut buf);
+                        (first, Ok(share.fill(&mut buf)))
+                    }
+                    Err((first, e)) => (first, Err(e)),
+                }
+            }
+            _ => {
+                let latch = self.latch();
+                let first = self.partition.reserve_gsns(floor, count);
+                reserved(first);
+                encode(first, &mut buf);
+                let appended = self
+                    .partition
+                    .append_group(&buf, count, first.plus(count - 1));
+                drop(latch);
+                (first, appended)
+            }
+        };
+        st.buf = buf;
+        result
     }
 
     /// Take the central log's latch, if the partition is shared: from
@@ -98,11 +168,7 @@ impl WalSessionLog {
     /// Append the end record of `txn`: its rollback is complete.
     fn append_end(&self, txn: u64) -> Result<LogPos> {
         let mut st = self.state.borrow_mut();
-        let _latch = self.latch();
-        let gsn = self.partition.reserve_gsn(st.gsn);
-        st.gsn = gsn;
-        let header = self.pageless_header(gsn, txn);
-        self.append(&mut st, &header, &RecordBody::End)
+        self.append_pageless(&mut st, txn, &RecordBody::End).1
     }
 
     /// The ticket of the last commit (for pipelined commits).
@@ -169,39 +235,24 @@ impl WalSessionLog {
         // durable, so recovery never finds a group half on disk and half
         // beyond a gap.
         let count = pages.len() as u64;
-        let latch = self.latch();
-        let first = self.partition.reserve_gsns(floor, count);
-        if !st.wrote {
-            let mut queue = self.unresolved.lock();
-            // The checkpointer's scan drops resolved entries; without
-            // checkpoints nothing did, and the queue kept a ticket per
-            // transaction for good (a leak of ~20 MB/s in YCSB-A). A long
-            // queue is trimmed here; the bound keeps the common path free
-            // of the scan.
-            if queue.len() >= UNRESOLVED_TRIM_AT {
-                drop_resolved(&mut queue);
-            }
-            queue.push_back(Unresolved {
-                first_gsn: first,
-                ticket: None,
-            });
-        }
-        let last = first.plus(count - 1);
-        st.gsn = last;
-        st.wrote = true;
+        let unresolved = &self.unresolved;
+        let wrote_before = st.wrote;
+        let txn = st.txn;
+        let compensating = st.compensating;
         let tree = u32::try_from(tree).expect("page ids are below 2^32");
         let watermark = self.partition.durable();
-        let mut buf = std::mem::take(&mut st.buf);
-        buf.clear();
-        for (i, (page, op)) in pages.iter().zip(ops).enumerate() {
+        // Record `i`'s header (but its GSN) and body, made where needed
+        // rather than collected (no allocation on the per-worker path).
+        let record_at = |i: usize| {
+            let page = &pages[i];
             let data = page.data();
-            let body = RecordBody::from_page_op(*op, data);
+            let body = RecordBody::from_page_op(ops[i], data);
             let header = RecordHeader {
-                gsn: first.plus(i as u64),
-                txn: st.txn,
+                gsn: Gsn::ZERO,
+                txn,
                 page: page.page_id(),
                 prev_gsn: page::page_gsn(data),
-                compensation: st.compensating,
+                compensation: compensating,
                 smo_more: body.kind().is_structural() && i + 1 < pages.len(),
                 page_kind: if body.kind() == RecordKind::Image {
                     data[6]
@@ -211,11 +262,50 @@ impl WalSessionLog {
                 tree,
                 watermark,
             };
-            record::encode(&header, &body, &mut buf);
-        }
-        let appended = self.partition.append_group(&buf, count, last);
-        drop(latch);
-        st.buf = buf;
+            (header, body)
+        };
+        let (first, appended) = self.log_records(
+            &mut st,
+            floor,
+            count,
+            |first| {
+                if !wrote_before {
+                    let mut queue = unresolved.lock();
+                    // The checkpointer's scan drops resolved entries;
+                    // without checkpoints nothing did, and the queue kept a
+                    // ticket per transaction for good (a leak of ~20 MB/s
+                    // in YCSB-A). A long queue is trimmed here; the bound
+                    // keeps the common path free of the scan.
+                    if queue.len() >= UNRESOLVED_TRIM_AT {
+                        drop_resolved(&mut queue);
+                    }
+                    queue.push_back(Unresolved {
+                        first_gsn: first,
+                        ticket: None,
+                    });
+                }
+            },
+            || {
+                (0..pages.len())
+                    .map(|i| {
+                        let (h, b) = record_at(i);
+                        record::SizeAtGsn::of(&h, &b)
+                    })
+                    .collect()
+            },
+            |first, buf| {
+                for i in 0..pages.len() {
+                    let (header, body) = record_at(i);
+                    let header = RecordHeader {
+                        gsn: first.plus(i as u64),
+                        ..header
+                    };
+                    record::encode(&header, &body, buf);
+                }
+            },
+        );
+        st.gsn = first.plus(count - 1);
+        st.wrote = true;
         // Stamped even when the append failed: the partition is then poisoned
         // or full and never durable up to these GSNs, so the WAL rule keeps
         // the unlogged change from ever reaching the data file.

@@ -162,6 +162,56 @@ pub fn encoded_len(header: &RecordHeader, body: &RecordBody) -> usize {
     frame::framed_len(header.watermark, count.0)
 }
 
+/// A record's encoded length as a function of the GSN it will be given:
+/// every field but the GSN and the difference of the prev GSN to it is
+/// known before. A central log's consolidation array (`crate::central`)
+/// reserves a group's space before its members know their GSNs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeAtGsn {
+    /// Payload bytes but the two GSN fields.
+    rest: usize,
+    /// The prev GSN, for a record with a page (whose header stores it as a
+    /// difference to the GSN).
+    prev_gsn: Option<Gsn>,
+    watermark: LogPos,
+}
+
+impl SizeAtGsn {
+    /// The length of `header` and `body` encoded with any GSN
+    /// (`header.gsn` is ignored).
+    pub fn of(header: &RecordHeader, body: &RecordBody) -> Self {
+        let has_page = body.kind().has_page();
+        let probe = RecordHeader {
+            gsn: Gsn::ZERO,
+            ..*header
+        };
+        let mut count = Count(FIXED_SIZE);
+        header_fields(&probe, has_page, &mut count);
+        payload_fields(body, &mut count);
+        let prev_gsn = has_page.then_some(header.prev_gsn);
+        let probe_gsn_bytes = Self::gsn_bytes(Gsn::ZERO, prev_gsn);
+        SizeAtGsn {
+            rest: count.0 - probe_gsn_bytes,
+            prev_gsn,
+            watermark: header.watermark,
+        }
+    }
+
+    /// Bytes [`encode`] appends for the record with GSN `gsn`.
+    #[inline]
+    pub fn at(&self, gsn: Gsn) -> usize {
+        frame::framed_len(self.watermark, self.rest + Self::gsn_bytes(gsn, self.prev_gsn))
+    }
+
+    /// Bytes of the two fields that depend on the GSN (`header_fields`).
+    fn gsn_bytes(gsn: Gsn, prev_gsn: Option<Gsn>) -> usize {
+        frame::vint_len(gsn.get())
+            + prev_gsn.map_or(0, |prev| {
+                frame::vint_len(zigzag(gsn.get().wrapping_sub(prev.get()) as i64))
+            })
+    }
+}
+
 fn len_u16(n: usize, what: &str) -> u16 {
     u16::try_from(n).unwrap_or_else(|_| panic!("{what} of {n} bytes does not fit a log record"))
 }

@@ -54,7 +54,7 @@ mod update;
 
 pub use codec::{
     decode, decode_at, encode, encoded_len, header_len, scan_segment, DecodeError, Records,
-    SegmentScan,
+    SegmentScan, SizeAtGsn,
 };
 pub use image::{PageImage, MAX_IMAGE_BODY};
 pub use update::{encode_update, Span, UpdateDiff, MAX_SPANS};

@@ -188,6 +188,9 @@ proptest! {
         prop_assert_eq!(&out[..junk.len()], &junk[..]);
         let enc = &out[junk.len()..];
         prop_assert_eq!(enc.len(), encoded_len(&header, &body));
+        // The length known before the GSN is (a central log's reservation).
+        let sized = SizeAtGsn::of(&RecordHeader { gsn: Gsn::new(gsn ^ txn), ..header }, &body);
+        prop_assert_eq!(sized.at(header.gsn), enc.len());
         prop_assert_eq!(enc.len() % frame::ALIGN, 0);
         prop_assert_eq!(u32::from_le_bytes(enc[4..8].try_into().unwrap()) as usize, enc.len());
         // The scan's search after a bad record looks at the fixed part
