@@ -24,6 +24,7 @@ pub const NAMES: &[&str] = &[
     "remote-flush",
     "recovery",
     "wal-bound",
+    "peers",
 ];
 
 /// Experiments of issue 31 that cannot run yet: (name, the result, what
@@ -37,12 +38,7 @@ pub const NOT_YET: &[(&str, &str, &str)] = &[
     (
         "checkpoint-dips",
         "per-second throughput during checkpoints for every scheme and the peers",
-        "the other schemes and the peers (RocksDB, SQLite)",
-    ),
-    (
-        "peers",
-        "YCSB A/B/C/F and TPC-B on waypoint, RocksDB, SQLite, PostgreSQL and Redis at equal durability",
-        "the peers behind cargo features, and pgbench / redis-benchmark",
+        "the other schemes, and per-second samples of the peers' runs in the report",
     ),
     (
         "command-logging",
@@ -74,6 +70,7 @@ pub fn reproduces(name: &str) -> &'static str {
         "remote-flush" => "seed 000 §4.1, the remote-flush table: share of commits that flush other logs against TPC-C warehouses at a fixed worker count",
         "recovery" => "seed 000 §4.6: recovery time per phase against the WAL limit",
         "wal-bound" => "seed 000 Fig. 9 a/b (§4.2): log on disk and throughput over time under each checkpointing design",
+        "peers" => super::peer_runs::REPRODUCES,
         _ => "",
     }
 }
@@ -87,6 +84,10 @@ pub fn build(name: &str, s: &Settings) -> BenchResult<Experiment> {
         "remote-flush" => remote_flush(s)?,
         "recovery" => recovery(s)?,
         "wal-bound" => wal_bound(s)?,
+        "peers" => {
+            let workers = fixed_workers(s, "peers")?;
+            super::peer_runs::build(s, workers, driver(workers, workers, s))?
+        }
         other => {
             if let Some((_, _, waits)) = NOT_YET.iter().find(|(n, _, _)| *n == other) {
                 return Err(BenchError::Config(format!(
@@ -195,6 +196,7 @@ fn logging_cost(s: &Settings) -> BenchResult<Experiment> {
             workload: tpcc(workers, s),
             driver: with_scheme(driver(workers, workers, s), *scheme),
             crash: None,
+            peer: None,
         })
         .collect();
     Ok(Experiment {
@@ -295,6 +297,7 @@ fn scaling(s: &Settings) -> BenchResult<Experiment> {
                 workload: tpcc(warehouses, s),
                 driver: with_scheme(driver(w, warehouses, s), *scheme),
                 crash: None,
+                peer: None,
             });
         }
     }
@@ -358,6 +361,7 @@ fn remote_flush(s: &Settings) -> BenchResult<Experiment> {
             workload: tpcc(w, s),
             driver: driver(workers, w, s),
             crash: None,
+            peer: None,
         })
         .collect();
     Ok(Experiment {
@@ -422,6 +426,7 @@ fn recovery(s: &Settings) -> BenchResult<Experiment> {
                     until_log_bytes: mib << 20,
                     max_secs: if s.quick { 3.0 } else { 180.0 },
                 }),
+                peer: None,
             }
         })
         .collect();
@@ -496,6 +501,7 @@ fn wal_bound(s: &Settings) -> BenchResult<Experiment> {
             workload: tpcc(workers, s),
             driver: d,
             crash: None,
+            peer: None,
         }
     })
     .collect();
@@ -551,6 +557,7 @@ mod tests {
             workers: None,
             cores,
             memory_bytes: 24 << 30,
+            peers: None,
         }
     }
 
