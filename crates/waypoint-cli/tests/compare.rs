@@ -52,7 +52,8 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
             "remote-flush",
             "recovery",
             "wal-bound",
-            "peers"
+            "peers",
+            "checkpoint-dips"
         ]
     );
     let tmp = tempfile::tempdir().unwrap();

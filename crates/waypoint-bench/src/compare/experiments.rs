@@ -25,6 +25,7 @@ pub const NAMES: &[&str] = &[
     "recovery",
     "wal-bound",
     "peers",
+    "checkpoint-dips",
 ];
 
 /// Experiments of issue 31 that cannot run yet: (name, the result, what
@@ -34,11 +35,6 @@ pub const NOT_YET: &[(&str, &str, &str)] = &[
         "out-of-memory",
         "seed 000 Fig. 9 right: buffer pool at 40% of the data, per-worker vs the central logs",
         "the central-log schemes (ARIES, Aether)",
-    ),
-    (
-        "checkpoint-dips",
-        "per-second throughput during checkpoints for every scheme and the peers",
-        "the other schemes, and per-second samples of the peers' runs in the report",
     ),
     (
         "command-logging",
@@ -71,6 +67,7 @@ pub fn reproduces(name: &str) -> &'static str {
         "recovery" => "seed 000 §4.6: recovery time per phase against the WAL limit",
         "wal-bound" => "seed 000 Fig. 9 a/b (§4.2): log on disk and throughput over time under each checkpointing design",
         "peers" => super::peer_runs::REPRODUCES,
+        "checkpoint-dips" => super::peer_runs::DIPS_REPRODUCES,
         _ => "",
     }
 }
@@ -87,6 +84,10 @@ pub fn build(name: &str, s: &Settings) -> BenchResult<Experiment> {
         "peers" => {
             let workers = fixed_workers(s, "peers")?;
             super::peer_runs::build(s, workers, driver(workers, workers, s))?
+        }
+        "checkpoint-dips" => {
+            let workers = fixed_workers(s, "checkpoint-dips")?;
+            super::peer_runs::checkpoint_dips(s, workers, driver(workers, workers, s))?
         }
         other => {
             if let Some((_, _, waits)) = NOT_YET.iter().find(|(n, _, _)| *n == other) {

@@ -1,7 +1,10 @@
 //! The `peers` experiment of `waypoint compare` (issue 31): YCSB A, B, C
 //! and F (uniform and zipfian keys) and TPC-B on waypoint and on each
 //! peer of [`crate::peers`] this binary has, at equal durability, with
-//! as many client threads per engine as waypoint has workers.
+//! as many client threads per engine as waypoint has workers; and
+//! `checkpoint-dips`, throughput per second while waypoint's checkpoint
+//! designs (seed 000 §3.4 against full checkpoints) and the peers' own
+//! checkpoints run.
 //!
 //! Invariant: every run says what durability it gave (the engine's own
 //! line in the report), and an engine is compared only with waypoint at
@@ -172,5 +175,117 @@ pub fn build(s: &Settings, workers: usize, base: DriverConfig) -> BenchResult<Ex
         notes,
         instructions: false,
         over_time: false,
+    })
+}
+
+pub const DIPS_REPRODUCES: &str =
+    "issue 31's checkpoint dips: per-second throughput while each design checkpoints, waypoint's schemes and the peers";
+
+/// `checkpoint-dips`: YCSB A (uniform keys, so updates dirty pages all
+/// over) over time, durable, on waypoint's per-worker log with continuous
+/// and with full checkpoints, on the central (`aries`) log with full
+/// checkpoints, and on each peer with its own checkpointing (SQLite's WAL
+/// auto-checkpoint, RocksDB's memtable flushes and compactions).
+pub fn checkpoint_dips(
+    s: &Settings,
+    workers: usize,
+    base: DriverConfig,
+) -> BenchResult<Experiment> {
+    use waypoint::{CheckpointMode, CommitProtocol, SchemeKind};
+    let mut notes = Vec::new();
+    let engines = choose(s, &mut notes)?;
+    let limit_mib: u64 = if s.quick { 1 } else { 64 };
+    let workload = WorkloadSpec::Ycsb {
+        preset: 'a',
+        distribution: KeyDistribution::Uniform,
+        records: if s.quick { 10_000 } else { 1_000_000 },
+    };
+    let timed = DriverConfig {
+        duration_secs: if s.quick { 2.0 } else { 30.0 },
+        warmup_secs: 0,
+        wal_limit_bytes: limit_mib << 20,
+        ..base
+    };
+    let mut runs = Vec::new();
+    for (name, scheme, commit, checkpoint) in [
+        (
+            "per-worker continuous",
+            SchemeKind::PerWorker,
+            CommitProtocol::RfaGroup,
+            CheckpointMode::Continuous,
+        ),
+        (
+            "per-worker full",
+            SchemeKind::PerWorker,
+            CommitProtocol::RfaGroup,
+            CheckpointMode::Full,
+        ),
+        (
+            "aries full",
+            SchemeKind::Aries,
+            CommitProtocol::Group,
+            CheckpointMode::Full,
+        ),
+    ] {
+        runs.push(RunSpec {
+            label: format!("waypoint {name}"),
+            series: format!("waypoint {name}"),
+            x: 0.0,
+            workload,
+            driver: DriverConfig {
+                scheme,
+                commit,
+                checkpoint,
+                ..timed.clone()
+            },
+            crash: None,
+            peer: None,
+        });
+    }
+    for engine in engines.into_iter().filter(|e| *e != PeerKind::Waypoint) {
+        runs.push(RunSpec {
+            label: engine.name().into(),
+            series: engine.name().into(),
+            x: 0.0,
+            workload,
+            driver: timed.clone(),
+            crash: None,
+            peer: Some(PeerSpec {
+                engine,
+                durability: Durability::Durable,
+            }),
+        });
+    }
+    notes.push(
+        "waypoint's rows are its own driver (commits pipelined); the peers' are client threads committing one \
+         transaction at a time, so compare each line's dips against its own median, not the lines' heights."
+            .into(),
+    );
+    Ok(Experiment {
+        name: "checkpoint-dips",
+        reproduces: DIPS_REPRODUCES,
+        why: format!(
+            "{} with {workers} workers (client threads for the peers), durable, from the first second, WAL limit \
+             {limit_mib} MiB for waypoint's checkpointer: how far throughput drops in the seconds a design \
+             checkpoints (the lowest second against the median second).",
+            workload.describe()
+        ),
+        x_name: "design",
+        runs,
+        baseline: Baseline::Run("waypoint per-worker continuous".into()),
+        metrics: vec![
+            Metric::TxnPerSec,
+            Metric::LowestSecondRatio,
+            Metric::LatencyP99Us,
+        ],
+        figures: vec![Figure::OverTime {
+            file: "checkpoint_dips.png",
+            title: format!("YCSB A uniform, {workers} workers: throughput over time while checkpointing"),
+            field: super::TimeField::TxnPerSec,
+            limit: None,
+        }],
+        notes,
+        instructions: false,
+        over_time: true,
     })
 }

@@ -20,7 +20,7 @@ use crate::driver::{self, DriverConfig};
 use crate::error::{BenchError, BenchResult};
 use crate::metrics::{dir_bytes, Sample};
 use crate::peers::{self, PeerKind};
-use crate::summary::{RecoverySummary, Summary};
+use crate::summary::{RecoverySummary, Steadiness, Summary};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -477,6 +477,10 @@ fn measure_peer(
         100.0 * out.aborts as f64 / (out.aborts + out.committed).max(1) as f64,
     );
     m.durability = Some(out.durability);
+    m.set(
+        Metric::LowestSecondRatio,
+        Steadiness::of(&out.series).lowest_ratio,
+    );
     if experiment.over_time {
         m.seconds = seconds_of(&out.series);
     }
