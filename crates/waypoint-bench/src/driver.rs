@@ -261,17 +261,29 @@ pub struct RunOutput {
     pub warnings: Vec<String>,
 }
 
-/// Shared by the workers and the sampling thread.
-struct Counters {
-    committed: Vec<AtomicU64>,
-    aborts: Vec<AtomicU64>,
-    stop: AtomicBool,
-    measuring: AtomicBool,
-    running: AtomicUsize,
+/// Shared by the workers and the sampling thread (here and in
+/// [`crate::peers::drive`]).
+pub(crate) struct Counters {
+    pub(crate) committed: Vec<AtomicU64>,
+    pub(crate) aborts: Vec<AtomicU64>,
+    pub(crate) stop: AtomicBool,
+    pub(crate) measuring: AtomicBool,
+    pub(crate) running: AtomicUsize,
 }
 
 impl Counters {
-    fn load(v: &[AtomicU64]) -> Vec<u64> {
+    /// For `types` transaction types and `workers` running workers.
+    pub(crate) fn new(types: usize, workers: usize, config: &DriverConfig) -> Self {
+        Counters {
+            committed: (0..types).map(|_| AtomicU64::new(0)).collect(),
+            aborts: (0..types).map(|_| AtomicU64::new(0)).collect(),
+            stop: AtomicBool::new(false),
+            measuring: AtomicBool::new(config.warmup_secs == 0),
+            running: AtomicUsize::new(workers),
+        }
+    }
+
+    pub(crate) fn load(v: &[AtomicU64]) -> Vec<u64> {
         v.iter().map(|c| c.load(Ordering::Relaxed)).collect()
     }
 }
@@ -335,13 +347,7 @@ pub fn run(
     let load_seconds = t0.elapsed().as_secs_f64();
     let workload: &dyn Workload = workload;
     let types = workload.txn_types();
-    let counters = Counters {
-        committed: types.iter().map(|_| AtomicU64::new(0)).collect(),
-        aborts: types.iter().map(|_| AtomicU64::new(0)).collect(),
-        stop: AtomicBool::new(false),
-        measuring: AtomicBool::new(config.warmup_secs == 0),
-        running: AtomicUsize::new(config.workers),
-    };
+    let counters = Counters::new(types.len(), config.workers, config);
     let cores = pin_cores(config.pin, config.workers);
     // Cleared by a worker whose pinning failed.
     let pinned = AtomicBool::new(cores.is_some());
@@ -472,7 +478,7 @@ impl Drop for StopOnDrop<'_> {
 
 /// Sample once per second until the run ends; returns the series, the
 /// snapshots at the start and end of the measured window, and its length.
-fn sample_loop(
+pub(crate) fn sample_loop(
     config: &DriverConfig,
     counters: &Counters,
     snapshot: &dyn Fn() -> Snapshot,

@@ -1,5 +1,6 @@
 //! The error type of the workloads and the driver: an engine error, a bad
-//! configuration, a failed invariant check, or a failed report file write.
+//! configuration, a failed invariant check, a peer engine's failure, or a
+//! failed report file write.
 
 use std::path::PathBuf;
 
@@ -14,6 +15,10 @@ pub enum BenchError {
     /// A workload invariant does not hold.
     #[error("verification failed: {0}")]
     Verify(String),
+    /// A peer engine of `waypoint compare peers` (SQLite, RocksDB, an
+    /// external server) failed, or is not there: the message names it.
+    #[error("{0}")]
+    Peer(String),
     /// A report file could not be written. The message ends with the OS
     /// error, which `source()` does not repeat.
     #[error("{path}: {cause}")]

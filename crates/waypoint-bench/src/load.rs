@@ -67,27 +67,21 @@ where
     })
 }
 
-/// Call `f` on every row of `table` in key order, reading chunks of 10,000
-/// rows in separate read-only transactions (for a quiescent database).
+/// Call `f` on every row of `table` in key order, reading chunks of
+/// [`crate::kv::PAGE_ROWS`] rows in separate read-only transactions (for
+/// a quiescent database).
 pub fn for_each_row(
     session: &mut Session,
     table: &Table,
-    mut f: impl FnMut(&[u8], &[u8]) -> BenchResult<()>,
+    f: impl FnMut(&[u8], &[u8]) -> BenchResult<()>,
 ) -> BenchResult<()> {
-    let mut next: Vec<u8> = Vec::new();
-    loop {
-        let mut tx = session.begin()?;
-        let rows = tx.scan(table, next.as_slice().., 10_000)?;
-        drop(tx);
-        let Some((last, _)) = rows.last() else {
-            return Ok(());
-        };
-        next = last.clone();
-        next.push(0);
-        for (k, v) in &rows {
-            f(k, v)?;
-        }
-    }
+    crate::kv::each_row(
+        |from| {
+            let mut tx = session.begin()?;
+            Ok(tx.scan(table, from.., crate::kv::PAGE_ROWS)?)
+        },
+        f,
+    )
 }
 
 /// What a database was loaded with: `Some(params)` if `workload` was

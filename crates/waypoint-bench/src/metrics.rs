@@ -149,6 +149,20 @@ impl Snapshot {
         }
     }
 
+    /// The counters of an engine that is not waypoint (the peers of
+    /// `waypoint compare peers`): the process's own figures, no engine
+    /// statistics.
+    pub fn of_process(committed: Vec<u64>, aborts: Vec<u64>) -> Self {
+        Snapshot {
+            committed,
+            aborts,
+            rss_bytes: rss_bytes(),
+            steal_ms: steal_ms(),
+            cpu_ms: process_cpu_ms(),
+            ..Snapshot::default()
+        }
+    }
+
     pub fn total_committed(&self) -> u64 {
         self.committed.iter().sum()
     }

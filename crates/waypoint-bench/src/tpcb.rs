@@ -11,8 +11,13 @@
 //! account is in that branch 85% of the time (else in another branch).
 //! Rows are keyed by 8-byte big-endian ids; values start with the balance
 //! (i64, little-endian) followed by pgbench's filler sizes.
+//!
+//! The transaction is written once against [`KvTx`] ([`TpcbTxns`]) and
+//! the invariant once over rows ([`check_sums`]): the driver runs them on
+//! waypoint, `waypoint compare peers` on the engines of [`crate::peers`].
 
 use crate::error::{BenchError, BenchResult};
+use crate::kv::{KvTx, RowFn, WaypointTx};
 use crate::load::{self, for_each_row, parallel_insert};
 use crate::workload::{Loaded, Worker, Workload};
 use rand::rngs::SmallRng;
@@ -87,28 +92,24 @@ const TELLERS: &str = "tpcb_tellers";
 const ACCOUNTS: &str = "tpcb_accounts";
 const HISTORY: &str = "tpcb_history";
 
-#[derive(Clone)]
-struct Tables {
-    branches: Table,
-    tellers: Table,
-    accounts: Table,
-    history: Table,
-}
+/// The workload's tables, in [`KvTx`] numbering.
+pub const TABLES: &[&str] = &[BRANCHES, TELLERS, ACCOUNTS, HISTORY];
+const T_BRANCHES: usize = 0;
+const T_TELLERS: usize = 1;
+const T_ACCOUNTS: usize = 2;
+const T_HISTORY: usize = 3;
 
-impl Tables {
-    fn open(db: &Database) -> BenchResult<Self> {
-        Ok(Tables {
-            branches: db.open_or_create_table(BRANCHES)?,
-            tellers: db.open_or_create_table(TELLERS)?,
-            accounts: db.open_or_create_table(ACCOUNTS)?,
-            history: db.open_or_create_table(HISTORY)?,
-        })
-    }
+fn open_tables(db: &Database) -> BenchResult<Vec<Table>> {
+    TABLES
+        .iter()
+        .map(|name| Ok(db.open_or_create_table(name)?))
+        .collect()
 }
 
 pub struct Tpcb {
     pub config: TpcbConfig,
-    tables: Option<Tables>,
+    /// [`TABLES`], opened by `setup`.
+    tables: Vec<Table>,
     /// Distinguishes this run's history keys from earlier runs' on a
     /// reused database.
     run_nonce: u64,
@@ -122,17 +123,19 @@ impl Tpcb {
             .unwrap_or(0);
         Tpcb {
             config,
-            tables: None,
+            tables: Vec::new(),
             run_nonce: nanos,
         }
     }
 }
 
-fn id(i: u64) -> [u8; 8] {
+/// The key of branch, teller or account `i`.
+pub fn id(i: u64) -> [u8; 8] {
     i.to_be_bytes()
 }
 
-fn row(balance: i64, filler: usize) -> Vec<u8> {
+/// A branch, teller or account row with `balance` and `filler` bytes.
+pub fn row(balance: i64, filler: usize) -> Vec<u8> {
     let mut v = balance.to_le_bytes().to_vec();
     v.resize(8 + filler, b' ');
     v
@@ -165,23 +168,23 @@ impl Workload for Tpcb {
         self.config.check()?;
         let params = self.config_json();
         let reuse = load::check_reuse(db, "tpcb", &params)?;
-        let t = Tables::open(db)?;
-        self.tables = Some(t.clone());
+        let t = open_tables(db)?;
+        self.tables = t.clone();
         let c = &self.config;
         if reuse {
             return Ok(Loaded::Existing {
                 records: c.accounts(),
             });
         }
-        parallel_insert(db, &t.branches, c.branches, 1, |i| {
-            (id(i).to_vec(), row(0, 88))
-        })?;
-        parallel_insert(db, &t.tellers, c.tellers(), 1, |i| {
-            (id(i).to_vec(), row(0, 84))
-        })?;
-        parallel_insert(db, &t.accounts, c.accounts(), workers, |i| {
-            (id(i).to_vec(), row(0, 84))
-        })?;
+        for (table, rows, threads) in [
+            (T_BRANCHES, c.branches, 1),
+            (T_TELLERS, c.tellers(), 1),
+            (T_ACCOUNTS, c.accounts(), workers),
+        ] {
+            parallel_insert(db, &t[table], rows, threads, |i| {
+                (id(i).to_vec(), initial_row(table))
+            })?;
+        }
         load::record_params(db, "tpcb", &params)?;
         Ok(Loaded::Fresh {
             records: c.accounts(),
@@ -189,17 +192,34 @@ impl Workload for Tpcb {
     }
 
     fn worker(&self, worker: usize, seed: u64) -> Box<dyn Worker + '_> {
+        assert!(!self.tables.is_empty(), "setup ran before the workers");
         Box::new(TpcbWorker {
-            config: &self.config,
-            tables: self.tables.as_ref().expect("setup ran"),
-            rng: SmallRng::seed_from_u64(seed),
-            key_prefix: [self.run_nonce.to_be_bytes(), (worker as u64).to_be_bytes()].concat(),
-            seq: 0,
+            txns: self.txns(worker, seed),
+            tables: &self.tables,
         })
     }
 
     fn verify(&self, db: &Database) -> BenchResult<serde_json::Value> {
         let v = verify(db)?;
+        self.check_counts(&v)?;
+        Ok(serde_json::to_value(v).expect("serializes"))
+    }
+}
+
+impl Tpcb {
+    /// The transaction generator of worker (or client thread) `worker`,
+    /// seeded with `seed`; it needs no database, only [`KvTx`]s to run on.
+    pub fn txns(&self, worker: usize, seed: u64) -> TpcbTxns<'_> {
+        TpcbTxns {
+            config: &self.config,
+            rng: SmallRng::seed_from_u64(seed),
+            key_prefix: [self.run_nonce.to_be_bytes(), (worker as u64).to_be_bytes()].concat(),
+            seq: 0,
+        }
+    }
+
+    /// The row counts of `v` are this configuration's.
+    pub fn check_counts(&self, v: &TpcbCheck) -> BenchResult<()> {
         if v.branches != self.config.branches
             || v.tellers != self.config.tellers()
             || v.accounts != self.config.accounts()
@@ -211,27 +231,59 @@ impl Workload for Tpcb {
                 self.config.accounts()
             )));
         }
-        Ok(serde_json::to_value(v).expect("serializes"))
+        Ok(())
     }
 }
 
+/// The loaded row of a branch, teller or account (table number `table`):
+/// balance 0 and pgbench's filler.
+pub fn initial_row(table: usize) -> Vec<u8> {
+    row(0, if table == T_BRANCHES { 88 } else { 84 })
+}
+
+/// The waypoint driver's worker: [`TpcbTxns`] on the database's tables.
 struct TpcbWorker<'a> {
+    txns: TpcbTxns<'a>,
+    tables: &'a [Table],
+}
+
+impl Worker for TpcbWorker<'_> {
+    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
+        (
+            0,
+            self.txns.run(&mut WaypointTx {
+                tx,
+                tables: self.tables,
+            }),
+        )
+    }
+}
+
+/// One thread's TPC-B transactions.
+pub struct TpcbTxns<'a> {
     config: &'a TpcbConfig,
-    tables: &'a Tables,
     rng: SmallRng,
     key_prefix: Vec<u8>,
     seq: u64,
 }
 
-fn add(tx: &mut Transaction<'_>, table: &Table, key: u64, delta: i64) -> Result<(), Error> {
-    let mut v = tx.get(table, &id(key))?.ok_or(Error::KeyNotFound)?;
-    let old = i64::from_le_bytes(v[..8].try_into().expect("8-byte balance"));
+fn add<T: KvTx + ?Sized>(tx: &mut T, table: usize, key: u64, delta: i64) -> Result<(), T::Error> {
+    let Some(mut v) = tx.get_for_update(table, &id(key))? else {
+        return Err(tx.missing());
+    };
+    let Some(old) = v
+        .get(..8)
+        .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+    else {
+        return Err(tx.missing());
+    };
     v[..8].copy_from_slice(&(old + delta).to_le_bytes());
     tx.update(table, &id(key), &v)
 }
 
-impl Worker for TpcbWorker<'_> {
-    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
+impl TpcbTxns<'_> {
+    /// The next transaction's body in `tx` (not its commit).
+    pub fn run<T: KvTx + ?Sized>(&mut self, tx: &mut T) -> Result<(), T::Error> {
         let c = self.config;
         let teller = self.rng.gen_range(0..c.tellers());
         let branch = teller / c.tellers_per_branch;
@@ -249,20 +301,16 @@ impl Worker for TpcbWorker<'_> {
             account_branch * c.accounts_per_branch + self.rng.gen_range(0..c.accounts_per_branch);
         let delta = self.rng.gen_range(-5000..=5000i64);
         self.seq += 1;
-        let t = self.tables;
-        let body = (|| {
-            add(tx, &t.accounts, account, delta)?;
-            add(tx, &t.tellers, teller, delta)?;
-            add(tx, &t.branches, branch, delta)?;
-            let key = [self.key_prefix.as_slice(), &self.seq.to_be_bytes()].concat();
-            let mut h = [teller, branch, account, delta as u64, self.seq]
-                .iter()
-                .flat_map(|x| x.to_le_bytes())
-                .collect::<Vec<u8>>();
-            h.resize(h.len() + 22, b' ');
-            tx.insert(&t.history, &key, &h)
-        })();
-        (0, body)
+        add(tx, T_ACCOUNTS, account, delta)?;
+        add(tx, T_TELLERS, teller, delta)?;
+        add(tx, T_BRANCHES, branch, delta)?;
+        let key = [self.key_prefix.as_slice(), &self.seq.to_be_bytes()].concat();
+        let mut h = [teller, branch, account, delta as u64, self.seq]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>();
+        h.resize(h.len() + 22, b' ');
+        tx.insert(T_HISTORY, &key, &h)
     }
 }
 
@@ -280,12 +328,23 @@ pub struct TpcbCheck {
 /// Check the TPC-B invariant on a quiescent database: the four sums agree.
 pub fn verify(db: &Database) -> BenchResult<TpcbCheck> {
     let mut session = db.session();
-    let mut sum = |name: &str, history: bool| -> BenchResult<(u64, i64)> {
-        let table = db.table(name)?;
+    check_sums(|table, f| {
+        let table = db.table(TABLES[table])?;
+        for_each_row(&mut session, &table, f)
+    })
+}
+
+/// The TPC-B invariant over the rows that `each_row(table, f)` hands to
+/// `f` for each table number: the balances of branches, tellers and
+/// accounts and the deltas of the history rows have one sum.
+pub fn check_sums(
+    mut each_row: impl FnMut(usize, &mut RowFn<'_>) -> BenchResult<()>,
+) -> BenchResult<TpcbCheck> {
+    let mut sum = |table: usize| -> BenchResult<(u64, i64)> {
         let (mut n, mut s) = (0u64, 0i64);
-        for_each_row(&mut session, &table, |_, v| {
+        each_row(table, &mut |_, v| {
             n += 1;
-            s += if history {
+            s += if table == T_HISTORY {
                 v.get(24..32)
                     .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
                     .ok_or_else(|| BenchError::Verify("short history row".into()))?
@@ -296,10 +355,10 @@ pub fn verify(db: &Database) -> BenchResult<TpcbCheck> {
         })?;
         Ok((n, s))
     };
-    let (branches, b) = sum(BRANCHES, false)?;
-    let (tellers, t) = sum(TELLERS, false)?;
-    let (accounts, a) = sum(ACCOUNTS, false)?;
-    let (history_rows, h) = sum(HISTORY, true)?;
+    let (branches, b) = sum(T_BRANCHES)?;
+    let (tellers, t) = sum(T_TELLERS)?;
+    let (accounts, a) = sum(T_ACCOUNTS)?;
+    let (history_rows, h) = sum(T_HISTORY)?;
     if b != t || t != a || a != h {
         return Err(BenchError::Verify(format!(
             "TPC-B sums differ: branches {b}, tellers {t}, accounts {a}, history {h}"

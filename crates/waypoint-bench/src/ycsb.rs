@@ -10,8 +10,13 @@
 //! zipfian distance back from the newest key). Inserts take new key numbers
 //! from a shared counter. A read of a key whose insert has not committed
 //! yet finds nothing and still counts as a read.
+//!
+//! The operations are written once against [`KvTx`] ([`YcsbTxns`]): the
+//! driver runs them on waypoint, `waypoint compare peers` on the engines
+//! of [`crate::peers`], with the same keys, values and [`check_rows`].
 
 use crate::error::{BenchError, BenchResult};
+use crate::kv::{KvTx, RowFn, WaypointTx};
 use crate::load::{self, for_each_row, parallel_insert};
 use crate::workload::{Loaded, Worker, Workload};
 use rand::rngs::SmallRng;
@@ -22,6 +27,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use waypoint::{Database, Error, Table, Transaction};
 
 const TABLE: &str = "ycsb";
+
+/// The workload's tables, in [`KvTx`] numbering.
+pub const TABLES: &[&str] = &[TABLE];
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -60,6 +68,14 @@ impl KeyDistribution {
             "zipfian" => Some(Self::Zipfian),
             "latest" => Some(Self::Latest),
             _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uniform => "uniform",
+            Self::Zipfian => "zipfian",
+            Self::Latest => "latest",
         }
     }
 }
@@ -141,7 +157,8 @@ impl YcsbConfig {
 
 pub struct Ycsb {
     pub config: YcsbConfig,
-    table: Option<Table>,
+    /// [`TABLES`], opened by `setup`.
+    tables: Vec<Table>,
     /// The next key number an insert takes.
     next_key: AtomicU64,
 }
@@ -151,7 +168,7 @@ impl Ycsb {
         let next = config.records;
         Ycsb {
             config,
-            table: None,
+            tables: Vec::new(),
             next_key: AtomicU64::new(next),
         }
     }
@@ -176,7 +193,8 @@ fn fnv64(x: u64) -> u64 {
     })
 }
 
-fn load_value(i: u64, size: usize) -> Vec<u8> {
+/// The value of loaded record `i`.
+pub fn load_value(i: u64, size: usize) -> Vec<u8> {
     (0..size)
         .map(|j| (i as usize).wrapping_add(j) as u8)
         .collect()
@@ -206,7 +224,7 @@ impl Workload for Ycsb {
         });
         let reuse = load::check_reuse(db, "ycsb", &params)?;
         let table = db.open_or_create_table(TABLE)?;
-        self.table = Some(table.clone());
+        self.tables = vec![table.clone()];
         let records = self.config.records;
         if reuse {
             let mut session = db.session();
@@ -229,6 +247,54 @@ impl Workload for Ycsb {
     }
 
     fn worker(&self, _worker: usize, seed: u64) -> Box<dyn Worker + '_> {
+        assert!(!self.tables.is_empty(), "setup ran before the workers");
+        Box::new(YcsbWorker {
+            txns: self.txns(seed),
+            tables: &self.tables,
+        })
+    }
+
+    fn verify(&self, db: &Database) -> BenchResult<serde_json::Value> {
+        let table = db.table(TABLE)?;
+        let mut session = db.session();
+        check_rows(&self.config, |f| for_each_row(&mut session, &table, f))
+    }
+}
+
+/// YCSB's invariant on the rows that `each_row` hands to its callback in
+/// key order: every key a YCSB key, every value `value_size` bytes, every
+/// loaded record present. Returns what was counted.
+pub fn check_rows(
+    config: &YcsbConfig,
+    each_row: impl FnOnce(&mut RowFn<'_>) -> BenchResult<()>,
+) -> BenchResult<serde_json::Value> {
+    let (mut rows, mut loaded) = (0u64, 0u64);
+    each_row(&mut |k, v| {
+        let n = key_number(k).ok_or_else(|| BenchError::Verify(format!("bad YCSB key {k:?}")))?;
+        if v.len() != config.value_size {
+            return Err(BenchError::Verify(format!(
+                "record {n} has {} bytes, expected {}",
+                v.len(),
+                config.value_size
+            )));
+        }
+        rows += 1;
+        loaded += u64::from(n < config.records);
+        Ok(())
+    })?;
+    if loaded != config.records {
+        return Err(BenchError::Verify(format!(
+            "{loaded} of the {} loaded records are present",
+            config.records
+        )));
+    }
+    Ok(serde_json::json!({ "rows": rows, "loaded_rows_present": loaded }))
+}
+
+impl Ycsb {
+    /// The transaction generator of one worker (or client thread),
+    /// seeded with `seed`; it needs no database, only [`KvTx`]s to run on.
+    pub fn txns(&self, seed: u64) -> YcsbTxns<'_> {
         let c = &self.config;
         let mut acc = 0.0;
         let cumulative = c
@@ -239,47 +305,34 @@ impl Workload for Ycsb {
                 (*op, acc)
             })
             .collect();
-        Box::new(YcsbWorker {
+        YcsbTxns {
             ycsb: self,
-            table: self.table.as_ref().expect("setup ran"),
             rng: SmallRng::seed_from_u64(seed),
-            zipf: Zipf::new(c.records, c.theta).expect("checked in setup"),
+            zipf: Zipf::new(c.records, c.theta).expect("checked by YcsbConfig::check"),
             cumulative,
             value: vec![0; c.value_size],
-        })
-    }
-
-    fn verify(&self, db: &Database) -> BenchResult<serde_json::Value> {
-        let table = db.table(TABLE)?;
-        let mut session = db.session();
-        let (mut rows, mut loaded) = (0u64, 0u64);
-        for_each_row(&mut session, &table, |k, v| {
-            let n =
-                key_number(k).ok_or_else(|| BenchError::Verify(format!("bad YCSB key {k:?}")))?;
-            if v.len() != self.config.value_size {
-                return Err(BenchError::Verify(format!(
-                    "record {n} has {} bytes, expected {}",
-                    v.len(),
-                    self.config.value_size
-                )));
-            }
-            rows += 1;
-            loaded += u64::from(n < self.config.records);
-            Ok(())
-        })?;
-        if loaded != self.config.records {
-            return Err(BenchError::Verify(format!(
-                "{loaded} of the {} loaded records are present",
-                self.config.records
-            )));
         }
-        Ok(serde_json::json!({ "rows": rows, "loaded_rows_present": loaded }))
     }
 }
 
+/// The waypoint driver's worker: [`YcsbTxns`] on the database's table.
 struct YcsbWorker<'a> {
+    txns: YcsbTxns<'a>,
+    tables: &'a [Table],
+}
+
+impl Worker for YcsbWorker<'_> {
+    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
+        self.txns.run(&mut WaypointTx {
+            tx,
+            tables: self.tables,
+        })
+    }
+}
+
+/// One thread's YCSB transactions: the operation mix and key choice.
+pub struct YcsbTxns<'a> {
     ycsb: &'a Ycsb,
-    table: &'a Table,
     rng: SmallRng,
     zipf: Zipf<f64>,
     /// Operation kinds with cumulative shares.
@@ -287,7 +340,7 @@ struct YcsbWorker<'a> {
     value: Vec<u8>,
 }
 
-impl YcsbWorker<'_> {
+impl YcsbTxns<'_> {
     /// A key number among those inserted so far.
     fn choose(&mut self) -> u64 {
         let n = self.ycsb.next_key.load(Ordering::Relaxed).max(1);
@@ -304,43 +357,42 @@ impl YcsbWorker<'_> {
         }
     }
 
-    fn op(&mut self, op: Op, tx: &mut Transaction<'_>) -> Result<(), Error> {
-        let table = self.table;
+    fn op<T: KvTx + ?Sized>(&mut self, op: Op, tx: &mut T) -> Result<(), T::Error> {
         match op {
             Op::Read => {
-                tx.get(table, &key(self.choose()))?;
+                tx.get(0, &key(self.choose()))?;
             }
             Op::Update => {
                 let k = key(self.choose());
                 self.rng.fill(&mut self.value[..]);
-                tx.update(table, &k, &self.value)?;
+                tx.update(0, &k, &self.value)?;
             }
             Op::Insert => {
                 let k = key(self.ycsb.next_key.fetch_add(1, Ordering::Relaxed));
                 self.rng.fill(&mut self.value[..]);
-                tx.insert(table, &k, &self.value)?;
+                tx.insert(0, &k, &self.value)?;
             }
             Op::Scan => {
                 let from = key(self.choose());
                 let len = self.rng.gen_range(1..=self.ycsb.config.max_scan_len);
-                tx.scan(table, from.as_slice().., len)?;
+                tx.scan(0, &from, len)?;
             }
             Op::Rmw => {
                 let k = key(self.choose());
-                let mut v = tx.get(table, &k)?.ok_or(Error::KeyNotFound)?;
+                let mut v = tx.get_for_update(0, &k)?.ok_or_else(|| tx.missing())?;
                 let at = self.rng.gen_range(0..v.len().max(1));
                 if let Some(b) = v.get_mut(at) {
                     *b = b.wrapping_add(1);
                 }
-                tx.update(table, &k, &v)?;
+                tx.update(0, &k, &v)?;
             }
         }
         Ok(())
     }
-}
 
-impl Worker for YcsbWorker<'_> {
-    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
+    /// The next transaction's body in `tx` (not its commit): its type (an
+    /// index into [`Workload::txn_types`]) and the outcome.
+    pub fn run<T: KvTx + ?Sized>(&mut self, tx: &mut T) -> (usize, Result<(), T::Error>) {
         let x: f64 = self.rng.gen();
         let ty = self
             .cumulative

@@ -22,7 +22,7 @@ pub struct CompareArgs {
     pub experiment: Option<String>,
     /// List the experiments: those that run now, and those that wait for
     /// schemes or peers not built yet.
-    #[arg(long, conflicts_with_all = ["quick", "rounds", "out", "workers"])]
+    #[arg(long, conflicts_with_all = ["quick", "rounds", "out", "workers", "peers"])]
     pub list: bool,
     /// Seconds-long runs on tiny data (TPC-C at 1/100 of the spec's
     /// items and customers), one round: checks that everything runs.
@@ -42,6 +42,11 @@ pub struct CompareArgs {
     /// cores; the others: every core, at least 2].
     #[arg(long, value_delimiter = ',')]
     pub workers: Option<Vec<usize>>,
+    /// The peers `peers` must run (sqlite, rocksdb, postgres, redis); one
+    /// not built into this binary or not installed is an error
+    /// [default: every one there, the others named in the report].
+    #[arg(long, value_delimiter = ',')]
+    pub peers: Option<Vec<String>>,
 }
 
 const MAX_ROUNDS: usize = 100;
@@ -68,6 +73,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         workers: args.workers.clone(),
         cores: machine::cores(),
         memory_bytes: machine::memory_bytes(),
+        peers: args.peers.clone(),
     };
     let experiment = compare::build(name, &settings)?;
     let out = args

@@ -23,7 +23,7 @@ fn listed() -> Vec<String> {
     let text = String::from_utf8(o.stdout).unwrap();
     let (now, later) = text.split_once("Not yet").expect("a not-yet section");
     assert!(
-        later.contains("peers") && later.contains("not yet: needs"),
+        later.contains("silor") && later.contains("not yet: needs"),
         "{text}"
     );
     now.lines()
@@ -52,7 +52,9 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
             "remote-flush",
             "recovery",
             "wal-bound",
-            "out-of-memory"
+            "out-of-memory",
+            "peers",
+            "checkpoint-dips"
         ]
     );
     let tmp = tempfile::tempdir().unwrap();
@@ -107,6 +109,9 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
                 assert!(buffer < 16 << 20, "{run}");
             }
         }
+        if name == "peers" {
+            peers_rows_state_their_durability(&r, &report);
+        }
         // The runs' data directories are gone.
         let left: Vec<_> = std::fs::read_dir(&out)
             .unwrap()
@@ -114,6 +119,38 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
             .filter(|n| n.starts_with('.'))
             .collect();
         assert!(left.is_empty(), "{name}: left {left:?}");
+    }
+}
+
+/// Every peer row says what durability it gave; the engines this binary
+/// was built with (CI builds it with `--features sqlite,rocksdb`) each
+/// have rows at both durabilities.
+fn peers_rows_state_their_durability(r: &serde_json::Value, report: &str) {
+    assert!(report.contains("## Durability"), "{report}");
+    let runs = r["runs"].as_array().unwrap();
+    let mut engines = vec!["waypoint"];
+    if cfg!(feature = "sqlite") {
+        engines.push("sqlite");
+    } else {
+        assert!(report.contains("Skipped sqlite: not built"), "{report}");
+    }
+    if cfg!(feature = "rocksdb") {
+        engines.push("rocksdb");
+    }
+    for engine in engines {
+        for durability in ["durable", "relaxed"] {
+            let rows: Vec<_> = runs
+                .iter()
+                .filter(|run| {
+                    run["config"]["scheme"] == engine && run["config"]["durability"] == durability
+                })
+                .collect();
+            assert!(!rows.is_empty(), "no {engine} {durability} rows");
+            for run in rows {
+                let said = run["durability"].as_str().unwrap_or("");
+                assert!(said.starts_with(durability), "{run}");
+            }
+        }
     }
 }
 
@@ -212,6 +249,23 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
         "a list is for scaling",
     );
     fails_with_one_line(&["compare"], "EXPERIMENT");
+    fails_with_one_line(
+        &["compare", "peers", "--peers", "nosuch", "--out", out],
+        "unknown peer \"nosuch\"",
+    );
+    // Not built into this binary, or not installed: the line says which.
+    if !cfg!(feature = "rocksdb") {
+        fails_with_one_line(
+            &["compare", "peers", "--peers", "rocksdb", "--out", out],
+            "rocksdb: not built into this binary (build with `--features rocksdb`",
+        );
+    }
+    // Redis runs from `waypoint compare` are not built yet: refused
+    // whether or not it is installed.
+    fails_with_one_line(
+        &["compare", "peers", "--peers", "redis", "--out", out],
+        "redis: ",
+    );
     assert!(!Path::new(out).exists(), "bad input created --out");
     // A file where a directory should be: not writable, even as root.
     let file = tmp.path().join("file");

@@ -25,21 +25,13 @@ pub const NAMES: &[&str] = &[
     "recovery",
     "wal-bound",
     "out-of-memory",
+    "peers",
+    "checkpoint-dips",
 ];
 
 /// Experiments of issue 31 that cannot run yet: (name, the result, what
 /// it waits for).
 pub const NOT_YET: &[(&str, &str, &str)] = &[
-    (
-        "checkpoint-dips",
-        "per-second throughput during checkpoints for every scheme and the peers",
-        "the other schemes and the peers (RocksDB, SQLite)",
-    ),
-    (
-        "peers",
-        "YCSB A/B/C/F and TPC-B on waypoint, RocksDB, SQLite, PostgreSQL and Redis at equal durability",
-        "the peers behind cargo features, and pgbench / redis-benchmark",
-    ),
     (
         "command-logging",
         "seed 001: command logging against physiological logging (Voter, TPC-C)",
@@ -71,6 +63,8 @@ pub fn reproduces(name: &str) -> &'static str {
         "recovery" => "seed 000 §4.6: recovery time per phase against the WAL limit",
         "wal-bound" => "seed 000 Fig. 9 a/b (§4.2): log on disk and throughput over time under each checkpointing design",
         "out-of-memory" => "seed 000 Fig. 9 right (§4.2): TPC-C txn/s against workers with a buffer pool of 40% of the data, per-worker against the central log",
+        "peers" => super::peer_runs::REPRODUCES,
+        "checkpoint-dips" => super::peer_runs::DIPS_REPRODUCES,
         _ => "",
     }
 }
@@ -85,6 +79,14 @@ pub fn build(name: &str, s: &Settings) -> BenchResult<Experiment> {
         "recovery" => recovery(s)?,
         "wal-bound" => wal_bound(s)?,
         "out-of-memory" => out_of_memory(s)?,
+        "peers" => {
+            let workers = fixed_workers(s, "peers")?;
+            super::peer_runs::build(s, workers, driver(workers, workers, s))?
+        }
+        "checkpoint-dips" => {
+            let workers = fixed_workers(s, "checkpoint-dips")?;
+            super::peer_runs::checkpoint_dips(s, workers, driver(workers, workers, s))?
+        }
         other => {
             if let Some((_, _, waits)) = NOT_YET.iter().find(|(n, _, _)| *n == other) {
                 return Err(BenchError::Config(format!(
@@ -216,6 +218,7 @@ fn logging_cost(s: &Settings) -> BenchResult<Experiment> {
             driver: with_scheme(driver(workers, workers, s), *scheme),
             crash: None,
             buffer_of_data: None,
+            peer: None,
         })
         .collect();
     Ok(Experiment {
@@ -319,6 +322,7 @@ fn scaling(s: &Settings) -> BenchResult<Experiment> {
                 driver: with_scheme(driver(w, warehouses, s), *scheme),
                 crash: None,
                 buffer_of_data: None,
+                peer: None,
             });
         }
     }
@@ -385,6 +389,7 @@ fn remote_flush(s: &Settings) -> BenchResult<Experiment> {
             driver: driver(workers, w, s),
             crash: None,
             buffer_of_data: None,
+            peer: None,
         })
         .collect();
     Ok(Experiment {
@@ -455,6 +460,7 @@ fn recovery(s: &Settings) -> BenchResult<Experiment> {
                     max_secs: if s.quick { 3.0 } else { 180.0 },
                 }),
                 buffer_of_data: None,
+                peer: None,
             });
         }
     }
@@ -542,6 +548,7 @@ fn out_of_memory(s: &Settings) -> BenchResult<Experiment> {
                 driver: with_scheme(driver(w, warehouses, s), scheme),
                 crash: None,
                 buffer_of_data: Some(0.4),
+                peer: None,
             });
         }
     }
@@ -612,6 +619,7 @@ fn wal_bound(s: &Settings) -> BenchResult<Experiment> {
             driver: d,
             crash: None,
             buffer_of_data: None,
+            peer: None,
         }
     })
     .collect();
@@ -667,6 +675,7 @@ mod tests {
             workers: None,
             cores,
             memory_bytes: 24 << 30,
+            peers: None,
         }
     }
 

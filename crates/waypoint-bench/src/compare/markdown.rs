@@ -71,9 +71,30 @@ pub fn render(r: &Results) -> String {
     let _ = writeln!(md, "| baseline | {} |", r.baseline);
     let _ = writeln!(
         md,
-        "| data | each run on a fresh copy of one load of its workload, below the output directory (removed afterwards) |\n"
+        "| data | each run on a fresh copy of one load of its workload{}, below the output directory (removed afterwards) |\n",
+        if r.runs.iter().any(|run| run.config.get("durability").is_some()) {
+            " (a run on a peer engine loads its own)"
+        } else {
+            ""
+        }
     );
 
+    if r.runs.iter().any(|run| run.durability.is_some()) {
+        md += "## Durability\n\nWhat each run's commits survived, in the engine's own terms:\n\n";
+        md += "| run | durability |\n|---|---|\n";
+        for run in &r.runs {
+            let d = run
+                .durability
+                .as_deref()
+                .unwrap_or(if run.config["scheme"] == "per-worker" {
+                    "durable: waypoint's driver, commits counted once synced (pipelined)"
+                } else {
+                    "–"
+                });
+            let _ = writeln!(md, "| {} | {d} |", run.label);
+        }
+        md += "\n";
+    }
     md += "## Runs\n\n";
     md += "| run | scheme | commit | checkpoint | workers | in flight | workload | seconds (+ warm-up) | WAL limit | buffer |\n";
     md += "|---|---|---|---|---:|---:|---|---|---:|---:|\n";
@@ -99,6 +120,16 @@ pub fn render(r: &Results) -> String {
                     }
                 )
             }
+            Some("ycsb") => format!(
+                "YCSB {} {}, {} records",
+                w["preset"].as_str().unwrap_or("?").to_ascii_uppercase(),
+                w["distribution"].as_str().unwrap_or("?"),
+                w["records"]
+            ),
+            Some("tpcb") => format!(
+                "TPC-B, {} branches, {} accounts",
+                w["branches"], w["accounts"]
+            ),
             _ => w.to_string(),
         };
         let seconds = if c.get("crash").is_some() {

@@ -4,7 +4,9 @@
 //!
 //! - [`experiments`]: the registry, what each experiment runs and which
 //!   result of which paper it reproduces (seed 000 §4.1–§4.3, §4.6), and
-//!   the ones that wait for schemes or peers not yet built ([`NOT_YET`]).
+//!   the ones that wait for schemes not yet built ([`NOT_YET`]);
+//!   [`peer_runs`]: the `peers` experiment (waypoint against the engines
+//!   of [`crate::peers`]).
 //! - [`runner`]: rounds A B C, then C B A, ..., each run on a fresh copy
 //!   of one load; Ctrl-C ends the current run early and the report says
 //!   it is partial.
@@ -20,13 +22,19 @@ pub mod experiments;
 pub mod figures;
 pub mod machine;
 pub mod markdown;
+pub mod peer_runs;
 pub mod perf;
 pub mod results;
 pub mod runner;
 
 use crate::driver::DriverConfig;
+use crate::error::{BenchError, BenchResult};
+use crate::peers::drive::PeerWorkload;
+use crate::peers::{Durability, PeerKind};
+use crate::tpcb::{Tpcb, TpcbConfig};
 use crate::tpcc::{Tpcc, TpccConfig};
 use crate::workload::Workload;
+use crate::ycsb::{KeyDistribution, Ycsb, YcsbConfig};
 use serde::Serialize;
 
 pub use experiments::{build, NOT_YET};
@@ -46,34 +54,85 @@ pub struct Settings {
     pub cores: usize,
     /// The machine's memory in bytes (0 if unknown).
     pub memory_bytes: u64,
+    /// `--peers`: the peers the `peers` experiment must run (each one
+    /// missing is an error); None: every one this binary has.
+    pub peers: Option<Vec<String>>,
 }
 
-/// The workload of a run. Only TPC-C for now; YCSB and TPC-B come with
-/// the `peers` experiment.
+/// The workload of a run.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(tag = "workload", rename_all = "lowercase")]
 pub enum WorkloadSpec {
     Tpcc(TpccConfig),
+    /// A YCSB core workload (`preset` a–f) with its key distribution.
+    Ycsb {
+        preset: char,
+        distribution: KeyDistribution,
+        records: u64,
+    },
+    /// TPC-B with `branches` branches sharing `accounts` accounts.
+    Tpcb {
+        branches: u64,
+        accounts: u64,
+    },
 }
 
 impl WorkloadSpec {
     pub fn name(&self) -> &'static str {
         match self {
             WorkloadSpec::Tpcc(_) => "tpcc",
+            WorkloadSpec::Ycsb { .. } => "ycsb",
+            WorkloadSpec::Tpcb { .. } => "tpcb",
         }
     }
 
-    /// A fresh workload object (nothing loaded).
-    pub fn build(&self, seed: u64) -> Box<dyn Workload> {
-        match self {
-            WorkloadSpec::Tpcc(c) => Box::new(Tpcc::new(*c, seed)),
-        }
+    fn ycsb_config(&self) -> BenchResult<Option<YcsbConfig>> {
+        let &WorkloadSpec::Ycsb {
+            preset,
+            distribution,
+            records,
+        } = self
+        else {
+            return Ok(None);
+        };
+        Ok(Some(YcsbConfig {
+            distribution,
+            ..YcsbConfig::preset(preset, records)?
+        }))
+    }
+
+    /// A fresh workload object for the driver (nothing loaded).
+    pub fn build(&self, seed: u64) -> BenchResult<Box<dyn Workload>> {
+        Ok(match *self {
+            WorkloadSpec::Tpcc(c) => Box::new(Tpcc::new(c, seed)),
+            WorkloadSpec::Ycsb { .. } => Box::new(Ycsb::new(self.ycsb_config()?.expect("ycsb"))),
+            WorkloadSpec::Tpcb { branches, accounts } => {
+                Box::new(Tpcb::new(TpcbConfig::with_accounts(branches, accounts)))
+            }
+        })
+    }
+
+    /// The same workload for the peers' client threads.
+    pub fn peer_workload(&self) -> BenchResult<PeerWorkload> {
+        Ok(match *self {
+            WorkloadSpec::Tpcc(_) => {
+                return Err(BenchError::Config(
+                    "TPC-C does not run on the peers (YCSB and TPC-B do)".into(),
+                ))
+            }
+            WorkloadSpec::Ycsb { .. } => {
+                PeerWorkload::Ycsb(Ycsb::new(self.ycsb_config()?.expect("ycsb")))
+            }
+            WorkloadSpec::Tpcb { branches, accounts } => {
+                PeerWorkload::Tpcb(Tpcb::new(TpcbConfig::with_accounts(branches, accounts)))
+            }
+        })
     }
 
     /// For people: "TPC-C, 4 warehouses (1/100 of the spec's items and
-    /// customers)".
+    /// customers)", "YCSB A zipfian, 10,000 records".
     pub fn describe(&self) -> String {
-        match self {
+        match *self {
             WorkloadSpec::Tpcc(c) => {
                 let scale = if c.scale_down > 1 {
                     format!(" (1/{} of the spec's items and customers)", c.scale_down)
@@ -82,8 +141,29 @@ impl WorkloadSpec {
                 };
                 format!("TPC-C, {} warehouses{scale}", c.warehouses)
             }
+            WorkloadSpec::Ycsb {
+                preset,
+                distribution,
+                records,
+            } => format!(
+                "YCSB {} {}, {records} records",
+                preset.to_ascii_uppercase(),
+                distribution.name()
+            ),
+            WorkloadSpec::Tpcb { branches, accounts } => {
+                format!("TPC-B, {branches} branches, {accounts} accounts")
+            }
         }
     }
+}
+
+/// A run on an engine of [`crate::peers`] (waypoint among them) through
+/// the [`crate::peers::KvEngine`] trait, with client threads that commit
+/// one transaction at a time, instead of the driver.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PeerSpec {
+    pub engine: PeerKind,
+    pub durability: Durability,
 }
 
 /// One configuration of an experiment; it runs once per round.
@@ -99,6 +179,9 @@ pub struct RunSpec {
     /// Scheme, options, workers, duration; `dir`, `out` and `interrupt`
     /// are set by the runner.
     pub driver: DriverConfig,
+    /// Run through a peer engine's client threads instead of the driver
+    /// (`driver` then gives workers, seconds, seed and memory).
+    pub peer: Option<PeerSpec>,
     /// Instead of measuring throughput: run the workload in a child
     /// process, kill it, and time the recovery.
     pub crash: Option<CrashSpec>,
@@ -161,6 +244,7 @@ pub enum Metric {
     LowestSecondRatio,
     LatencyP50Us,
     LatencyP99Us,
+    AbortPct,
     RecoveredLogMib,
     AnalysisMs,
     RedoMs,
@@ -184,6 +268,7 @@ impl Metric {
             Metric::LowestSecondRatio => "lowest_second_ratio",
             Metric::LatencyP50Us => "latency_p50_us",
             Metric::LatencyP99Us => "latency_p99_us",
+            Metric::AbortPct => "abort_pct",
             Metric::RecoveredLogMib => "recovered_log_mib",
             Metric::AnalysisMs => "analysis_ms",
             Metric::RedoMs => "redo_ms",
@@ -207,6 +292,7 @@ impl Metric {
             Metric::LowestSecondRatio => "lowest second / median second",
             Metric::LatencyP50Us => "commit latency p50, µs",
             Metric::LatencyP99Us => "commit latency p99, µs",
+            Metric::AbortPct => "aborts, % of attempts",
             Metric::RecoveredLogMib => "log recovered, MiB",
             Metric::AnalysisMs => "analysis, ms",
             Metric::RedoMs => "redo, ms",
@@ -223,6 +309,7 @@ impl Metric {
             Metric::LowestSecondRatio => 2,
             Metric::RecoveryMbPerSec
             | Metric::RemoteFlushPct
+            | Metric::AbortPct
             | Metric::CheckpointMibPerSec
             | Metric::WalDiskMaxMib
             | Metric::RecoveredLogMib

@@ -30,6 +30,10 @@ pub struct Measurement {
     pub metrics: BTreeMap<String, f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub seconds: Vec<Second>,
+    /// What the engine's commits survived, in its own words (runs on
+    /// [`crate::peers`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durability: Option<String>,
 }
 
 impl Measurement {
@@ -58,6 +62,8 @@ pub struct RunResult {
     pub vs_baseline: BTreeMap<String, f64>,
     /// The label of the run this one is compared with.
     pub baseline: Option<String>,
+    /// What the engine's commits survived (runs on [`crate::peers`]).
+    pub durability: Option<String>,
 }
 
 impl RunResult {

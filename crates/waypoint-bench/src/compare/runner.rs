@@ -15,11 +15,12 @@
 
 use super::perf;
 use super::results::{Measurement, Results, RunResult, Second};
-use super::{Experiment, Metric, RunSpec, Settings};
+use super::{Experiment, Metric, PeerSpec, RunSpec, Settings};
 use crate::driver::{self, DriverConfig};
 use crate::error::{BenchError, BenchResult};
 use crate::metrics::{dir_bytes, Sample};
-use crate::summary::{RecoverySummary, Summary};
+use crate::peers::{self, PeerKind};
+use crate::summary::{RecoverySummary, Steadiness, Summary};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -151,6 +152,7 @@ pub fn run(
                 median: Default::default(),
                 vs_baseline: Default::default(),
                 baseline: None,
+                durability: None,
             })
             .collect(),
         notes,
@@ -179,25 +181,37 @@ pub fn run(
                 done,
                 total,
             });
-            let measured = templates.get(spec, settings, hooks).and_then(|template| {
-                let sized;
-                let spec = match spec.buffer_of_data {
-                    None => spec,
-                    Some(fraction) => {
-                        sized = with_buffer_of_data(spec, &template, fraction)?;
-                        results.runs[i].config["buffer_bytes"] = sized.driver.buffer_bytes.into();
-                        &sized
-                    }
-                };
-                let dir = work.path().join("run");
-                copy_dir(&template, &dir)?;
-                let m = match spec.crash {
-                    None => measure(experiment, spec, &dir, hooks, perf_event),
-                    Some(_) => crash_and_recover(spec, &dir, hooks),
-                };
-                std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
-                m
-            });
+            let dir = work.path().join("run");
+            let measured = match spec.peer {
+                // A peer loads its own copy: its files are not waypoint's.
+                Some(peer) => {
+                    let m = measure_peer(experiment, spec, peer, &dir, hooks);
+                    let removed = std::fs::remove_dir_all(&dir);
+                    m.and_then(|m| {
+                        removed.map_err(|e| BenchError::io(&dir, e))?;
+                        Ok(m)
+                    })
+                }
+                None => templates.get(spec, settings, hooks).and_then(|template| {
+                    let sized;
+                    let spec = match spec.buffer_of_data {
+                        None => spec,
+                        Some(fraction) => {
+                            sized = with_buffer_of_data(spec, &template, fraction)?;
+                            results.runs[i].config["buffer_bytes"] =
+                                sized.driver.buffer_bytes.into();
+                            &sized
+                        }
+                    };
+                    copy_dir(&template, &dir)?;
+                    let m = match spec.crash {
+                        None => measure(experiment, spec, &dir, hooks, perf_event),
+                        Some(_) => crash_and_recover(spec, &dir, hooks),
+                    };
+                    std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
+                    m
+                }),
+            };
             match measured {
                 Ok(Some(m)) if !hooks.interrupt.load(Ordering::Relaxed) => {
                     done += 1;
@@ -215,6 +229,9 @@ pub fn run(
                         total,
                         headline: &headline,
                     });
+                    if results.runs[i].durability.is_none() {
+                        results.runs[i].durability = m.durability.clone();
+                    }
                     results.runs[i].rounds[round] = Some(m);
                 }
                 Ok(_) => {
@@ -258,6 +275,17 @@ fn run_config(r: &RunSpec) -> serde_json::Value {
     if let Some(fraction) = r.buffer_of_data {
         c["buffer_of_data"] = fraction.into();
     }
+    if let Some(peer) = &r.peer {
+        // The engine takes the scheme's place; only waypoint has a
+        // commit protocol and checkpoints.
+        c["scheme"] = peer.engine.name().into();
+        c["durability"] = peer.durability.name().into();
+        c["in_flight"] = 1.into();
+        if peer.engine != PeerKind::Waypoint {
+            c["commit"] = "–".into();
+            c["checkpoint"] = "–".into();
+        }
+    }
     c
 }
 
@@ -282,7 +310,7 @@ impl Templates {
             workload: &spec.workload.describe(),
         });
         let path = self.root.join(self.made.len().to_string());
-        let mut workload = spec.workload.build(spec.driver.seed);
+        let mut workload = spec.workload.build(spec.driver.seed)?;
         workload.validate(spec.driver.page_size)?;
         let db = Database::open(
             &path,
@@ -349,7 +377,7 @@ fn measure(
         interrupt: Some(hooks.interrupt.clone()),
         ..spec.driver.clone()
     };
-    let mut workload = spec.workload.build(config.seed);
+    let mut workload = spec.workload.build(config.seed)?;
     // perf counts from the end of the warm-up (or of the first second) to
     // the end of the measured window, and the transactions of the same
     // seconds divide it.
@@ -388,21 +416,25 @@ fn measure(
         );
     }
     if experiment.over_time {
-        let mut at = 0.0;
-        m.seconds = out
-            .series
-            .iter()
-            .map(|s| {
-                at += s.interval_secs;
-                Second {
-                    at,
-                    txn_per_sec: s.txn_per_sec(),
-                    wal_disk_mib: s.wal_disk_bytes as f64 / MIB,
-                }
-            })
-            .collect();
+        m.seconds = seconds_of(&out.series);
     }
     Ok(Some(m))
+}
+
+/// The per-second values of a run, for the figures over time.
+fn seconds_of(series: &[Sample]) -> Vec<Second> {
+    let mut at = 0.0;
+    series
+        .iter()
+        .map(|s| {
+            at += s.interval_secs;
+            Second {
+                at,
+                txn_per_sec: s.txn_per_sec(),
+                wal_disk_mib: s.wal_disk_bytes as f64 / MIB,
+            }
+        })
+        .collect()
 }
 
 /// The metrics of a driver run.
@@ -422,6 +454,65 @@ fn of_summary(s: &Summary) -> Measurement {
     m.set(Metric::LatencyP50Us, overall.p50 as f64);
     m.set(Metric::LatencyP99Us, overall.p99 as f64);
     m
+}
+
+/// A run on a peer engine (waypoint included) through its client
+/// threads; None if it was interrupted.
+fn measure_peer(
+    experiment: &Experiment,
+    spec: &RunSpec,
+    peer: PeerSpec,
+    dir: &Path,
+    hooks: &Hooks<'_>,
+) -> BenchResult<Option<Measurement>> {
+    let config = DriverConfig {
+        dir: Some(dir.to_path_buf()),
+        out: None,
+        interrupt: Some(hooks.interrupt.clone()),
+        ..spec.driver.clone()
+    };
+    let workload = spec.workload.peer_workload()?;
+    let engine = peers::open(
+        peer.engine,
+        peer.durability,
+        dir,
+        workload.tables(),
+        &config,
+    )?;
+    let out = peers::drive::run(engine, &workload, &config, &|_| {})?;
+    if hooks.interrupt.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let mut m = Measurement::default();
+    let secs = out.measured_secs.max(1e-9);
+    m.set(Metric::TxnPerSec, out.committed as f64 / secs);
+    if out.committed > 0 {
+        m.set(
+            Metric::CpuUsPerTxn,
+            out.cpu_ms as f64 * 1000.0 / out.committed as f64,
+        );
+        m.set(
+            Metric::LatencyP50Us,
+            out.latency_us.value_at_quantile(0.5) as f64,
+        );
+        m.set(
+            Metric::LatencyP99Us,
+            out.latency_us.value_at_quantile(0.99) as f64,
+        );
+    }
+    m.set(
+        Metric::AbortPct,
+        100.0 * out.aborts as f64 / (out.aborts + out.committed).max(1) as f64,
+    );
+    m.durability = Some(out.durability);
+    m.set(
+        Metric::LowestSecondRatio,
+        Steadiness::of(&out.series).lowest_ratio,
+    );
+    if experiment.over_time {
+        m.seconds = seconds_of(&out.series);
+    }
+    Ok(Some(m))
 }
 
 /// Kill the workload in a child process once the log holds the limit,
