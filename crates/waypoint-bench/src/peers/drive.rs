@@ -67,6 +67,15 @@ impl PeerWorkload {
         }
     }
 
+    /// The workload's parameters in their ranges (as its waypoint
+    /// `validate` checks them for pages of `page_size`).
+    fn check(&self, page_size: usize) -> BenchResult<()> {
+        match self {
+            PeerWorkload::Ycsb(w) => w.config.check(page_size),
+            PeerWorkload::Tpcb(w) => w.config.check(),
+        }
+    }
+
     /// The rows the workload starts from, by table number: the same rows
     /// its waypoint `setup` loads.
     pub(crate) fn load(&self, engine: &dyn KvEngine) -> BenchResult<u64> {
@@ -154,6 +163,7 @@ pub fn run(
     progress: &(dyn Fn(&Sample) + Sync),
 ) -> BenchResult<PeerOutput> {
     config.validate()?;
+    workload.check(config.page_size)?;
     let loaded_rows = workload.load(engine.as_ref())?;
     let types = workload.txn_types();
     let counters = Counters::new(types.len(), config.workers, config);
