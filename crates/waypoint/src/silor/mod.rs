@@ -19,10 +19,11 @@
 //! every logged one (largest TID wins at the next replay).
 //!
 //! Catalog changes are logged as entries of their own, with their ids
-//! (replayed in log order before the values); secondary indexes are not
-//! logged: after a recovery every index is rebuilt from its table when
-//! its extractor is bound (`Database::open_index`; an index is readable
-//! only through that handle). A clean close first records pepoch with a
+//! (replayed in log order before the values); a commit's secondary-index
+//! entries are logged with its writes (recovery cannot run the
+//! extractors). An index created since the last clean close is rebuilt
+//! from its table when its extractor is bound (`Database::open_index`):
+//! its first entries, from `create_index`'s backfill, are not logged. A clean close first records pepoch with a
 //! closing flag, then writes every page, the superblock, and removes the
 //! logs; its pages go to a journal first (`journal`), so a crash inside
 //! its page writes finishes the close at the next open. Not yet built:
@@ -304,7 +305,7 @@ impl Opening for SilorOpening {
             loggers,
             floor: ctx.floor,
             report: recovered.then_some(report),
-            recovered_indexes: self.state.is_some() && entries > 0,
+            stale_indexes: replayed.created_indexes.clone(),
             recovery: SilorStats {
                 checkpoint_load: Duration::ZERO,
                 log_replay: scan_time + replayed.time,
@@ -335,8 +336,8 @@ pub struct SilorScheme {
     /// under this scheme, which logs no pages.
     floor: Gsn,
     report: Option<RecoveryReport>,
-    /// Recovery replayed entries: indexes must be rebuilt.
-    recovered_indexes: bool,
+    /// Indexes recovery created from the log, unfilled.
+    stale_indexes: Vec<String>,
     /// Recovery's part of the stats.
     recovery: SilorStats,
 }
@@ -410,8 +411,12 @@ impl Scheme for SilorScheme {
         })
     }
 
-    fn indexes_need_rebuild(&self) -> bool {
-        self.recovered_indexes
+    fn orders_writes_by_tid(&self) -> bool {
+        true
+    }
+
+    fn indexes_to_rebuild(&self) -> &[String] {
+        &self.stale_indexes
     }
 
     fn seal_for_clean_close(&self) -> Result<Gsn> {
