@@ -62,7 +62,7 @@ enum Command {
         /// per log partition).
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// Recover with this persistence scheme (per-worker, aries or
+        /// Recover with this persistence scheme (per-worker, aries, silor or
         /// none) [default: the one the database records].
         #[arg(long)]
         scheme: Option<String>,

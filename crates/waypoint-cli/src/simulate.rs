@@ -22,9 +22,10 @@ pub struct SimulateArgs {
     /// same.
     #[arg(long)]
     pub workload: Option<String>,
-    /// Run this persistence scheme (per-worker, aries or none) on every
+    /// Run this persistence scheme (per-worker, aries, silor or none) on every
     /// seed instead of the one each seed draws (none in one seed in eight,
-    /// aries in one in four of the others).
+    /// aries in one in four of the others, silor in one in four of the
+    /// rest).
     #[arg(long)]
     pub scheme: Option<String>,
     /// UNSAFE, to show that the simulator catches lost commits: acknowledge

@@ -240,6 +240,9 @@ impl Plan {
         } else if rng.gen_ratio(1, 4) {
             // Drawn after none, so the none seeds stay what they were.
             SchemeKind::Aries
+        } else if rng.gen_ratio(1, 4) {
+            // Drawn last, so the none and aries seeds stay.
+            SchemeKind::Silor
         } else {
             SchemeKind::PerWorker
         };
