@@ -69,8 +69,10 @@ pub struct BenchArgs {
     /// Persistence scheme: per-worker (a log partition per session, seed
     /// 000), aries (one central log under a latch, seed 000's baseline),
     /// aether (that log with Aether's consolidation array, decoupled
-    /// buffer fill and flush pipelining) or none (no log: the cost of logging). The flags from --commit to
-    /// --log-direct-io are the log's options [default: per-worker].
+    /// buffer fill and flush pipelining), silor (memory-resident value
+    /// logging with epoch group commit, seed 002) or none (no log: the
+    /// cost of logging). The flags from --commit to --log-direct-io are
+    /// the per-worker and central logs' options [default: per-worker].
     #[arg(long)]
     pub scheme: Option<String>,
     /// The former name of --scheme.
@@ -411,7 +413,8 @@ impl BenchArgs {
                 bail!("--commit {c} is not an option of --scheme {name}: RFA avoids flushing other sessions' logs, and a central log has none (use group, flush-all or async)");
             }
         }
-        if !kind.recovers_from_log() {
+        // silor's value log has none of the page logs' options.
+        if !kind.recovers_from_log() || kind == waypoint::SchemeKind::Silor {
             let given = [
                 ("--commit", self.commit.is_some()),
                 ("--checkpoint", self.checkpoint.is_some()),
@@ -426,7 +429,9 @@ impl BenchArgs {
                 ("--log-direct-io", self.log_direct_io.is_some()),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
-                bail!("{flag} is an option of the schemes with a log, not of --scheme {name}");
+                bail!(
+                    "{flag} is an option of the per-worker and aries logs, not of --scheme {name}"
+                );
             }
         }
         Ok(kind)

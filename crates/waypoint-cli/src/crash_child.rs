@@ -100,8 +100,8 @@ fn report(line: &str) {
 pub(crate) fn scheme_kind(name: &str) -> Result<SchemeKind> {
     match SchemeKind::parse(name) {
         Some(k) if k.recovers_from_log() => Ok(k),
-        Some(k) => bail!("--scheme {k} keeps no log: a kill loses its changes by design; use per-worker, aries or aether"),
-        None => bail!("unknown --scheme {name:?}; available: per-worker, aries, aether"),
+        Some(k) => bail!("--scheme {k} keeps no log: a kill loses its changes by design; use per-worker, aries, aether or silor"),
+        None => bail!("unknown --scheme {name:?}; available: per-worker, aries, aether, silor"),
     }
 }
 

@@ -83,11 +83,12 @@ pub struct CrashTestArgs {
     #[arg(long, default_value = "rfa-group")]
     pub commit: String,
     /// Persistence scheme of the child and of recovery: per-worker, aries
-    /// or aether (none keeps no log: a kill loses what it changed, by design).
+    /// aether or silor (its children keep the whole --buffer: it steals
+    /// nothing). none keeps no log: a kill loses what it changed, by design.
     #[arg(long, default_value = "per-worker")]
     pub scheme: String,
     /// Buffer pool of the child on odd cycles (even cycles: at most 2 MiB,
-    /// so pages with uncommitted changes are stolen).
+    /// so pages with uncommitted changes are stolen; not under silor).
     #[arg(long, default_value = "64MiB")]
     pub buffer: String,
     /// WAL limit of the child and of recovery. Small by default, so that
@@ -224,7 +225,10 @@ struct Run<'a> {
 impl Run<'_> {
     fn cycle(&mut self, cycle: u32, child_seed: u64, delay: Duration) -> Result<Cycle, Failure> {
         let a = self.args;
-        let buffer = if cycle % 2 == 1 {
+        // A memory-resident scheme steals nothing: a small pool would only
+        // fill with changes (MemoryFull).
+        let memory_resident = a.scheme == waypoint::SchemeKind::Silor.name();
+        let buffer = if cycle % 2 == 1 || memory_resident {
             self.buffer
         } else {
             self.buffer.min(SMALL_POOL)

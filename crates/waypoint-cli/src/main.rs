@@ -62,8 +62,8 @@ enum Command {
         /// per log partition).
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// Recover with this persistence scheme (per-worker, aries,
-        /// aether or none) [default: the one the database records].
+        /// Recover with this persistence scheme (per-worker, aries, aether,
+        /// silor or none) [default: the one the database records].
         #[arg(long)]
         scheme: Option<String>,
     },

@@ -22,10 +22,10 @@ pub struct SimulateArgs {
     /// same.
     #[arg(long)]
     pub workload: Option<String>,
-    /// Run this persistence scheme (per-worker, aries, aether or none) on
-    /// every seed instead of the one each seed draws (none in one seed in
-    /// eight, aries in one in four of the others, aether in one in three
-    /// of the rest).
+    /// Run this persistence scheme (per-worker, aries, aether, silor or
+    /// none) on every seed instead of the one each seed draws (none in one
+    /// seed in eight, aries in one in four of the others, aether in one in
+    /// three of the rest, silor in one in four of what remains).
     #[arg(long)]
     pub scheme: Option<String>,
     /// UNSAFE, to show that the simulator catches lost commits: acknowledge

@@ -22,7 +22,8 @@ pub struct VerifyArgs {
     /// Buffer pool memory for the check, e.g. 256MiB [default: 256MiB].
     #[arg(long)]
     pub buffer: Option<String>,
-    /// Open with this persistence scheme (per-worker, aries, aether or none)
+    /// Open with this persistence scheme (per-worker, aries, aether, silor
+    /// or none)
     /// [default: the one the database records].
     #[arg(long)]
     pub scheme: Option<String>,

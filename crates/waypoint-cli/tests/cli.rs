@@ -67,11 +67,11 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     // A log option under a scheme without a log is refused, naming it.
     fails_with_one_line(
         &["bench", "ycsb", "--scheme", "none", "--commit", "rfa"],
-        "--commit is an option of the schemes with a log",
+        "--commit is an option of the per-worker and aries logs",
     );
     fails_with_one_line(
         &["bench", "ycsb", "--scheme", "none", "--wal-limit", "1GiB"],
-        "--wal-limit is an option of the schemes with a log",
+        "--wal-limit is an option of the per-worker and aries logs",
     );
     // RFA has nothing to avoid on a central log.
     fails_with_one_line(
@@ -541,6 +541,13 @@ fn the_scheme_is_chosen_by_flag_or_config_and_reported() {
     assert!(v["wal_bytes"].as_u64().unwrap() > 0, "{v}");
     assert!(v["log_latch_acquisitions"].as_u64().unwrap() > 0, "{v}");
     assert!(stdout.contains("log latch: "), "{stdout}");
+    // SiloR's value log: no log options, the scheme recorded.
+    let out = dir.path().join("silor");
+    let stdout = tiny_run("tpcb", &["--scheme", "silor"], &out);
+    assert!(stdout.contains("scheme silor"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["config"]["scheme"], "silor");
 }
 
 #[test]
@@ -970,6 +977,46 @@ fn crash_test_under_aries_loses_nothing_and_the_tools_read_its_log() {
         let o = waypoint(&["check", d, "--scheme", "aries"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
+}
+
+/// `crash-test --scheme silor`: SIGKILL under the value log, TPC-C, no
+/// acknowledged commit lost; then `recover`, `verify` and `check` read
+/// the database as the scheme it records.
+#[test]
+fn crash_test_under_silor_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = dir.to_str().unwrap();
+    let o = waypoint(&[
+        "crash-test",
+        "tpcc",
+        "--scheme",
+        "silor",
+        "--cycles",
+        "2",
+        "--kill-after-ms",
+        "300..800",
+        "--dir",
+        d,
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("2 cycles, 0 failures"), "{stdout}");
+    let o = waypoint(&["recover", d, "--buffer", "64MiB"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = waypoint(&["verify", d, "--workload", "tpcc"]);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = waypoint(&["check", d, "--scheme", "silor"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// Voter and YCSB run through the same child, on a kept directory that

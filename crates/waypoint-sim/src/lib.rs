@@ -57,6 +57,18 @@ impl SeedResult {
     }
 }
 
+/// A memory-resident scheme's pool: it steals nothing, so the drawn
+/// small pools (meant to force steals) would only fill with changes.
+const SILOR_POOL_PAGES: usize = 4096;
+
+/// The buffer pool of `plan`, in pages.
+fn buffer_pages(plan: &Plan) -> usize {
+    match plan.scheme {
+        SchemeKind::Silor => plan.buffer_pages.max(SILOR_POOL_PAGES),
+        _ => plan.buffer_pages,
+    }
+}
+
 /// The engine's options for `plan` on `sim`.
 pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
     let log = PerWorkerOptions {
@@ -84,7 +96,7 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
     };
     Options {
         page_size: Some(plan::PAGE_SIZE),
-        buffer_pool_bytes: plan.buffer_pages * plan::PAGE_SIZE,
+        buffer_pool_bytes: buffer_pages(plan) * plan::PAGE_SIZE,
         storage: Some(Arc::new(sim.clone())),
         persistence,
         ..Options::default()
@@ -187,6 +199,9 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     if options_in.broken_commit_ack {
         if let Some(wal) = db.wal() {
             wal.set_broken_commit_ack_for_tests(true);
+        }
+        if let Some(silor) = db.silor() {
+            silor.set_broken_commit_ack_for_tests(true);
         }
     }
     #[cfg(feature = "testing")]

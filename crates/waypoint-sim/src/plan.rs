@@ -133,9 +133,11 @@ pub struct Plan {
     /// same reason.
     pub zero_fill: bool,
     /// The persistence scheme: `none` in one seed in eight, of the others
-    /// `aries` in one in four, else per-worker (the log options above are
-    /// drawn either way; `aries` takes them through
-    /// `CentralOptions::from_log`). Drawn last, for the same reason.
+    /// `aries` in one in four, of the rest `aether` in one in three, of
+    /// what remains `silor` in one in four, else per-worker (the log
+    /// options above are drawn either way; the central logs take them
+    /// through `CentralOptions::from_log`, `silor` ignores them). Drawn
+    /// last, for the same reason.
     pub scheme: SchemeKind,
 }
 
@@ -248,6 +250,9 @@ impl Plan {
         } else if rng.gen_ratio(1, 3) {
             // Drawn after aries, so the none and aries seeds stay.
             SchemeKind::Aether
+        } else if rng.gen_ratio(1, 4) {
+            // Drawn after aether, so the none, aries and aether seeds stay.
+            SchemeKind::Silor
         } else {
             SchemeKind::PerWorker
         };

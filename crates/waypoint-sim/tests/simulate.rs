@@ -241,6 +241,36 @@ fn the_simulator_reports_aries_commits_acknowledged_before_their_flush() {
     );
 }
 
+/// The `silor` scheme through the same crashes (power loss during the
+/// workload, the clean close and recovery): every acknowledged commit is
+/// recovered and the workload's invariants hold.
+#[test]
+fn silor_scheme_seeds_pass() {
+    let options = SimOptions {
+        scheme: Some(SchemeKind::Silor),
+        ..SimOptions::default()
+    };
+    assert_eq!(failures_within(&options, 40), 0);
+}
+
+/// With silor's commits acknowledged before pepoch covers their epoch, a
+/// power loss loses acknowledged commits; the simulator must see it.
+#[test]
+#[cfg(feature = "testing")]
+fn the_simulator_reports_silor_commits_acknowledged_before_pepoch() {
+    let options = SimOptions {
+        scheme: Some(SchemeKind::Silor),
+        workload: Some(Workload::Bank),
+        broken_commit_ack: true,
+        ..SimOptions::default()
+    };
+    let failed = failures_within(&options, 60);
+    assert!(
+        failed > 0,
+        "60 silor seeds acknowledging commits before pepoch all passed: the simulator cannot see it"
+    );
+}
+
 /// The `none` scheme through the same crashes: every reopen is refused as
 /// not recoverable or reads a clean close's state (the load's, or the
 /// workload's when the close got through).

@@ -223,8 +223,8 @@ impl Database {
             }
             let scheme = opening.recover(&ctx, &pool, repaired)?;
             let loaded = Catalog::load(&pool).and_then(|catalog| {
-                if scheme.indexes_need_rebuild() {
-                    for index in catalog.indexes.values() {
+                for name in scheme.indexes_to_rebuild() {
+                    if let Some(index) = catalog.indexes.get(name) {
                         index.stale.store(true, std::sync::atomic::Ordering::Release);
                     }
                 }
@@ -246,10 +246,11 @@ impl Database {
                 return Err(e);
             }
         };
+        let locks = LockTable::with_tids(scheme.orders_writes_by_tid());
         let shared = Arc::new(DbShared {
             pool,
             scheme,
-            locks: LockTable::new(),
+            locks,
             slots: SlotPool::new(),
             epoch,
             counters: Counters::default(),

@@ -20,6 +20,7 @@ pub use none::NoneScheme;
 pub(crate) use scheme::{OpenContext, Opening, Prepared, UncleanMark};
 pub use scheme::{PersistenceStats, Scheme, SchemeKind};
 
+
 use crate::btree::PageLog;
 use crate::error::{Error, Result};
 use crate::ids::Tid;
@@ -36,6 +37,12 @@ pub trait SessionLog: Send {
     fn before_epoch(&self) {}
     /// The transaction ended without `on_commit` (aborted or dropped).
     fn on_abort(&mut self) {}
+    /// Whether `on_commit` should see the secondary-index entries a
+    /// commit adds and removes (`CommitView::index_writes`): a scheme that
+    /// logs values and cannot run the extractors at recovery logs them.
+    fn wants_index_writes(&self) -> bool {
+        false
+    }
     /// A catalog change is about to be committed through this (system)
     /// log: a scheme that does not log pages logs it here.
     fn on_catalog_change(&mut self, _change: &CatalogChange) -> Result<()> {
@@ -89,6 +96,16 @@ pub struct WriteView<'a> {
     pub value: Option<&'a [u8]>,
 }
 
+/// A secondary-index entry a commit added (`present`) or removed; `index`
+/// is the index's id in the catalog (ids of tables and indexes are one
+/// space).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexWrite {
+    pub index: u32,
+    pub key: Vec<u8>,
+    pub present: bool,
+}
+
 /// A transaction's write set as a commit shows it, in (table, key) order.
 pub trait WriteSet {
     fn len(&self) -> usize;
@@ -122,6 +139,7 @@ pub struct CommitView<'a> {
     writes: &'a dyn WriteSet,
     depends_on: &'a [Tid],
     procedure: Option<ProcedureCall<'a>>,
+    index_writes: &'a [IndexWrite],
 }
 
 impl<'a> CommitView<'a> {
@@ -140,7 +158,23 @@ impl<'a> CommitView<'a> {
             writes,
             depends_on,
             procedure,
+            index_writes: &[],
         }
+    }
+
+    /// The index entries the commit changed, if the scheme asked for them
+    /// (`SessionLog::wants_index_writes`).
+    pub(crate) fn with_index_writes(self, index_writes: &'a [IndexWrite]) -> Self {
+        CommitView {
+            index_writes,
+            ..self
+        }
+    }
+
+    /// The secondary-index entries added and removed, when the session's
+    /// log asked for them (else empty).
+    pub fn index_writes(&self) -> &[IndexWrite] {
+        self.index_writes
     }
 
     /// A commit with no table writes (a read-only transaction, a catalog

@@ -253,11 +253,20 @@ pub trait Scheme: Send + Sync {
         Ok(())
     }
 
-    /// After the open's recovery: must every secondary index be rebuilt
-    /// from its table when its extractor is bound (`Database::open_index`),
-    /// because recovery restored the tables only?
-    fn indexes_need_rebuild(&self) -> bool {
+    /// Does recovery order the writes of one key by their TIDs alone (a
+    /// value log replayed in no common order)? Then a commit's TID also
+    /// exceeds every TID committed before under its keys' lock stripes,
+    /// deleted records' included (`LockTable::with_tids`).
+    fn orders_writes_by_tid(&self) -> bool {
         false
+    }
+
+    /// After the open's recovery: the secondary indexes recovery could not
+    /// fill (created since the last clean close by a scheme that logs
+    /// values: their first entries came from the extractor), rebuilt from
+    /// their tables when the extractor is bound (`Database::open_index`).
+    fn indexes_to_rebuild(&self) -> &[String] {
+        &[]
     }
 
     /// Clean close, once every dirty page is in the data file: make the

@@ -1,6 +1,8 @@
 //! The value log's entries (seed 002 §4.1): one per committed transaction,
 //! its TID and its write set as (table, key, value or tombstone), with no
-//! page ids and no before-images; and one per catalog change, with the
+//! page ids and no before-images, then the secondary-index entries it
+//! added or removed (as writes to the index's id: the extractors are code
+//! a recovery cannot run); and one per catalog change, with the
 //! epoch it was logged in. Framed by `logstore::frame` like every log
 //! record (docs/FORMAT.md, "Value log entries").
 //!
@@ -19,7 +21,7 @@
 use crate::ids::{LogPos, Tid};
 use crate::logstore::frame::{self, Frame};
 use crate::logstore::scan::Payloads;
-use crate::persist::{CatalogChange, WriteSet};
+use crate::persist::{CatalogChange, IndexWrite, WriteSet};
 
 const KIND_COMMIT: u8 = 1;
 const KIND_CATALOG: u8 = 2;
@@ -62,17 +64,21 @@ impl std::fmt::Display for DecodeError {
 }
 
 /// Append the framed commit entry of `tid` and `writes` to `out`, for a
-/// stream durable up to `watermark`.
-pub fn encode_commit(out: &mut Vec<u8>, watermark: LogPos, tid: Tid, writes: &dyn WriteSet) {
-    let start = frame::begin(out, watermark);
-    out.push(KIND_COMMIT);
-    frame::put_vint(out, tid.get());
-    frame::put_vint(out, writes.len() as u64);
-    writes.for_each(&mut |w| {
-        frame::put_vint(out, w.table as u64);
-        frame::put_vint(out, w.key.len() as u64);
-        out.extend_from_slice(w.key);
-        match w.value {
+/// stream durable up to `watermark`; the secondary-index entries it
+/// changed follow as writes to the index's id (an empty value, or a
+/// tombstone).
+pub fn encode_commit(
+    out: &mut Vec<u8>,
+    watermark: LogPos,
+    tid: Tid,
+    writes: &dyn WriteSet,
+    index_writes: &[IndexWrite],
+) {
+    fn put(out: &mut Vec<u8>, table: u32, key: &[u8], value: Option<&[u8]>) {
+        frame::put_vint(out, table as u64);
+        frame::put_vint(out, key.len() as u64);
+        out.extend_from_slice(key);
+        match value {
             None => out.push(0),
             Some(v) => {
                 out.push(1);
@@ -80,7 +86,15 @@ pub fn encode_commit(out: &mut Vec<u8>, watermark: LogPos, tid: Tid, writes: &dy
                 out.extend_from_slice(v);
             }
         }
-    });
+    }
+    let start = frame::begin(out, watermark);
+    out.push(KIND_COMMIT);
+    frame::put_vint(out, tid.get());
+    frame::put_vint(out, (writes.len() + index_writes.len()) as u64);
+    writes.for_each(&mut |w| put(out, w.table, w.key, w.value));
+    for w in index_writes {
+        put(out, w.index, &w.key, w.present.then_some(&[][..]));
+    }
     frame::seal(out, start);
 }
 

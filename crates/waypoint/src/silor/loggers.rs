@@ -235,14 +235,17 @@ impl Loggers {
     }
 
     /// Commits quiesced, before a clean close writes its first page: make
-    /// every logger durable, then record pepoch = the current epoch (no
-    /// commit can follow) with the closing flag.
-    pub fn seal_for_close(&self) -> Result<()> {
+    /// every logger durable and record pepoch = the current epoch (no
+    /// commit can follow), run `journal` (which makes the close's pages
+    /// durable elsewhere), then record the closing flag.
+    pub fn seal_for_close(&self, journal: impl FnOnce() -> Result<()>) -> Result<()> {
         self.check_healthy()?;
         let g = self.clock.current();
         for l in &self.loggers {
             l.stream.wait_durable(l.stream.appended())?;
         }
+        self.record(g, false)?;
+        journal()?;
         self.record(g, true)
     }
 

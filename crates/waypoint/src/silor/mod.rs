@@ -19,14 +19,15 @@
 //! every logged one (largest TID wins at the next replay).
 //!
 //! Catalog changes are logged as entries of their own, with their ids
-//! (replayed in log order before the values); secondary indexes are not
-//! logged: after a recovery every index is rebuilt from its table when
-//! its extractor is bound (`Database::open_index`; an index is readable
-//! only through that handle). A clean close first records pepoch with a
+//! (replayed in log order before the values); a commit's secondary-index
+//! entries are logged with its writes (recovery cannot run the
+//! extractors). An index created since the last clean close is rebuilt
+//! from its table when its extractor is bound (`Database::open_index`):
+//! its first entries, from `create_index`'s backfill, are not logged. A clean close first records pepoch with a
 //! closing flag, then writes every page, the superblock, and removes the
-//! logs. Not yet built: fuzzy checkpoints (so the logs grow until a clean
-//! close), and a crash inside the clean close's page writes, which leaves
-//! the database refused (`NotRecoverable`) rather than misread
+//! logs; its pages go to a journal first (`journal`), so a crash inside
+//! its page writes finishes the close at the next open. Not yet built:
+//! fuzzy checkpoints, so the logs grow until a clean close
 //! (docs/decisions/026-silor.md).
 //!
 //! Invariant: after a crash, the recovered state holds exactly the
@@ -34,6 +35,7 @@
 //! and every acknowledged commit is among them.
 
 mod entry;
+mod journal;
 mod loggers;
 mod options;
 mod pepoch;
@@ -118,17 +120,19 @@ pub(crate) fn open(ctx: &OpenContext<'_>, options: &SilorOptions) -> Result<Box<
             path: dir.join(pepoch::PEPOCH_FILE),
             detail: "the database was left open by the silor scheme, whose pepoch file says which logged commits count".into(),
         })?;
-        if state.closing {
-            // The clean close had begun writing pages: the data file is
-            // no longer the base the logs replay onto.
-            return Err(Error::NotRecoverable {
-                path: ctx.dir.join(crate::db::DATA_FILE),
-                scheme: SchemeKind::Silor,
-            });
-        }
         Some(state)
     } else {
         None
+    };
+    // A clean close that had journaled its pages may have begun writing
+    // them: the data file is no longer the base the logs replay onto, and
+    // the journal completes it instead (the logs then add nothing).
+    let (state, journal) = match state {
+        Some(s) if s.closing => {
+            let page_size = ctx.superblock.page_size as usize;
+            (None, Some(journal::read(ctx.storage.as_ref(), &dir, page_size)?))
+        }
+        other => (other, None),
     };
     let scanned = match &state {
         Some(s) => recovery::scan_logs(ctx.storage, &dir, s, ctx.recovery_threads)?,
@@ -139,6 +143,7 @@ pub(crate) fn open(ctx: &OpenContext<'_>, options: &SilorOptions) -> Result<Box<
         dir,
         state,
         scanned: Some(scanned),
+        journal,
         next: None,
     }))
 }
@@ -150,6 +155,8 @@ struct SilorOpening {
     /// was clean).
     state: Option<PepochState>,
     scanned: Option<recovery::Scanned>,
+    /// The pages of an interrupted clean close, to finish it with.
+    journal: Option<Vec<(u64, Vec<u8>)>>,
     /// The pepoch file `prepare` wrote for this run.
     next: Option<PepochState>,
 }
@@ -168,33 +175,48 @@ impl Opening for SilorOpening {
     fn prepare(&mut self, ctx: &OpenContext<'_>) -> Result<Prepared> {
         let storage = ctx.storage.as_ref();
         let mut sealed = Vec::new();
-        let mut newest = 0;
+        let found = recovery::generations(storage, &self.dir)?;
+        let newest = found
+            .iter()
+            .map(|(g, _)| *g)
+            .chain(self.state.as_ref().map(|s| s.generation))
+            .max()
+            .unwrap_or(0);
+        if let Some(pages) = &self.journal {
+            tracing::info!(
+                pages = pages.len(),
+                "finishing an interrupted clean close from its journal"
+            );
+            journal::apply(
+                ctx.data_file.as_ref(),
+                pages,
+                ctx.superblock.page_size as usize,
+            )?;
+        }
+        let mut obsolete: Vec<PathBuf> = Vec::new();
         match &self.state {
+            // Left by a clean close (finished, or just completed from its
+            // journal), or by another scheme: nothing here counts.
             None => {
-                // Left by a clean close that crashed before removing its
-                // logs, or by another scheme: nothing here counts.
-                if storage.exists(&self.dir) {
-                    storage.remove(&self.dir)?;
-                    storage.sync_dir(ctx.dir)?;
-                }
+                obsolete.extend(found.into_iter().map(|(_, p)| p));
+                obsolete.push(journal::path(&self.dir));
             }
             Some(state) => {
-                newest = state.generation;
-                for (g, path) in recovery::generations(storage, &self.dir)? {
-                    newest = newest.max(g);
+                // A journal the closing flag never vouched for.
+                obsolete.push(journal::path(&self.dir));
+                for (g, path) in found {
                     match state.bound(g) {
                         Some(bound) => sealed.push((g, bound)),
-                        None => {
-                            // Begun after the pepoch file last named a
-                            // generation: nothing in it was acknowledged.
-                            storage.remove(&path)?;
-                            storage.sync_dir(&self.dir)?;
-                        }
+                        // Begun after the pepoch file last named a
+                        // generation: nothing in it was acknowledged.
+                        None => obsolete.push(path),
                     }
                 }
             }
         }
         create_dir(storage, &self.dir)?;
+        // The new file first: until it replaces the old one, the old one
+        // (and what it names) must stay, so a crash here reopens as before.
         let next = PepochState {
             generation: newest + 1,
             pepoch: 0,
@@ -202,6 +224,12 @@ impl Opening for SilorOpening {
             closing: false,
         };
         pepoch::write(storage, &self.dir, &next)?;
+        for path in obsolete {
+            if storage.exists(&path) {
+                storage.remove(&path)?;
+                storage.sync_dir(&self.dir)?;
+            }
+        }
         self.next = Some(next);
         let max_epoch = self.scanned.as_ref().map_or(0, |s| s.max_epoch);
         ctx.epoch.raise_to(max_epoch + 1);
@@ -222,7 +250,11 @@ impl Opening for SilorOpening {
             what: "the silor scheme was recovered before it was prepared".into(),
         })?;
         let scanned = self.scanned.take().unwrap_or_default();
-        let recovered = self.state.is_some();
+        if let Some(pages) = &self.journal {
+            let end = pages.iter().map(|(pid, _)| pid + 1).max().unwrap_or(0);
+            pool.ensure_allocated(end);
+        }
+        let recovered = self.state.is_some() || self.journal.is_some();
         let report_base = RecoveryReport {
             partitions: self.options.loggers,
             segments: scanned.segments,
@@ -269,10 +301,11 @@ impl Opening for SilorOpening {
             next,
         )?;
         Ok(Arc::new(SilorScheme {
+            pool: Arc::clone(pool),
             loggers,
             floor: ctx.floor,
             report: recovered.then_some(report),
-            recovered_indexes: recovered && entries > 0,
+            stale_indexes: replayed.created_indexes.clone(),
             recovery: SilorStats {
                 checkpoint_load: Duration::ZERO,
                 log_replay: scan_time + replayed.time,
@@ -296,13 +329,15 @@ fn report_base_bytes(recovered: bool, report: &RecoveryReport) -> u64 {
 
 /// The open `silor` scheme.
 pub struct SilorScheme {
+    /// For the clean close's journal.
+    pool: Arc<BufferPool>,
     loggers: Arc<Loggers>,
     /// The log floor the database was opened with: no page GSN moves
     /// under this scheme, which logs no pages.
     floor: Gsn,
     report: Option<RecoveryReport>,
-    /// Recovery replayed entries: indexes must be rebuilt.
-    recovered_indexes: bool,
+    /// Indexes recovery created from the log, unfilled.
+    stale_indexes: Vec<String>,
     /// Recovery's part of the stats.
     recovery: SilorStats,
 }
@@ -366,11 +401,22 @@ impl Scheme for SilorScheme {
     fn stop_services(&self) {}
 
     fn before_clean_close_writes(&self) -> Result<()> {
-        self.loggers.seal_for_close()
+        self.loggers.seal_for_close(|| {
+            journal::write(
+                self.loggers.storage.as_ref(),
+                &self.loggers.dir,
+                &self.pool,
+            )
+            .map(|_| ())
+        })
     }
 
-    fn indexes_need_rebuild(&self) -> bool {
-        self.recovered_indexes
+    fn orders_writes_by_tid(&self) -> bool {
+        true
+    }
+
+    fn indexes_to_rebuild(&self) -> &[String] {
+        &self.stale_indexes
     }
 
     fn seal_for_clean_close(&self) -> Result<Gsn> {

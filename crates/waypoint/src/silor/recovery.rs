@@ -237,8 +237,11 @@ pub(super) fn scan_logs(
 }
 
 /// What the replay applied.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Replayed {
+    /// Indexes the replayed catalog changes created: their first entries
+    /// came from the extractor, so they are rebuilt when it is bound.
+    pub created_indexes: Vec<String>,
     pub keys_written: u64,
     pub keys_removed: u64,
     pub time: Duration,
@@ -267,13 +270,24 @@ fn apply_catalog(pool: &BufferPool, catalog: &mut Catalog, change: &CatalogChang
 pub(super) fn replay(pool: &BufferPool, scanned: Scanned, threads: usize) -> Result<Replayed> {
     let began = Instant::now();
     let mut catalog = Catalog::load(pool)?;
+    let mut created_indexes = Vec::new();
     for (_, change) in &scanned.catalog {
         apply_catalog(pool, &mut catalog, change)?;
+        match change {
+            CatalogChange::CreateIndex { name, .. } => created_indexes.push(name.clone()),
+            CatalogChange::DropIndex { name } => created_indexes.retain(|n| n != name),
+            CatalogChange::DropTable { .. } => {
+                created_indexes.retain(|n| catalog.indexes.contains_key(n))
+            }
+            CatalogChange::CreateTable { .. } => {}
+        }
     }
+    // Index entries are logged as writes to the index's id.
     let trees: HashMap<u32, BTree> = catalog
         .tables
         .values()
         .map(|t| (t.id, t.tree))
+        .chain(catalog.indexes.values().map(|i| (i.id, i.tree)))
         .collect();
     let winners: Vec<_> = scanned.winners.into_iter().collect();
     let threads = threads.clamp(1, winners.len().max(1));
@@ -325,7 +339,10 @@ pub(super) fn replay(pool: &BufferPool, scanned: Scanned, threads: usize) -> Res
             })
             .collect()
     });
-    let mut out = Replayed::default();
+    let mut out = Replayed {
+        created_indexes,
+        ..Replayed::default()
+    };
     for c in counts {
         let (w, r) = c?;
         out.keys_written += w;

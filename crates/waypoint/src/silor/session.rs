@@ -67,6 +67,10 @@ impl SessionLog for SilorSessionLog {
         &self.page_log
     }
 
+    fn wants_index_writes(&self) -> bool {
+        true
+    }
+
     fn before_epoch(&self) {
         self.loggers.publish(&self.active);
     }
@@ -85,7 +89,13 @@ impl SessionLog for SilorSessionLog {
             return Ok(());
         }
         let watermark = self.loggers.loggers[self.logger].stream.durable();
-        entry::encode_commit(&mut self.buf, watermark, tid, commit.writes());
+        entry::encode_commit(
+            &mut self.buf,
+            watermark,
+            tid,
+            commit.writes(),
+            commit.index_writes(),
+        );
         self.append(tid.epoch())?;
         self.pending = tid.epoch();
         Ok(())

@@ -34,7 +34,7 @@ fn entries_round_trip_through_frames() {
         table: "t".into(),
     };
     let mut buf = Vec::new();
-    entry::encode_commit(&mut buf, LogPos::ZERO, tid, &ws);
+    entry::encode_commit(&mut buf, LogPos::ZERO, tid, &ws, &[]);
     entry::encode_catalog(&mut buf, LogPos::ZERO, 8, &change);
     // Placed at their stream positions, as a stream appends them.
     crate::logstore::frame::place_at(&mut buf, LogPos::new(64));

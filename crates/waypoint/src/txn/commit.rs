@@ -15,7 +15,7 @@ use crate::btree::BTree;
 use crate::catalog;
 use crate::error::{Error, Result};
 use crate::ids::Tid;
-use crate::persist::{CommitView, DurableWait, WriteSet, WriteView};
+use crate::persist::{CommitView, DurableWait, IndexWrite, WriteSet, WriteView};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -244,7 +244,16 @@ impl Transaction<'_> {
         self.session.log.before_epoch();
         let epoch = db.epoch.current();
         max_seen = max_seen.max(self.validate(db, me, &locked)?);
+        let stripes = || self.writes.keys().map(|(t, k)| LockTable::stripe(*t, k));
+        if db.locks.keeps_tids() {
+            max_seen = max_seen.max(db.locks.last_tid(stripes()));
+        }
         let tid = next_tid(epoch, max_seen, self.session.last_tid, self.session.slot);
+        if db.locks.keeps_tids() {
+            db.locks.set_last_tid(stripes(), tid);
+        }
+        let log_index_writes = self.session.log.wants_index_writes();
+        let mut index_writes = Vec::new();
         // Install.
         for (key, w, current, index_changes, hint) in &plans {
             let tree = w.table.tree;
@@ -268,10 +277,24 @@ impl Transaction<'_> {
                     if let (Some((old_tid, _)), hint) = index.tree.get(pool, k, None)? {
                         undo.push(Undo::restore(index.tree, k, old_tid, &[]));
                         index.tree.remove(pool, log, k, hint)?;
+                        if log_index_writes {
+                            index_writes.push(IndexWrite {
+                                index: index.id,
+                                key: k.clone(),
+                                present: false,
+                            });
+                        }
                     }
                 }
                 if let Some(k) = new_key {
                     index.tree.update(pool, log, k, tid, &[], None)?;
+                    if log_index_writes {
+                        index_writes.push(IndexWrite {
+                            index: index.id,
+                            key: k.clone(),
+                            present: true,
+                        });
+                    }
                 }
             }
         }
@@ -283,7 +306,9 @@ impl Transaction<'_> {
         let writes = Writes(&self.writes);
         self.session
             .log
-            .on_commit(&CommitView::new(tid, &writes, &observed, None))?;
+            .on_commit(
+                &CommitView::new(tid, &writes, &observed, None).with_index_writes(&index_writes),
+            )?;
         self.session.last_tid = tid;
         Ok(tid)
     }

@@ -19,7 +19,8 @@
 
 use crate::buffer::latch::Backoff;
 use std::num::NonZeroU16;
-use std::sync::atomic::{AtomicU16, Ordering};
+use crate::ids::Tid;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
 const STRIPE_BITS: u32 = 20;
 
@@ -46,14 +47,56 @@ impl LockOwner {
 
 pub(crate) struct LockTable {
     stripes: Box<[AtomicU16]>,
+    /// Per stripe, the largest TID committed under it, for a scheme that
+    /// orders the writes of a key by TID alone (`silor`): a delete
+    /// removes the record, and with it the TID an insert after it would
+    /// otherwise exceed. Empty when not asked for.
+    last_tids: Box<[AtomicU64]>,
 }
 
 impl LockTable {
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
+        Self::with_tids(false)
+    }
+
+    /// A lock table that also keeps each stripe's last TID if `tids`.
+    pub(crate) fn with_tids(tids: bool) -> Self {
         LockTable {
             stripes: (0..1usize << STRIPE_BITS)
                 .map(|_| AtomicU16::new(0))
                 .collect(),
+            last_tids: if tids {
+                (0..1usize << STRIPE_BITS)
+                    .map(|_| AtomicU64::new(0))
+                    .collect()
+            } else {
+                Box::new([])
+            },
+        }
+    }
+
+    pub(crate) fn keeps_tids(&self) -> bool {
+        !self.last_tids.is_empty()
+    }
+
+    /// The largest TID committed under any of `stripes` (held by the
+    /// caller).
+    pub(crate) fn last_tid(&self, stripes: impl Iterator<Item = u32>) -> Tid {
+        let max = stripes
+            .filter_map(|s| self.last_tids.get(s as usize))
+            .map(|t| t.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0);
+        Tid::new(max)
+    }
+
+    /// Record `tid` as committed under `stripes` (held by the caller).
+    pub(crate) fn set_last_tid(&self, stripes: impl Iterator<Item = u32>, tid: Tid) {
+        for s in stripes {
+            if let Some(t) = self.last_tids.get(s as usize) {
+                t.fetch_max(tid.get(), Ordering::AcqRel);
+            }
         }
     }
 

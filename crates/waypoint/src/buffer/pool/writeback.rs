@@ -205,6 +205,38 @@ impl BufferPool {
         }
     }
 
+    /// Hand `sink` a sealed copy of every dirty page, without writing or
+    /// cleaning any: a scheme that must make the clean close's writes
+    /// atomic journals them first (`silor`). Commits must be quiesced.
+    pub fn for_each_dirty_page(
+        &self,
+        sink: &mut dyn FnMut(PageId, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.check_healthy()?;
+        let mut copy = AlignedBuf::zeroed(self.page_size);
+        for (idx, frame) in self.frames.iter().enumerate() {
+            if !frame.dirty.load(Ordering::Acquire) {
+                continue;
+            }
+            frame.latch.shared();
+            let pid = frame.page_id.load(Ordering::Acquire);
+            let dirty = pid != NO_PAGE && frame.dirty.load(Ordering::Acquire);
+            if dirty {
+                // SAFETY: the shared latch excludes writers for the copy.
+                let src = unsafe {
+                    std::slice::from_raw_parts(self.frame_data(idx as u32), self.page_size)
+                };
+                copy.as_mut_slice().copy_from_slice(src);
+            }
+            frame.latch.unlock_shared();
+            if dirty {
+                page::seal(copy.as_mut_slice());
+                sink(pid, copy.as_slice())?;
+            }
+        }
+        Ok(())
+    }
+
     /// One checkpoint increment's writes (seed 000 §3.4): every page that
     /// is dirty in buffer shard `shard` of `shards` (the frames whose index
     /// is `shard` modulo `shards`) when the call starts reaches the data
