@@ -541,6 +541,16 @@ fn the_scheme_is_chosen_by_flag_or_config_and_reported() {
     assert!(v["wal_bytes"].as_u64().unwrap() > 0, "{v}");
     assert!(v["log_latch_acquisitions"].as_u64().unwrap() > 0, "{v}");
     assert!(stdout.contains("log latch: "), "{stdout}");
+    // The same log with the consolidation array.
+    let out = dir.path().join("aether");
+    let stdout = tiny_run("tpcb", &["--scheme", "aether"], &out);
+    assert!(stdout.contains("scheme aether, commit group"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["config"]["scheme"], "aether");
+    assert!(v["wal_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["log_group_size"].as_f64().unwrap() >= 1.0, "{v}");
+    assert!(stdout.contains("consolidation array: "), "{stdout}");
     // SiloR's value log: no log options, the scheme recorded.
     let out = dir.path().join("silor");
     let stdout = tiny_run("tpcb", &["--scheme", "silor"], &out);
@@ -937,6 +947,16 @@ fn crash_test_tpcb_and_tpcc_two_cycles_pass() {
 /// `inspect` read the database as the scheme it records (aries).
 #[test]
 fn crash_test_under_aries_loses_nothing_and_the_tools_read_its_log() {
+    crash_test_under_a_central_log("aries");
+}
+
+/// The same under `aether` (the central log with a consolidation array).
+#[test]
+fn crash_test_under_aether_loses_nothing_and_the_tools_read_its_log() {
+    crash_test_under_a_central_log("aether");
+}
+
+fn crash_test_under_a_central_log(scheme: &str) {
     for (workload, kill) in [("tpcb", "100..300"), ("tpcc", "300..800")] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
@@ -945,7 +965,7 @@ fn crash_test_under_aries_loses_nothing_and_the_tools_read_its_log() {
             "crash-test",
             workload,
             "--scheme",
-            "aries",
+            scheme,
             "--cycles",
             "2",
             "--kill-after-ms",
@@ -974,7 +994,7 @@ fn crash_test_under_aries_loses_nothing_and_the_tools_read_its_log() {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
-        let o = waypoint(&["check", d, "--scheme", "aries"]);
+        let o = waypoint(&["check", d, "--scheme", scheme]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
 }

@@ -9,12 +9,17 @@
 //! compensation records). The log manager runs in central mode
 //! (`wal::log::Partitioning::Central`): every session slot maps to
 //! partition 0, and the LSN is that partition's GSN. This folder holds
-//! only what is the central log's own: its options, its latch and the
-//! open that puts them together.
+//! only what is the central log's own: its options, its latch, the open
+//! that puts them together, and `consolidation`, the `aether` scheme's
+//! consolidation array (Johnson et al., PVLDB 2010: only a group's leader
+//! takes the latch, members fill their records in outside it, and commits
+//! are flushed by the log's writer, never by their session;
+//! docs/decisions/027).
 //!
-//! Invariant: records are in the log in LSN order (reserved and appended
-//! under [`LogLatch`]); a commit is acknowledged once the log is durable
-//! up to its commit record, which covers every record it depends on.
+//! Invariant: records are in the log in LSN order (reserved, and for
+//! `aries` appended, under [`LogLatch`]); a commit is acknowledged once
+//! the log is durable up to its commit record, which covers every record
+//! it depends on.
 
 mod consolidation;
 mod latch;

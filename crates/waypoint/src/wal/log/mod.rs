@@ -21,6 +21,8 @@
 //! latch, so GSNs are the log's LSNs, in log order, and everything above
 //! (the GSN protocol, the WAL rule, page-GSN redo, the checkpointer)
 //! works unchanged. The per-slot mode pays one predictable branch for it.
+//! The `aether` scheme adds a consolidation array to the central mode
+//! (`crate::central::Consolidation`, docs/decisions/027).
 //!
 //! Invariants: no record gets a GSN at or below the log floor the manager
 //! was opened with (recovery would ignore it); WAL rule (DESIGN.md

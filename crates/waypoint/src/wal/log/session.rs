@@ -9,7 +9,10 @@
 //! In central mode every session appends to the one partition: the GSN
 //! reservation and the append happen under the log's latch
 //! ([`WalSessionLog::latch`]), so the log is in GSN order, and a page's
-//! last writer is the partition, never "remote".
+//! last writer is the partition, never "remote". With a consolidation
+//! array (`aether`), a group's leader reserves under the latch and each
+//! session encodes and fills its records outside it
+//! ([`WalSessionLog::log_records`] is the one append path of all three).
 //!
 //! Invariant: a page's GSN and last writer are stamped with the page still
 //! latched, right after its record was appended, so the WAL rule keeps a
