@@ -73,7 +73,7 @@ mod sync;
 pub use buffer::page::DEFAULT_PAGE_SIZE;
 pub use buffer::PoolStats;
 pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
-pub use central::{CentralOptions, LatchStats};
+pub use central::{CentralOptions, ConsolidationStats, LatchStats};
 pub use checkpoint::{CheckpointMode, CheckpointStats};
 pub use db::{Database, Options, Persistence, Stats, DATA_FILE};
 pub use error::{Error, IoOp, Result};

@@ -40,7 +40,7 @@ pub const NOT_YET: &[(&str, &str, &str)] = &[
     (
         "silor",
         "seed 002: SiloR value logging, epochs and parallel recovery",
-        "the SiloR value-logging scheme",
+        "the silor scheme's fuzzy checkpoints (its value logs, epochs and recovery are built)",
     ),
     (
         "decoupled",
