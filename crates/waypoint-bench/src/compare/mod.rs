@@ -30,7 +30,7 @@ pub mod runner;
 use crate::driver::DriverConfig;
 use crate::error::{BenchError, BenchResult};
 use crate::peers::drive::PeerWorkload;
-use crate::peers::{Durability, PeerKind};
+use crate::peers::{Durability, Peer};
 use crate::tpcb::{Tpcb, TpcbConfig};
 use crate::tpcc::{Tpcc, TpccConfig};
 use crate::workload::Workload;
@@ -162,7 +162,7 @@ impl WorkloadSpec {
 /// one transaction at a time, instead of the driver.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct PeerSpec {
-    pub engine: PeerKind,
+    pub engine: Peer,
     pub durability: Durability,
 }
 

@@ -17,11 +17,12 @@ use super::{Baseline, Experiment, Figure, Metric, PeerSpec, RunSpec, Settings, W
 use crate::driver::DriverConfig;
 use crate::error::{BenchError, BenchResult};
 use crate::peers::external::External;
-use crate::peers::{Durability, PeerKind};
+use crate::peers::{Durability, Peer, PeerKind};
 use crate::ycsb::KeyDistribution;
 
 pub const REPRODUCES: &str =
-    "issue 31's peers: YCSB A/B/C/F and TPC-B on waypoint, SQLite and RocksDB at equal durability";
+    "issue 31's peers: YCSB A/B/C/F and TPC-B on waypoint, SQLite and RocksDB at equal durability, \
+     with PostgreSQL (pgbench) and Redis (redis-benchmark) where installed";
 
 /// The workloads, numbered as the runs' x (a relaxed run adds 10).
 fn workloads(s: &Settings, workers: usize) -> Vec<WorkloadSpec> {
@@ -48,38 +49,54 @@ fn workloads(s: &Settings, workers: usize) -> Vec<WorkloadSpec> {
     w
 }
 
+/// The peers that run: the engines in this process and the servers.
+struct Chosen {
+    engines: Vec<PeerKind>,
+    servers: Vec<External>,
+}
+
 /// Which peers run: `--peers` (each must be there, or its line is the
 /// error), or every one that is (the others' lines become notes).
-fn choose(s: &Settings, notes: &mut Vec<String>) -> BenchResult<Vec<PeerKind>> {
+fn choose(s: &Settings, notes: &mut Vec<String>) -> BenchResult<Chosen> {
     let all: Vec<&str> = PeerKind::ALL
         .iter()
         .map(|p| p.name())
         .chain(External::ALL.iter().map(|e| e.name()))
         .collect();
     let Some(asked) = &s.peers else {
-        let mut engines = Vec::new();
+        let mut chosen = Chosen {
+            engines: Vec::new(),
+            servers: Vec::new(),
+        };
         for p in PeerKind::ALL {
             match p.built() {
-                Ok(()) => engines.push(p),
+                Ok(()) => chosen.engines.push(p),
                 Err(line) => notes.push(format!("Skipped {line}.")),
             }
         }
         for e in External::ALL {
-            if let Err(line) = e.probe() {
-                notes.push(format!("Skipped {line}."));
+            match e.probe() {
+                Ok(_) => chosen.servers.push(e),
+                Err(line) => notes.push(format!("Skipped {line}.")),
             }
         }
-        return Ok(engines);
+        return Ok(chosen);
     };
-    let mut engines = vec![PeerKind::Waypoint];
+    let mut chosen = Chosen {
+        engines: vec![PeerKind::Waypoint],
+        servers: Vec::new(),
+    };
     for name in asked {
         if let Some(p) = PeerKind::ALL.iter().find(|p| p.name() == name) {
             p.built().map_err(BenchError::Peer)?;
-            if !engines.contains(p) {
-                engines.push(*p);
+            if !chosen.engines.contains(p) {
+                chosen.engines.push(*p);
             }
         } else if let Some(e) = External::ALL.iter().find(|e| e.name() == name) {
             e.probe().map_err(BenchError::Peer)?;
+            if !chosen.servers.contains(e) {
+                chosen.servers.push(*e);
+            }
         } else {
             return Err(BenchError::Config(format!(
                 "unknown peer {name:?}; available: {}",
@@ -87,12 +104,31 @@ fn choose(s: &Settings, notes: &mut Vec<String>) -> BenchResult<Vec<PeerKind>> {
             )));
         }
     }
-    Ok(engines)
+    Ok(chosen)
+}
+
+/// The workload a server's own benchmark stands beside: pgbench's TPC-B
+/// beside TPC-B, redis-benchmark's SET/GET beside the first YCSB-A
+/// (uniform keys where there is one: redis-benchmark draws keys
+/// uniformly).
+fn server_workload(server: External, workloads: &[WorkloadSpec]) -> Option<usize> {
+    let ycsb_a = |uniform: bool| {
+        workloads.iter().position(|w| {
+            matches!(w, WorkloadSpec::Ycsb { preset: 'a', distribution, .. }
+                if !uniform || *distribution == KeyDistribution::Uniform)
+        })
+    };
+    match server {
+        External::Postgres => workloads
+            .iter()
+            .position(|w| matches!(w, WorkloadSpec::Tpcb { .. })),
+        External::Redis => ycsb_a(true).or_else(|| ycsb_a(false)),
+    }
 }
 
 pub fn build(s: &Settings, workers: usize, base: DriverConfig) -> BenchResult<Experiment> {
     let mut notes = Vec::new();
-    let engines = choose(s, &mut notes)?;
+    let Chosen { engines, servers } = choose(s, &mut notes)?;
     let workloads = workloads(s, workers);
     let mut runs = Vec::new();
     for (i, w) in workloads.iter().enumerate() {
@@ -103,7 +139,11 @@ pub fn build(s: &Settings, workers: usize, base: DriverConfig) -> BenchResult<Ex
                 } else {
                     0.0
                 };
-            for &engine in &engines {
+            let here = servers
+                .iter()
+                .filter(|&&server| server_workload(server, &workloads) == Some(i))
+                .map(|&server| Peer::Server(server));
+            for engine in engines.iter().map(|&e| Peer::Engine(e)).chain(here) {
                 runs.push(RunSpec {
                     label: format!("{} {}, {}", engine.name(), durability.name(), w.describe()),
                     series: engine.name().into(),
@@ -135,6 +175,17 @@ pub fn build(s: &Settings, workers: usize, base: DriverConfig) -> BenchResult<Ex
          (`in_flight` in results.json), which the peers have no counterpart of."
             .into(),
     );
+    if !servers.is_empty() {
+        notes.push(
+            "The servers run their own benchmark programs, not the shared workload code: PostgreSQL runs \
+             pgbench's TPC-B (100,000 accounts per branch, its own schema and statements) beside the TPC-B rows, \
+             on a private cluster with a unix socket; Redis runs redis-benchmark's SET for half the time and GET \
+             for the other half, on random keys among the record count, beside the YCSB-A rows (a 50/50 mix in \
+             aggregate; its latencies are SET's). Both are a process boundary and a protocol away from their \
+             clients, which the in-process engines are not."
+                .into(),
+        );
+    }
     notes.push(
         "Each row's durability is the engine's own line, below; `relaxed` means something different per \
          engine (SQLite and RocksDB keep a process crash's commits, waypoint's `async` does not)."
@@ -144,7 +195,7 @@ pub fn build(s: &Settings, workers: usize, base: DriverConfig) -> BenchResult<Ex
         name: "peers",
         reproduces: REPRODUCES,
         why: format!(
-            "The workloads ({}) on waypoint and the peers built into this binary ({}), {workers} client \
+            "The workloads ({}) on waypoint and the peers this binary and machine have ({}), {workers} client \
              threads each, durable (commits synced to the log) and relaxed (the engine's unsynced mode): where \
              waypoint stands against the stores a user would otherwise pick. x: the workload's number, +10 for \
              the relaxed runs.",
@@ -156,6 +207,7 @@ pub fn build(s: &Settings, workers: usize, base: DriverConfig) -> BenchResult<Ex
             engines
                 .iter()
                 .map(|e| e.name())
+                .chain(servers.iter().map(|e| e.name()))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -195,7 +247,13 @@ pub fn checkpoint_dips(
 ) -> BenchResult<Experiment> {
     use waypoint::{CheckpointMode, CommitProtocol, SchemeKind};
     let mut notes = Vec::new();
-    let engines = choose(s, &mut notes)?;
+    let Chosen { engines, servers } = choose(s, &mut notes)?;
+    for server in servers {
+        notes.push(format!(
+            "{} is not in this experiment: its benchmark program reports no per-second throughput.",
+            server.name()
+        ));
+    }
     let limit_mib: u64 = if s.quick { 1 } else { 64 };
     let workload = WorkloadSpec::Ycsb {
         preset: 'a',
@@ -255,7 +313,7 @@ pub fn checkpoint_dips(
             crash: None,
             buffer_of_data: None,
             peer: Some(PeerSpec {
-                engine,
+                engine: Peer::Engine(engine),
                 durability: Durability::Durable,
             }),
         });

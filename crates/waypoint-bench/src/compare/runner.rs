@@ -15,11 +15,12 @@
 
 use super::perf;
 use super::results::{Measurement, Results, RunResult, Second};
-use super::{Experiment, Metric, PeerSpec, RunSpec, Settings};
+use super::{Experiment, Metric, PeerSpec, RunSpec, Settings, WorkloadSpec};
 use crate::driver::{self, DriverConfig};
 use crate::error::{BenchError, BenchResult};
 use crate::metrics::{dir_bytes, Sample};
-use crate::peers::{self, PeerKind};
+use crate::peers::external::{self, External};
+use crate::peers::{self, Peer, PeerKind};
 use crate::summary::{RecoverySummary, Steadiness, Summary};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -281,7 +282,7 @@ fn run_config(r: &RunSpec) -> serde_json::Value {
         c["scheme"] = peer.engine.name().into();
         c["durability"] = peer.durability.name().into();
         c["in_flight"] = 1.into();
-        if peer.engine != PeerKind::Waypoint {
+        if peer.engine != Peer::Engine(PeerKind::Waypoint) {
             c["commit"] = "–".into();
             c["checkpoint"] = "–".into();
         }
@@ -471,14 +472,12 @@ fn measure_peer(
         interrupt: Some(hooks.interrupt.clone()),
         ..spec.driver.clone()
     };
+    let kind = match peer.engine {
+        Peer::Engine(kind) => kind,
+        Peer::Server(server) => return measure_server(spec, server, peer, &config, hooks),
+    };
     let workload = spec.workload.peer_workload()?;
-    let engine = peers::open(
-        peer.engine,
-        peer.durability,
-        dir,
-        workload.tables(),
-        &config,
-    )?;
+    let engine = peers::open(kind, peer.durability, dir, workload.tables(), &config)?;
     let out = peers::drive::run(engine, &workload, &config, &|_| {})?;
     if hooks.interrupt.load(Ordering::Relaxed) {
         return Ok(None);
@@ -512,6 +511,49 @@ fn measure_peer(
     if experiment.over_time {
         m.seconds = seconds_of(&out.series);
     }
+    Ok(Some(m))
+}
+
+/// A run on a server peer through its own benchmark program; None if
+/// interrupted while it ran.
+fn measure_server(
+    spec: &RunSpec,
+    server: External,
+    peer: PeerSpec,
+    config: &DriverConfig,
+    hooks: &Hooks<'_>,
+) -> BenchResult<Option<Measurement>> {
+    let programs = server.probe().map_err(BenchError::Peer)?;
+    let dir = config.dir.as_deref().expect("a peer run has its directory");
+    let out = match (server, spec.workload) {
+        (External::Postgres, WorkloadSpec::Tpcb { branches, .. }) => {
+            external::postgres::run(&programs, peer.durability, dir, branches, config)?
+        }
+        (External::Redis, WorkloadSpec::Ycsb { records, .. }) => {
+            let value_size = spec.workload.ycsb_config()?.map_or(100, |c| c.value_size);
+            external::redis::run(&programs, peer.durability, dir, records, value_size, config)?
+        }
+        (server, workload) => {
+            return Err(BenchError::Config(format!(
+                "{}: runs no {} workload",
+                server.name(),
+                workload.name()
+            )))
+        }
+    };
+    if hooks.interrupt.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let mut m = Measurement::default();
+    m.set(Metric::TxnPerSec, out.per_sec);
+    m.set(Metric::AbortPct, out.abort_pct);
+    if let Some(p50) = out.latency_p50_us {
+        m.set(Metric::LatencyP50Us, p50);
+    }
+    if let Some(p99) = out.latency_p99_us {
+        m.set(Metric::LatencyP99Us, p99);
+    }
+    m.durability = Some(out.durability);
     Ok(Some(m))
 }
 

@@ -5,8 +5,9 @@
 //! waypoint through its public API ([`waypoint_kv`]), SQLite (feature
 //! `sqlite`, [`sqlite`]) and RocksDB (feature `rocksdb`, [`rocks`]);
 //! [`drive`] runs YCSB and TPC-B through it with the driver's counters
-//! and per-second sampling; [`external`] runs PostgreSQL's `pgbench` and
-//! `redis-benchmark` as processes where they are installed.
+//! and per-second sampling; [`external`] starts PostgreSQL and Redis
+//! servers where they are installed and runs `pgbench` and
+//! `redis-benchmark` against them.
 //!
 //! Invariant: every engine states the durability it gave
 //! ([`KvEngine::durability`]), and a run counts a transaction only once
@@ -106,6 +107,24 @@ impl PeerKind {
                 "{}: not built into this binary (build with `--features {feature}`: see the README)",
                 self.name()
             ))
+        }
+    }
+}
+
+/// A peer of a `compare` run: an engine in this process, or a server
+/// run by its own benchmark program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Peer {
+    Engine(PeerKind),
+    Server(external::External),
+}
+
+impl Peer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Engine(kind) => kind.name(),
+            Peer::Server(server) => server.name(),
         }
     }
 }
