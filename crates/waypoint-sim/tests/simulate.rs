@@ -162,6 +162,8 @@ fn the_simulator_reports_lost_async_tpcc_commits() {
     waypoint_sim::capture_panics();
     let options = SimOptions {
         workload: Some(Workload::Tpcc),
+        // Pinned: the seeds drawn for other schemes cannot show it.
+        scheme: Some(SchemeKind::PerWorker),
         unsafe_async: true,
         ..SimOptions::default()
     };
@@ -183,6 +185,7 @@ fn the_simulator_reports_lost_async_tpcc_commits() {
 fn the_simulator_reports_lost_async_commits() {
     let options = SimOptions {
         workload: Some(Workload::Bank),
+        scheme: Some(SchemeKind::PerWorker),
         unsafe_async: true,
         ..SimOptions::default()
     };
@@ -201,6 +204,8 @@ fn the_simulator_reports_lost_async_commits() {
 fn the_simulator_reports_a_broken_rfa_check() {
     let options = SimOptions {
         workload: Some(Workload::Bank),
+        // RFA exists only in the per-worker scheme.
+        scheme: Some(SchemeKind::PerWorker),
         broken_rfa: true,
         ..SimOptions::default()
     };
