@@ -378,6 +378,96 @@ fn a_database_too_large_for_its_pool_fails_writes_with_memory_full() {
     db.close().unwrap();
 }
 
+/// A transaction that runs into `MemoryFull` after some of its writes
+/// leaves nothing of itself: the rows it updated keep their values, its
+/// inserts are absent, the integrity check holds, later writes are
+/// refused the same way, and a crash reopens exactly the acknowledged
+/// state.
+#[test]
+fn a_transaction_refused_with_memory_full_midway_leaves_nothing() {
+    let sim = SimStorage::new(4);
+    let db = Database::open(DIR, silor(&sim, 1, 48)).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut s = db.session();
+    for k in 0u32..20 {
+        let mut tx = s.begin().unwrap();
+        tx.insert(&t, &k.to_be_bytes(), &[1u8; 100]).unwrap();
+        tx.commit().unwrap();
+    }
+    // Each transaction updates the 20 rows, then inserts 20 large rows:
+    // the pool fills during some transaction's inserts, after its updates.
+    let mut next = 1_000u32;
+    let mut committed = 0u32;
+    let (err, done) = loop {
+        let mut tx = s.begin().unwrap();
+        let mut done = 0;
+        let mut body = || -> Result<(), Error> {
+            for k in 0u32..20 {
+                tx.update(&t, &k.to_be_bytes(), &[2 + (committed % 200) as u8; 100])?;
+                done += 1;
+            }
+            for k in next..next + 20 {
+                tx.insert(&t, &k.to_be_bytes(), &[9u8; 600])?;
+                done += 1;
+            }
+            Ok(())
+        };
+        match body().and_then(|()| tx.commit().map(|_| ())) {
+            Ok(()) => {
+                committed += 1;
+                next += 20;
+            }
+            Err(e) => break (e, done),
+        }
+        assert!(committed < 10_000, "the pool never filled");
+    };
+    assert!(matches!(err, Error::MemoryFull { .. }), "{err:?}");
+    assert!(
+        committed > 0 && done >= 20,
+        "refused after {done} writes, {committed} commits"
+    );
+    let last = if committed == 0 {
+        1
+    } else {
+        2 + ((committed - 1) % 200) as u8
+    };
+    let expect = |db: &Database| {
+        let t = db.table("t").unwrap();
+        let mut s = db.session();
+        let mut tx = s.begin().unwrap();
+        let rows = tx.scan(&t, .., usize::MAX).unwrap();
+        assert_eq!(rows.len(), 20 + 20 * committed as usize);
+        for k in 0u32..20 {
+            assert_eq!(
+                tx.get(&t, &k.to_be_bytes()).unwrap().unwrap(),
+                vec![last; 100]
+            );
+        }
+        assert!(tx.get(&t, &next.to_be_bytes()).unwrap().is_none());
+    };
+    expect(&db);
+    db.check_integrity().unwrap();
+    // Until it is reopened, the database takes no more writes, even one
+    // that would fit in its page (the pool's documented rule), and
+    // refusing one changes nothing.
+    let mut tx = s.begin().unwrap();
+    let refused = tx
+        .update(&t, &0u32.to_be_bytes(), &[0u8; 100])
+        .and_then(|_| tx.commit().map(|_| ()));
+    assert!(
+        matches!(refused, Err(Error::MemoryFull { .. })),
+        "{refused:?}"
+    );
+    expect(&db);
+    drop((s, t));
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::DropAll);
+    let db = Database::open(DIR, silor(&sim, 1, 4096)).unwrap();
+    expect(&db);
+    db.check_integrity().unwrap();
+    db.close().unwrap();
+}
+
 /// Power loss at every point of a clean close (after a crash, so older
 /// generations are on disk too): the close's pages are journaled before
 /// the first is written in place, so the reopen finds the closed state or
