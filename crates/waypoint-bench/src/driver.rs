@@ -306,7 +306,7 @@ pub fn check_dir(dir: &std::path::Path) -> BenchResult<()> {
 /// did if an existing database needed it.
 fn open(
     config: &DriverConfig,
-) -> BenchResult<(Database, Option<tempfile::TempDir>, Option<RecoverySummary>)> {
+) -> BenchResult<(Option<tempfile::TempDir>, Database, Option<RecoverySummary>)> {
     let (dir, tmp) = match &config.dir {
         Some(d) => (d.clone(), None),
         None => {
@@ -326,7 +326,7 @@ fn open(
         .recovery_report()
         .filter(|r| exists && RecoverySummary::needed(r))
         .map(|r| RecoverySummary::of(r, t0.elapsed()));
-    Ok((db, tmp, recovery))
+    Ok((tmp, db, recovery))
 }
 
 /// Load (or check) the workload's data, run it, verify, close cleanly, and
@@ -341,7 +341,9 @@ pub fn run(
 ) -> BenchResult<RunOutput> {
     config.validate()?;
     workload.validate(config.page_size)?;
-    let (db, _tmp, recovery) = open(config)?;
+    // `_tmp` first: bindings drop in reverse, so a database left open by
+    // an error closes before its temporary directory is removed.
+    let (_tmp, db, recovery) = open(config)?;
     let t0 = Instant::now();
     let loaded = workload.setup(&db, config.workers)?;
     let load_seconds = t0.elapsed().as_secs_f64();

@@ -225,6 +225,21 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // The engine's warnings (a log disk too small for the WAL limit, a
+    // file system without O_DIRECT, a torn page restored, a pool full of
+    // pages kept in memory) reach the user on stderr; `WAYPOINT_LOG`
+    // (`info`, `waypoint=debug`, `off`, ...) changes the level. The
+    // simulator sets up its own: its seeds inject faults on purpose.
+    if !matches!(cli.command, Command::Simulate(_)) {
+        let filter = tracing_subscriber::EnvFilter::try_from_env("WAYPOINT_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_target(false)
+            .try_init();
+    }
     let result = match cli.command {
         Command::Bench(args) => bench(*args),
         Command::Compare(args) => compare::run(args),
