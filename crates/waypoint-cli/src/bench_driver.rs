@@ -72,7 +72,12 @@ fn tpcc(args: &BenchArgs, seed: u64) -> Result<Tpcc> {
         scale_down: args.tpcc_scale_down.unwrap_or(1),
         ..TpccConfig::new(warehouses)
     };
-    Ok(Tpcc::new(config, seed))
+    let tpcc = Tpcc::new(config, seed);
+    Ok(if args.no_remote {
+        tpcc.without_remote()
+    } else {
+        tpcc
+    })
 }
 
 fn ycsb(args: &BenchArgs) -> Result<Ycsb> {

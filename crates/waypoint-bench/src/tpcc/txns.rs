@@ -69,6 +69,9 @@ pub struct Inputs {
     customers: u32,
     last_names: u32,
     c: NuConstants,
+    /// Remote order lines and payments as the spec draws them; false:
+    /// always the home warehouse ([`super::Tpcc::without_remote`]).
+    pub remote: bool,
 }
 
 impl Inputs {
@@ -81,6 +84,7 @@ impl Inputs {
             customers: config.customers_per_district(),
             last_names: config.last_names(),
             c,
+            remote: true,
         }
     }
 
@@ -135,8 +139,15 @@ impl Inputs {
                 } else {
                     nurand(&mut self.rng, 8191, self.c.ol_i_id, 1, self.items)
                 };
+                // Drawn in both modes, so that they see the same items,
+                // quantities and customers.
                 let supply_w = if self.warehouses > 1 && self.rng.gen_range(0..100) == 0 {
-                    self.remote_warehouse()
+                    let remote = self.remote_warehouse();
+                    if self.remote {
+                        remote
+                    } else {
+                        self.home
+                    }
                 } else {
                     self.home
                 };
@@ -158,7 +169,12 @@ impl Inputs {
     pub(crate) fn payment(&mut self) -> PaymentInput {
         let d = self.district();
         let (c_w, c_d) = if self.warehouses > 1 && self.rng.gen_range(0..100) < 15 {
-            (self.remote_warehouse(), self.district())
+            let remote = (self.remote_warehouse(), self.district());
+            if self.remote {
+                remote
+            } else {
+                (self.home, d)
+            }
         } else {
             (self.home, d)
         };
@@ -223,7 +239,7 @@ pub enum Effect {
 
 /// One terminal: a home warehouse, and for Stock-Level a fixed district.
 pub struct TpccWorker<'a> {
-    inputs: Inputs,
+    pub(crate) inputs: Inputs,
     t: &'a Tables,
     sl_district: u8,
     /// History keys of this worker: `[source][seq]`.
@@ -666,6 +682,32 @@ mod tests {
         assert!((59.0..61.0).contains(&pct(by_name)), "{by_name} by name");
         let mut g = inputs(1, 9);
         assert!((0..5000).all(|_| g.payment().c_w == 1));
+    }
+
+    /// LeanStore's affinity mode: the home warehouse everywhere, and
+    /// otherwise the same draws (items, quantities, customers) as the
+    /// spec's mode of the same seed.
+    #[test]
+    fn without_remote_accesses_every_line_and_payment_stays_home() {
+        let (mut spec, mut home) = (inputs(4, 11), inputs(4, 11));
+        home.remote = false;
+        for _ in 0..20_000 {
+            let (a, b) = (spec.new_order(), home.new_order());
+            assert!(b.lines.iter().all(|l| l.supply_w == 1));
+            assert_eq!(
+                a.lines
+                    .iter()
+                    .map(|l| (l.i_id, l.quantity))
+                    .collect::<Vec<_>>(),
+                b.lines
+                    .iter()
+                    .map(|l| (l.i_id, l.quantity))
+                    .collect::<Vec<_>>()
+            );
+            let (a, b) = (spec.payment(), home.payment());
+            assert_eq!((b.c_w, b.c_d), (1, b.d));
+            assert_eq!((a.d, a.amount), (b.d, b.amount));
+        }
     }
 
     #[test]
