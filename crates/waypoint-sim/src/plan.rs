@@ -43,6 +43,12 @@ impl Workload {
         }
     }
 
+    /// Is the workload written as stored procedures too (so it can run
+    /// under the `command` scheme)? The bank's transfers are.
+    pub fn runs_as_procedures(self) -> bool {
+        matches!(self, Workload::Bank | Workload::Toggles)
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|w| w.name() == s)
     }
@@ -238,6 +244,12 @@ impl Plan {
         } else {
             drawn
         };
+        // Under `command` only the workloads written as procedures run.
+        let drawn = if options.scheme == Some(SchemeKind::Command) && !drawn.runs_as_procedures() {
+            Workload::Bank
+        } else {
+            drawn
+        };
         let workload = options.workload.unwrap_or(drawn);
         let sync_interval_us = [0, 500, 2000][rng.gen_range(0..3)];
         let direct_log = rng.gen_bool(0.5);
@@ -253,6 +265,10 @@ impl Plan {
         } else if rng.gen_ratio(1, 4) {
             // Drawn after aether, so the none, aries and aether seeds stay.
             SchemeKind::Silor
+        } else if rng.gen_ratio(1, 4) && workload.runs_as_procedures() {
+            // Drawn after silor, so the earlier schemes' seeds stay; only
+            // the workloads written as stored procedures run under it.
+            SchemeKind::Command
         } else {
             SchemeKind::PerWorker
         };
@@ -292,6 +308,11 @@ impl Plan {
         1 + (self.workload_seed % 2) as usize
     }
 
+    /// The `command` scheme's partitions: one or two, by the seed.
+    pub fn command_partitions(&self) -> usize {
+        1 + (self.workload_seed / 2 % 2) as usize
+    }
+
     /// One line: the workload, the options and the fault schedule.
     pub fn describe(&self) -> String {
         let mut s = format!(
@@ -305,6 +326,13 @@ impl Plan {
             SchemeKind::None => s.push_str("scheme none, "),
             SchemeKind::Silor => {
                 let _ = write!(s, "scheme silor, {} loggers, ", self.silor_loggers());
+            }
+            SchemeKind::Command => {
+                let _ = write!(
+                    s,
+                    "scheme command, {} partitions, ",
+                    self.command_partitions()
+                );
             }
             SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether => {
                 let protocol = match self.scheme {
