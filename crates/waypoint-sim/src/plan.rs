@@ -44,7 +44,8 @@ impl Workload {
     }
 
     /// Is the workload written as stored procedures too (so it can run
-    /// under the `command` scheme)? The bank's transfers are.
+    /// under the `command` scheme, which `--scheme command` forces)? The
+    /// bank's transfers are.
     pub fn runs_as_procedures(self) -> bool {
         matches!(self, Workload::Bank | Workload::Toggles)
     }
@@ -265,11 +266,10 @@ impl Plan {
         } else if rng.gen_ratio(1, 4) {
             // Drawn after aether, so the none, aries and aether seeds stay.
             SchemeKind::Silor
-        } else if rng.gen_ratio(1, 4) && workload.runs_as_procedures() {
-            // Drawn after silor, so the earlier schemes' seeds stay; only
-            // the workloads written as stored procedures run under it.
-            SchemeKind::Command
         } else {
+            // `command` is not drawn: it runs only the workloads written as
+            // stored procedures (bank, toggles), and a seed's choices must
+            // not depend on its workload. `--scheme command` forces it.
             SchemeKind::PerWorker
         };
         let scheme = options.scheme.unwrap_or(drawn_scheme);
