@@ -182,12 +182,21 @@ impl DriverConfig {
             recovery_threads: self.recovery_threads,
             direct_io: self.direct_io,
             persistence: self.persistence(),
+            procedures: crate::procedures(),
             ..Options::default()
         }
     }
 
-    /// The scheme and, for the per-worker one, its options.
+    /// The scheme and, for the per-worker one, its options (`command`:
+    /// a partition per worker, as VoltDB runs a site per core).
     pub fn persistence(&self) -> Persistence {
+        if self.scheme == waypoint::SchemeKind::Command {
+            return Persistence::Command(waypoint::CommandOptions {
+                partitions: self
+                    .workers
+                    .clamp(1, waypoint::CommandOptions::MAX_PARTITIONS),
+            });
+        }
         Persistence::of(
             self.scheme,
             PerWorkerOptions {
@@ -567,16 +576,23 @@ fn worker_loop(
     let mut pending: Pending = VecDeque::new();
     while !counters.stop.load(Ordering::Acquire) {
         let t0 = Instant::now();
-        let mut tx = session.begin()?;
-        let (ty, body) = gen.next(&mut tx);
-        let outcome = match body {
-            // One at a time: a blocking commit, which syncs the log itself
-            // rather than waking the log writer and waiting to be woken.
-            Ok(()) if config.in_flight <= 1 => tx.commit().map(PendingCommit::durable),
-            Ok(()) => tx.commit_pipelined(),
-            Err(e) => {
-                drop(tx);
-                Err(e)
+        let (ty, outcome) = match gen.call(&mut session, config.in_flight <= 1, None) {
+            Some(called) => called,
+            None => {
+                let mut tx = session.begin()?;
+                let (ty, body) = gen.next(&mut tx);
+                let outcome = match body {
+                    // One at a time: a blocking commit, which syncs the log
+                    // itself rather than waking the log writer and waiting
+                    // to be woken.
+                    Ok(()) if config.in_flight <= 1 => tx.commit().map(PendingCommit::durable),
+                    Ok(()) => tx.commit_pipelined(),
+                    Err(e) => {
+                        drop(tx);
+                        Err(e)
+                    }
+                };
+                (ty, outcome)
             }
         };
         match outcome {

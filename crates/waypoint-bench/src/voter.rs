@@ -35,12 +35,50 @@
 
 use crate::error::{BenchError, BenchResult};
 use crate::load::{self, for_each_row, parallel_insert};
-use crate::workload::{Loaded, Worker, Workload};
+use crate::workload::{Ack, Loaded, Worker, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use waypoint::{Database, Error, Table, Transaction};
+use waypoint::{Database, Error, PendingCommit, Procedures, Session, Table, Transaction};
+
+/// The stored procedure of `vote` (seed 001's Voter is one procedure).
+pub const VOTE_PROCEDURE: &str = "voter_vote";
+
+/// The parameters of one `vote` call: everything the procedure would
+/// otherwise take from the worker (the vote's key, the count stripe, the
+/// limit), so that a replay gives the same writes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Vote {
+    pub phone: u64,
+    pub contestant: u32,
+    pub max_votes_per_phone: u32,
+    pub stripe: u32,
+    pub key: Vec<u8>,
+    /// A row (table, key) inserted with the vote (the crash test's
+    /// acknowledgement), whatever the outcome.
+    pub ack: Option<Ack>,
+}
+
+/// Register Voter's stored procedure, partitioned by phone number (the
+/// phone's count row is its partition's; the contestants and area codes
+/// are only read; a count stripe shared by partitions is read and written
+/// by each call, so OCC orders any two calls that meet there).
+pub fn register(procedures: Procedures) -> waypoint::Result<Procedures> {
+    procedures.single(
+        VOTE_PROCEDURE,
+        |v: &Vote| v.phone,
+        |tx: &mut Transaction<'_>, v: &Vote| {
+            let t = Tables::of(tx)?;
+            let outcome = vote(tx, &t, v)?;
+            if let Some((table, key)) = &v.ack {
+                let acks = tx.table(table)?;
+                tx.insert(&acks, key, &[])?;
+            }
+            Ok(outcome)
+        },
+    )
+}
 
 const CONTESTANTS: &str = "voter_contestants";
 const AREA_CODES: &str = "voter_area_codes";
@@ -232,6 +270,17 @@ struct Tables {
 }
 
 impl Tables {
+    /// The tables as a stored procedure finds them.
+    fn of(tx: &Transaction<'_>) -> waypoint::Result<Self> {
+        Ok(Tables {
+            contestants: tx.table(CONTESTANTS)?,
+            area_codes: tx.table(AREA_CODES)?,
+            votes: tx.table(VOTES)?,
+            phone_votes: tx.table(PHONE_VOTES)?,
+            contestant_votes: tx.table(CONTESTANT_VOTES)?,
+        })
+    }
+
     fn open(db: &Database) -> BenchResult<Self> {
         Ok(Tables {
             contestants: db.open_or_create_table(CONTESTANTS)?,
@@ -346,56 +395,50 @@ struct VoterWorker<'a> {
     seq: u64,
 }
 
-impl VoterWorker<'_> {
-    /// The body of `vote`; returns the outcome's transaction type.
-    fn vote(
-        &mut self,
-        tx: &mut Transaction<'_>,
-        phone: u64,
-        contestant: u32,
-    ) -> Result<usize, Error> {
-        let t = self.tables;
-        if tx.get(&t.contestants, &contestant.to_be_bytes())?.is_none() {
-            return Ok(BAD_CONTESTANT);
-        }
-        let phone_key = phone.to_be_bytes();
-        let count = match tx.get(&t.phone_votes, &phone_key)? {
-            Some(v) => u32_at(&v, 0).ok_or(Error::KeyNotFound)?,
-            None => 0,
-        };
-        if count >= self.config.max_votes_per_phone {
-            return Ok(OVER_LIMIT);
-        }
-        let state = tx
-            .get(&t.area_codes, &area_code(phone).to_be_bytes())?
-            .unwrap_or_else(|| b"XX".to_vec());
-        self.seq += 1;
-        let key = [self.key_prefix.as_slice(), &self.seq.to_be_bytes()].concat();
-        let mut vote = Vec::with_capacity(14);
-        vote.extend_from_slice(&phone.to_le_bytes());
-        vote.extend_from_slice(&contestant.to_le_bytes());
-        vote.extend_from_slice(&state);
-        tx.insert(&t.votes, &key, &vote)?;
-        let new_count = (count + 1).to_le_bytes();
-        if count == 0 {
-            // Two first votes of one phone race here: one insert fails
-            // (an abort), never a lost count.
-            tx.insert(&t.phone_votes, &phone_key, &new_count)?;
-        } else {
-            tx.update(&t.phone_votes, &phone_key, &new_count)?;
-        }
-        let ck = count_key(contestant, self.stripe);
-        let n = tx
-            .get(&t.contestant_votes, &ck)?
-            .and_then(|v| u64_at(&v, 0))
-            .ok_or(Error::KeyNotFound)?;
-        tx.update(&t.contestant_votes, &ck, &(n + 1).to_le_bytes())?;
-        Ok(VOTE)
+/// The body of `vote`; returns the outcome's transaction type.
+fn vote(tx: &mut Transaction<'_>, t: &Tables, v: &Vote) -> Result<usize, Error> {
+    if tx
+        .get(&t.contestants, &v.contestant.to_be_bytes())?
+        .is_none()
+    {
+        return Ok(BAD_CONTESTANT);
     }
+    let phone_key = v.phone.to_be_bytes();
+    let count = match tx.get(&t.phone_votes, &phone_key)? {
+        Some(c) => u32_at(&c, 0).ok_or(Error::KeyNotFound)?,
+        None => 0,
+    };
+    if count >= v.max_votes_per_phone {
+        return Ok(OVER_LIMIT);
+    }
+    let state = tx
+        .get(&t.area_codes, &area_code(v.phone).to_be_bytes())?
+        .unwrap_or_else(|| b"XX".to_vec());
+    let mut row = Vec::with_capacity(14);
+    row.extend_from_slice(&v.phone.to_le_bytes());
+    row.extend_from_slice(&v.contestant.to_le_bytes());
+    row.extend_from_slice(&state);
+    tx.insert(&t.votes, &v.key, &row)?;
+    let new_count = (count + 1).to_le_bytes();
+    if count == 0 {
+        // Two first votes of one phone race here: one insert fails
+        // (an abort), never a lost count.
+        tx.insert(&t.phone_votes, &phone_key, &new_count)?;
+    } else {
+        tx.update(&t.phone_votes, &phone_key, &new_count)?;
+    }
+    let ck = count_key(v.contestant, v.stripe);
+    let n = tx
+        .get(&t.contestant_votes, &ck)?
+        .and_then(|c| u64_at(&c, 0))
+        .ok_or(Error::KeyNotFound)?;
+    tx.update(&t.contestant_votes, &ck, &(n + 1).to_le_bytes())?;
+    Ok(VOTE)
 }
 
-impl Worker for VoterWorker<'_> {
-    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
+impl VoterWorker<'_> {
+    /// The next call's parameters: a random phone and contestant.
+    fn next_vote(&mut self) -> Vote {
         let phone = phone_number(self.rng.gen_range(0..self.config.phones));
         // VoltDB's client sends about one call in a hundred to a contestant
         // that does not exist.
@@ -404,10 +447,45 @@ impl Worker for VoterWorker<'_> {
         } else {
             self.rng.gen_range(1..=self.config.contestants)
         };
-        match self.vote(tx, phone, contestant) {
+        self.seq += 1;
+        Vote {
+            phone,
+            contestant,
+            max_votes_per_phone: self.config.max_votes_per_phone,
+            stripe: self.stripe,
+            key: [self.key_prefix.as_slice(), &self.seq.to_be_bytes()].concat(),
+            ack: None,
+        }
+    }
+}
+
+impl Worker for VoterWorker<'_> {
+    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
+        let v = self.next_vote();
+        match vote(tx, self.tables, &v) {
             Ok(ty) => (ty, Ok(())),
             Err(e) => (VOTE, Err(e)),
         }
+    }
+
+    /// Voter runs as its stored procedure under every scheme, as in the
+    /// paper (so `command` and the others run the same calls).
+    fn call(
+        &mut self,
+        session: &mut Session,
+        wait_now: bool,
+        ack: Option<Ack>,
+    ) -> Option<(usize, Result<PendingCommit, Error>)> {
+        let v = Vote {
+            ack,
+            ..self.next_vote()
+        };
+        Some(
+            match session.call_then::<_, usize>(VOTE_PROCEDURE, &v, wait_now) {
+                Ok((ty, pending)) => (ty, Ok(pending)),
+                Err(e) => (VOTE, Err(e)),
+            },
+        )
     }
 }
 

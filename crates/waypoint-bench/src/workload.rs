@@ -3,7 +3,7 @@
 //! transaction generator, and checks its invariants on demand.
 
 use crate::error::BenchResult;
-use waypoint::{Database, Error, Transaction};
+use waypoint::{Database, Error, PendingCommit, Session, Transaction};
 
 /// What `setup` found or did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,11 +38,31 @@ pub trait Workload: Sync {
     fn verify(&self, db: &Database) -> BenchResult<serde_json::Value>;
 }
 
+/// A row a stored procedure inserts with its own writes: (table, key),
+/// with an empty value.
+pub type Ack = (String, Vec<u8>);
+
 /// Runs one transaction's operations (not its commit).
 pub trait Worker {
     /// Execute the next transaction's body in `tx`. Returns its type and
     /// the outcome; the driver commits on `Ok`.
     fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>);
+
+    /// A workload written as stored procedures (registered by
+    /// [`crate::procedures`]) makes its next call here instead, returning
+    /// its type and the commit's handle (`wait_now`: the caller waits on
+    /// it at once). `ack`: a row (table, key) the call also inserts, in
+    /// the same transaction (the crash test's acknowledgement). `None`:
+    /// the caller runs [`Worker::next`] in a transaction.
+    fn call(
+        &mut self,
+        session: &mut Session,
+        wait_now: bool,
+        ack: Option<Ack>,
+    ) -> Option<(usize, Result<PendingCommit, Error>)> {
+        let _ = (session, wait_now, ack);
+        None
+    }
 }
 
 /// The error a worker returns from [`Worker::next`] to roll its

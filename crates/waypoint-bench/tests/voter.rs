@@ -156,6 +156,81 @@ fn a_power_loss_keeps_acknowledged_votes_and_the_invariants() {
     }
 }
 
+/// The same under the `command` scheme: the votes are calls of Voter's
+/// stored procedure, on two partitions, and recovery runs the logged
+/// calls again over the load's clean close.
+#[test]
+fn a_power_loss_under_the_command_log_keeps_acknowledged_votes_and_the_invariants() {
+    for seed in 0..4u64 {
+        let sim = SimStorage::new(seed);
+        let dir = Path::new("/voter");
+        let config = small();
+        let options = || Options {
+            buffer_pool_bytes: 4096 * 4096,
+            persistence: waypoint::Persistence::Command(waypoint::CommandOptions { partitions: 2 }),
+            procedures: waypoint_bench::procedures(),
+            ..sim_options(&sim)
+        };
+        let db = Database::open(dir, options()).unwrap();
+        let mut w = Voter::new(config.clone());
+        w.setup(&db, 1).unwrap();
+        db.close().unwrap();
+
+        let db = Database::open(dir, options()).unwrap();
+        let mut w = Voter::new(config.clone());
+        w.setup(&db, 2).unwrap();
+        let acked_votes: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|worker| {
+                    let (db, w) = (&db, &w);
+                    s.spawn(move || {
+                        let mut session = db.session();
+                        let mut gen = w.worker(worker, seed * 10 + worker as u64);
+                        let mut pending = std::collections::VecDeque::new();
+                        let mut acked = 0u64;
+                        for _ in 0..400 {
+                            let (ty, called) = gen.call(&mut session, false, None).unwrap();
+                            match called {
+                                Ok(p) => pending.push_back((ty, p)),
+                                Err(e) if is_abort(&e) => {}
+                                Err(e) => panic!("{e}"),
+                            }
+                            while pending.len() > 4 {
+                                let (ty, p) = pending.pop_front().unwrap();
+                                match p.wait() {
+                                    Ok(_) => acked += u64::from(ty == VOTE),
+                                    Err(e) if is_abort(&e) => {}
+                                    Err(e) => panic!("{e}"),
+                                }
+                            }
+                        }
+                        std::mem::forget(pending);
+                        acked
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert!(acked_votes > 0);
+        std::mem::forget(db);
+        sim.crash(CrashPolicy::Random {
+            keep: 0.5,
+            tear: true,
+        });
+
+        let db = Database::open(dir, options()).expect("recovery");
+        let stats = db.stats().persistence.command;
+        assert!(stats.replayed_calls > 0, "{stats:?}");
+        let check = voter::verify(&db, &config).expect("Voter invariants after recovery");
+        assert!(
+            check.votes >= acked_votes,
+            "seed {seed}: {} votes after recovery, {acked_votes} acknowledged",
+            check.votes
+        );
+        db.close().unwrap();
+    }
+}
+
 #[test]
 fn verify_catches_a_corrupted_count() {
     let dir = tempfile::tempdir().unwrap();

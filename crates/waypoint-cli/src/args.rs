@@ -423,8 +423,14 @@ impl BenchArgs {
                 bail!("--commit {c} is not an option of --scheme {name}: RFA avoids flushing other sessions' logs, and a central log has none (use group, flush-all or async)");
             }
         }
-        // silor's value log has none of the page logs' options.
-        if !kind.recovers_from_log() || kind == waypoint::SchemeKind::Silor {
+        // silor's value log and the command log have none of the page
+        // logs' options.
+        if !kind.recovers_from_log()
+            || matches!(
+                kind,
+                waypoint::SchemeKind::Silor | waypoint::SchemeKind::Command
+            )
+        {
             let given = [
                 ("--commit", self.commit.is_some()),
                 ("--checkpoint", self.checkpoint.is_some()),
@@ -469,6 +475,12 @@ impl BenchArgs {
             && !matches!(self.workload.as_str(), "ycsb" | "engine" | "updates")
         {
             bail!("--value-size applies to the ycsb, engine and updates workloads only");
+        }
+        if self.scheme()? == waypoint::SchemeKind::Command && self.workload != "voter" {
+            bail!(
+                "--scheme command runs workloads written as stored procedures: voter (not {})",
+                self.workload
+            );
         }
         crate::bench_driver::driver_config(self)?
             .validate()

@@ -175,6 +175,7 @@ fn prepare(dir: &Path, args: &CrashTestArgs, buffer: usize) -> Result<String> {
             create_if_missing: !exists,
             buffer_pool_bytes: buffer,
             persistence: Persistence::of(scheme_kind(&args.scheme)?, PerWorkerOptions::default()),
+            procedures: waypoint_bench::procedures(),
             ..Options::default()
         },
     )
@@ -227,7 +228,8 @@ impl Run<'_> {
         let a = self.args;
         // A memory-resident scheme steals nothing: a small pool would only
         // fill with changes (MemoryFull).
-        let memory_resident = a.scheme == waypoint::SchemeKind::Silor.name();
+        let memory_resident = a.scheme == waypoint::SchemeKind::Silor.name()
+            || a.scheme == waypoint::SchemeKind::Command.name();
         let buffer = if cycle % 2 == 1 || memory_resident {
             self.buffer
         } else {
@@ -354,6 +356,12 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     }
     if args.cycles == 0 {
         bail!("--cycles 0 is out of range: at least 1");
+    }
+    if scheme_kind(&args.scheme)? == waypoint::SchemeKind::Command && args.workload != "voter" {
+        bail!(
+            "--scheme command runs workloads written as stored procedures: voter (not {})",
+            args.workload
+        );
     }
     let commit = commit_protocol(&args.commit)?;
     let scheme = scheme_kind(&args.scheme)?;

@@ -115,6 +115,7 @@ fn check(dir: PathBuf, scheme: Option<&str>) -> Result<()> {
         create_if_missing: false,
         buffer_pool_bytes: 64 << 20,
         persistence: tools::persistence_for(&dir, scheme)?,
+        procedures: waypoint_bench::procedures(),
         ..Default::default()
     };
     let db = waypoint::Database::open(&dir, options)
@@ -142,6 +143,7 @@ fn recover(
         buffer_pool_bytes: args::parse_size("buffer", buffer)?,
         recovery_threads: threads,
         persistence,
+        procedures: waypoint_bench::procedures(),
         ..Default::default()
     };
     options.validate().map_err(|e| {

@@ -22,10 +22,13 @@ pub struct SimulateArgs {
     /// same.
     #[arg(long)]
     pub workload: Option<String>,
-    /// Run this persistence scheme (per-worker, aries, aether, silor or
-    /// none) on every seed instead of the one each seed draws (none in one
-    /// seed in eight, aries in one in four of the others, aether in one in
-    /// three of the rest, silor in one in four of what remains).
+    /// Run this persistence scheme (per-worker, aries, aether, silor,
+    /// command or none) on every seed instead of the one each seed draws
+    /// (none in one seed in eight, aries in one in four of the others,
+    /// aether in one in three of the rest, silor in one in four of what
+    /// remains; command is never drawn: only bank and toggles run as
+    /// stored procedures, and with `--scheme command` the seeds that drew
+    /// another workload run bank).
     #[arg(long)]
     pub scheme: Option<String>,
     /// UNSAFE, to show that the simulator catches lost commits: acknowledge
@@ -58,6 +61,14 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             }
         },
     };
+    if let (Some(SchemeKind::Command), Some(w)) = (scheme, workload) {
+        if !w.runs_as_procedures() {
+            bail!(
+                "--scheme command runs the workloads written as stored procedures: bank and toggles (not {})",
+                w.name()
+            );
+        }
+    }
     let options = SimOptions {
         workload,
         scheme,

@@ -102,6 +102,7 @@ pub fn verify(args: VerifyArgs) -> Result<()> {
         create_if_missing: false,
         buffer_pool_bytes: buffer,
         persistence: persistence_for(&args.dir, args.scheme.as_deref())?,
+        procedures: waypoint_bench::procedures(),
         ..Default::default()
     };
     options

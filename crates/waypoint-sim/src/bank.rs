@@ -12,10 +12,64 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use waypoint::{Database, Error, Session, Table};
+use waypoint::{Database, Error, Procedures, Session, Table, Transaction};
+
+/// The transfer as a stored procedure, for a database that takes writes
+/// only in procedures (the `command` scheme).
+pub const TRANSFER_PROCEDURE: &str = "bank_transfer";
+/// The accounts' load as a stored procedure.
+pub const LOAD_PROCEDURE: &str = "bank_load";
+
+/// The parameters of a `bank_transfer` call: the tables by name and what
+/// [`transfer`] takes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct TransferCall {
+    accounts: String,
+    history: String,
+    toggles: Option<String>,
+    from: u32,
+    to: u32,
+    amount: i64,
+    key: [u8; 8],
+}
+
+/// The bank's stored procedures (`bank_load`, and `bank_transfer`,
+/// multi-partition: any two accounts).
+pub fn procedures() -> Procedures {
+    Procedures::new()
+        .multi(
+            LOAD_PROCEDURE,
+            |tx: &mut Transaction<'_>, accounts: &String| {
+                let accounts = tx.table(accounts)?;
+                for a in 0..ACCOUNTS {
+                    tx.insert(&accounts, &account_key(a), &with_balance(INITIAL))?;
+                }
+                Ok(())
+            },
+        )
+        .expect("names are distinct")
+        .multi(
+            TRANSFER_PROCEDURE,
+            |tx: &mut Transaction<'_>, c: &TransferCall| {
+                let accounts = tx.table(&c.accounts)?;
+                let history = tx.table(&c.history)?;
+                let toggles = c.toggles.as_deref().map(|t| tx.table(t)).transpose()?;
+                transfer_body(
+                    tx,
+                    &accounts,
+                    &history,
+                    toggles.as_ref(),
+                    (c.from, c.to, c.amount),
+                    c.key,
+                )
+            },
+        )
+        .expect("one procedure registers")
+}
 
 pub const ACCOUNTS: u32 = 200;
 pub const INITIAL: i64 = 1_000;
@@ -74,29 +128,60 @@ pub fn transfer(
     amount: i64,
     key: [u8; 8],
 ) -> waypoint::Result<()> {
-    s.run(20, |tx| {
-        let a = balance(
-            &tx.get(accounts, &account_key(from))?
-                .ok_or(Error::KeyNotFound)?,
-        );
-        let b = balance(
-            &tx.get(accounts, &account_key(to))?
-                .ok_or(Error::KeyNotFound)?,
-        );
-        tx.update(accounts, &account_key(from), &with_balance(a - amount))?;
-        tx.update(accounts, &account_key(to), &with_balance(b + amount))?;
-        let mut row = encode_history(from, to, amount);
-        if let Some(toggles) = toggles {
-            let t = [(amount % 16) as u8];
-            if tx.get(toggles, &t)?.is_some() {
-                tx.delete(toggles, &t)?;
-            } else {
-                tx.insert(toggles, &t, &key)?;
+    if s.writes_only_in_procedures() {
+        let call = TransferCall {
+            accounts: accounts.name().to_string(),
+            history: history.name().to_string(),
+            toggles: toggles.map(|t| t.name().to_string()),
+            from,
+            to,
+            amount,
+            key,
+        };
+        let mut attempt = 0;
+        return loop {
+            attempt += 1;
+            match s.call::<_, ()>(TRANSFER_PROCEDURE, &call) {
+                Err(Error::Conflict) if attempt < 20 => continue,
+                other => break other,
             }
-            row[16] = TOGGLED | t[0];
-        }
-        tx.insert(history, &key, &row)
+        };
+    }
+    s.run(20, |tx| {
+        transfer_body(tx, accounts, history, toggles, (from, to, amount), key)
     })
+}
+
+/// The transfer's reads and writes, in `tx`.
+fn transfer_body(
+    tx: &mut Transaction<'_>,
+    accounts: &Table,
+    history: &Table,
+    toggles: Option<&Table>,
+    (from, to, amount): (u32, u32, i64),
+    key: [u8; 8],
+) -> waypoint::Result<()> {
+    let a = balance(
+        &tx.get(accounts, &account_key(from))?
+            .ok_or(Error::KeyNotFound)?,
+    );
+    let b = balance(
+        &tx.get(accounts, &account_key(to))?
+            .ok_or(Error::KeyNotFound)?,
+    );
+    tx.update(accounts, &account_key(from), &with_balance(a - amount))?;
+    tx.update(accounts, &account_key(to), &with_balance(b + amount))?;
+    let mut row = encode_history(from, to, amount);
+    if let Some(toggles) = toggles {
+        let t = [(amount % 16) as u8];
+        if tx.get(toggles, &t)?.is_some() {
+            tx.delete(toggles, &t)?;
+        } else {
+            tx.insert(toggles, &t, &key)?;
+        }
+        row[16] = TOGGLED | t[0];
+    }
+    tx.insert(history, &key, &row)
 }
 
 /// Which toggle rows must exist given the history rows present: those
@@ -130,6 +215,9 @@ pub fn load(db: &Database) -> waypoint::Result<()> {
     db.create_table("history")?;
     db.create_table("toggles")?;
     let mut s = db.session();
+    if s.writes_only_in_procedures() {
+        return s.call(LOAD_PROCEDURE, accounts.name());
+    }
     let mut tx = s.begin()?;
     for a in 0..ACCOUNTS {
         tx.insert(&accounts, &account_key(a), &with_balance(INITIAL))?;

@@ -64,7 +64,7 @@ const SILOR_POOL_PAGES: usize = 4096;
 /// The buffer pool of `plan`, in pages.
 fn buffer_pages(plan: &Plan) -> usize {
     match plan.scheme {
-        SchemeKind::Silor => plan.buffer_pages.max(SILOR_POOL_PAGES),
+        SchemeKind::Silor | SchemeKind::Command => plan.buffer_pages.max(SILOR_POOL_PAGES),
         _ => plan.buffer_pages,
     }
 }
@@ -93,12 +93,17 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         SchemeKind::Silor => Persistence::Silor(waypoint::SilorOptions {
             loggers: plan.silor_loggers(),
         }),
+        SchemeKind::Command => Persistence::Command(waypoint::CommandOptions {
+            partitions: plan.command_partitions(),
+        }),
     };
     Options {
         page_size: Some(plan::PAGE_SIZE),
         buffer_pool_bytes: buffer_pages(plan) * plan::PAGE_SIZE,
         storage: Some(Arc::new(sim.clone())),
         persistence,
+        // The bank's transfers run as procedures under `command`.
+        procedures: bank::procedures(),
         ..Options::default()
     }
 }
@@ -185,7 +190,11 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
                 .map_err(|e| format!("clean close after reading the load: {e}"))?;
             Some(rows)
         }
-        SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether | SchemeKind::Silor => None,
+        SchemeKind::PerWorker
+        | SchemeKind::Aries
+        | SchemeKind::Aether
+        | SchemeKind::Silor
+        | SchemeKind::Command => None,
     };
     // 2. The workload, until the disk freezes (or fails and then freezes).
     let db = Database::open(DIR, options(plan, &sim)).map_err(|e| format!("reopen: {e}"))?;
@@ -202,6 +211,9 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
         }
         if let Some(silor) = db.silor() {
             silor.set_broken_commit_ack_for_tests(true);
+        }
+        if let Some(command) = db.command() {
+            command.set_broken_commit_ack_for_tests(true);
         }
     }
     #[cfg(feature = "testing")]

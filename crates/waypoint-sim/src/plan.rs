@@ -43,6 +43,13 @@ impl Workload {
         }
     }
 
+    /// Is the workload written as stored procedures too (so it can run
+    /// under the `command` scheme, which `--scheme command` forces)? The
+    /// bank's transfers are.
+    pub fn runs_as_procedures(self) -> bool {
+        matches!(self, Workload::Bank | Workload::Toggles)
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|w| w.name() == s)
     }
@@ -238,6 +245,12 @@ impl Plan {
         } else {
             drawn
         };
+        // Under `command` only the workloads written as procedures run.
+        let drawn = if options.scheme == Some(SchemeKind::Command) && !drawn.runs_as_procedures() {
+            Workload::Bank
+        } else {
+            drawn
+        };
         let workload = options.workload.unwrap_or(drawn);
         let sync_interval_us = [0, 500, 2000][rng.gen_range(0..3)];
         let direct_log = rng.gen_bool(0.5);
@@ -254,6 +267,9 @@ impl Plan {
             // Drawn after aether, so the none, aries and aether seeds stay.
             SchemeKind::Silor
         } else {
+            // `command` is not drawn: it runs only the workloads written as
+            // stored procedures (bank, toggles), and a seed's choices must
+            // not depend on its workload. `--scheme command` forces it.
             SchemeKind::PerWorker
         };
         let scheme = options.scheme.unwrap_or(drawn_scheme);
@@ -292,6 +308,11 @@ impl Plan {
         1 + (self.workload_seed % 2) as usize
     }
 
+    /// The `command` scheme's partitions: one or two, by the seed.
+    pub fn command_partitions(&self) -> usize {
+        1 + (self.workload_seed / 2 % 2) as usize
+    }
+
     /// One line: the workload, the options and the fault schedule.
     pub fn describe(&self) -> String {
         let mut s = format!(
@@ -305,6 +326,13 @@ impl Plan {
             SchemeKind::None => s.push_str("scheme none, "),
             SchemeKind::Silor => {
                 let _ = write!(s, "scheme silor, {} loggers, ", self.silor_loggers());
+            }
+            SchemeKind::Command => {
+                let _ = write!(
+                    s,
+                    "scheme command, {} partitions, ",
+                    self.command_partitions()
+                );
             }
             SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether => {
                 let protocol = match self.scheme {

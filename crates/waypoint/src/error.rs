@@ -209,6 +209,29 @@ pub enum Error {
     /// acknowledged on its behalf.
     #[error("internal error: {what}")]
     Internal { what: String },
+    /// `Session::call` named a procedure the database was not opened with
+    /// (`Options::procedures`); a command log naming one is refused at
+    /// open the same way, before anything is written.
+    #[error("no stored procedure named {name:?} is registered (Options::procedures)")]
+    UnknownProcedure { name: String },
+    /// The parameters of a call are not what procedure `name` takes: they
+    /// do not encode, or do not decode as its parameter type (exactly,
+    /// with no bytes left over).
+    #[error("bad parameters for stored procedure {name:?}: {detail}")]
+    ProcedureParams { name: String, detail: String },
+    /// `Session::call` asked for another result type than procedure
+    /// `name` returns. The call ran and committed.
+    #[error("stored procedure {name:?} returns another type than {expected} (the call committed)")]
+    ProcedureOutput { name: String, expected: &'static str },
+    /// Under a scheme that logs only stored-procedure calls (`command`),
+    /// a write outside `Session::call` cannot be replayed and is refused.
+    /// Reads and read-only transactions are allowed.
+    #[error("this database runs the {scheme} scheme, which logs only stored-procedure calls: write inside a procedure (Session::call)")]
+    ProcedureRequired { scheme: crate::persist::SchemeKind },
+    /// The operation is not built for this database's persistence scheme;
+    /// `what` says which and why.
+    #[error("not supported: {what}")]
+    Unsupported { what: String },
 }
 
 fn scheme_of_tag(tag: u8) -> String {

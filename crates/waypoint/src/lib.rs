@@ -7,7 +7,8 @@
 //!
 //! Everything an embedder uses is re-exported here, at the crate root:
 //! [`Database`] and its [`Options`] (with the [`Persistence`] scheme and
-//! its [`PerWorkerOptions`]), [`Session`], [`Transaction`] and
+//! its [`PerWorkerOptions`], and the stored [`Procedures`] that
+//! `Session::call` runs), [`Session`], [`Transaction`] and
 //! [`PendingCommit`], [`Table`] and [`Index`], [`Error`], [`Stats`] with
 //! the counters it carries, the [`RecoveryReport`], the engine's numbers
 //! as types ([`Tid`], a commit's, in [`CommitInfo`]; [`Gsn`] and
@@ -56,12 +57,14 @@ engine_modules! {
     catalog;
     central;
     checkpoint;
+    command;
     db;
     error;
     ids;
     io;
     logstore;
     persist;
+    procedure;
     silor;
     txn;
     wal;
@@ -75,11 +78,13 @@ pub use buffer::PoolStats;
 pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
 pub use central::{CentralOptions, ConsolidationStats, LatchStats};
 pub use checkpoint::{CheckpointMode, CheckpointStats};
+pub use command::{CommandOptions, CommandStats};
 pub use db::{Database, Options, Persistence, Stats, DATA_FILE};
 pub use error::{Error, IoOp, Result};
 pub use ids::{Gsn, LogPos, Tid};
 pub use io::{OpenMode, RealStorage, Storage, StorageFile, IO_ALIGN};
 pub use persist::{PersistenceStats, SchemeKind};
+pub use procedure::{encode_params, Partition, Procedures};
 pub use silor::{LoggerStats, SilorOptions, SilorStats};
 pub use txn::{CommitInfo, IndexEntry, PendingCommit, Session, Transaction};
 pub use wal::recovery::RecoveryReport;

@@ -122,6 +122,8 @@ fn child_entry() {
         .unwrap_or_default();
     let mut options = Options {
         persistence: persistence(scheme, protocol),
+        // Under `command` the transfers run as the bank's procedure.
+        procedures: waypoint_sim::bank::procedures(),
         ..Options::default()
     };
     if let Some(pool) = env_parse("WAYPOINT_KILL_CHILD_POOL") {
@@ -426,6 +428,7 @@ fn recover_and_verify(
         db_dir,
         Options {
             persistence: persistence(scheme, protocol),
+            procedures: waypoint_sim::bank::procedures(),
             ..Options::default()
         },
     )
@@ -911,5 +914,44 @@ fn sigkill_under_the_silor_scheme_loses_no_acknowledged_commit() {
     assert!(
         !db_dir.join("silor").exists(),
         "the clean close after recovery left the value logs"
+    );
+}
+
+/// The same kills under the `command` scheme (seed 001's command log):
+/// the transfers run as a stored procedure, recovery runs the logged
+/// calls again; every acknowledged transfer survives each kill, no
+/// transfer is partial, and the clean close after recovery leaves no log.
+#[test]
+fn sigkill_under_the_command_scheme_loses_no_acknowledged_commit() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db_dir = tmp.path().join("db");
+    load(&db_dir);
+    let mut rng = SmallRng::seed_from_u64(30);
+    let mut acked = Acks::new();
+    let mut outcomes = Vec::new();
+    for cycle in 0..4u32 {
+        let delay = Duration::from_millis(rng.gen_range(300..1200));
+        let ctx = format!("command cycle {cycle} (kill after {delay:?})");
+        outcomes.push(kill_and_recover(
+            tmp.path(),
+            &db_dir,
+            cycle,
+            SchemeKind::Command,
+            CommitProtocol::Group,
+            false,
+            rng.gen(),
+            delay,
+            &mut acked,
+            &ctx,
+        ));
+    }
+    assert!(
+        outcomes.iter().all(|o| o.acked > 0 && o.records > 0),
+        "a kill before any commit proves nothing"
+    );
+    assert!(
+        !db_dir.join("command").exists(),
+        "the clean close after recovery left the command log"
     );
 }

@@ -64,7 +64,6 @@ struct DbInner {
     storage: Arc<dyn Storage>,
     file: Arc<dyn StorageFile>,
     page_size: usize,
-    catalog: Mutex<Catalog>,
     /// Logs catalog changes (the system slot's partition).
     system: Mutex<Box<dyn SessionLog>>,
     next_session: AtomicU32,
@@ -117,6 +116,12 @@ impl Database {
         self.inner.shared.scheme.as_any().downcast_ref()
     }
 
+    /// The `command` scheme, if the database runs it. For tests.
+    #[cfg(feature = "internals")]
+    pub fn command(&self) -> Option<&crate::command::CommandScheme> {
+        self.inner.shared.scheme.as_any().downcast_ref()
+    }
+
     /// The per-worker scheme (or a central log, which is its log manager in
     /// central mode), if the database runs it. For tests and tools.
     #[cfg(feature = "internals")]
@@ -156,7 +161,7 @@ impl Database {
         change: impl FnOnce(&BufferPool, &dyn PageLog, &mut Catalog) -> Result<T>,
     ) -> Result<T> {
         let _quiesce = self.ddl_guard()?;
-        let mut catalog = self.inner.catalog.lock();
+        let mut catalog = self.inner.shared.catalog.lock();
         let mut system = self.inner.system.lock();
         system.on_begin();
         match change(&self.inner.shared.pool, system.page_log(), &mut catalog) {
@@ -237,7 +242,7 @@ impl Database {
 
     pub fn create_table(&self, name: &str) -> Result<Table> {
         catalog::check_name(name)?;
-        if self.inner.catalog.lock().name_taken(name) {
+        if self.inner.shared.catalog.lock().name_taken(name) {
             return Err(Error::TableExists { name: name.into() });
         }
         let info = self.ddl(
@@ -257,7 +262,7 @@ impl Database {
 
     pub fn table(&self, name: &str) -> Result<Table> {
         self.inner.shared.check_open()?;
-        let catalog = self.inner.catalog.lock();
+        let catalog = self.inner.shared.catalog.lock();
         catalog
             .tables
             .get(name)
@@ -276,17 +281,17 @@ impl Database {
     }
 
     pub fn table_names(&self) -> Vec<String> {
-        self.inner.catalog.lock().tables.keys().cloned().collect()
+        self.inner.shared.catalog.lock().tables.keys().cloned().collect()
     }
 
     pub fn index_names(&self) -> Vec<String> {
-        self.inner.catalog.lock().indexes.keys().cloned().collect()
+        self.inner.shared.catalog.lock().indexes.keys().cloned().collect()
     }
 
     /// Drop a table, its indexes and all their pages. Handles to it fail
     /// with `TableDropped` afterwards.
     pub fn drop_table(&self, name: &str) -> Result<()> {
-        if !self.inner.catalog.lock().tables.contains_key(name) {
+        if !self.inner.shared.catalog.lock().tables.contains_key(name) {
             return Err(Error::UnknownTable { name: name.into() });
         }
         self.ddl(
@@ -305,7 +310,13 @@ impl Database {
     ) -> Result<Index> {
         catalog::check_name(name)?;
         table.info.check_live()?;
-        if self.inner.catalog.lock().name_taken(name) {
+        if self.inner.shared.scheme.command_order().is_some() {
+            // Replay would need the extractor before the open returns.
+            return Err(Error::Unsupported {
+                what: "secondary indexes under the command scheme (replaying the log cannot run their key extractors yet)".into(),
+            });
+        }
+        if self.inner.shared.catalog.lock().name_taken(name) {
             return Err(Error::TableExists { name: name.into() });
         }
         let max = self.max_key_len();
@@ -400,7 +411,7 @@ impl Database {
     /// bound, writes to its table fail with `IndexNotBound`.
     pub fn open_index(&self, name: &str, extractor: KeyExtractor) -> Result<Index> {
         self.inner.shared.check_open()?;
-        let catalog = self.inner.catalog.lock();
+        let catalog = self.inner.shared.catalog.lock();
         let info = catalog
             .indexes
             .get(name)
@@ -415,7 +426,7 @@ impl Database {
     }
 
     pub fn drop_index(&self, name: &str) -> Result<()> {
-        if !self.inner.catalog.lock().indexes.contains_key(name) {
+        if !self.inner.shared.catalog.lock().indexes.contains_key(name) {
             return Err(Error::UnknownTable { name: name.into() });
         }
         self.ddl(
@@ -440,7 +451,7 @@ impl Database {
     pub fn check_integrity(&self) -> Result<Vec<(String, usize)>> {
         self.inner.shared.check_open()?;
         let pool = &self.inner.shared.pool;
-        let catalog = self.inner.catalog.lock();
+        let catalog = self.inner.shared.catalog.lock();
         let mut out = vec![(
             "(catalog)".to_string(),
             BTree::open(CATALOG_ROOT).check(pool)?,

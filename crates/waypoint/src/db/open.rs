@@ -41,6 +41,7 @@ fn open_scheme(persistence: &Persistence, ctx: &OpenContext<'_>) -> Result<Box<d
         Persistence::Aries(o) => crate::central::open(ctx, SchemeKind::Aries, o),
         Persistence::Aether(o) => crate::central::open(ctx, SchemeKind::Aether, o),
         Persistence::Silor(o) => crate::silor::open(ctx, o),
+        Persistence::Command(o) => crate::command::open(ctx, o),
     }
 }
 
@@ -185,6 +186,7 @@ impl Database {
             recovery_threads: options.recovery_threads,
             first_epoch: (superblock.epoch + 1).clamp(1, Tid::MAX_EPOCH),
             epoch: &epoch,
+            procedures: &options.procedures,
         };
         let started = (|| {
             let opening = open_scheme(&options.persistence, &ctx)?;
@@ -255,25 +257,37 @@ impl Database {
             epoch,
             counters: Counters::default(),
             quiesce: RwLock::new(()),
+            catalog: Mutex::new(catalog),
+            procedures: options.procedures.clone(),
             closed: AtomicBool::new(false),
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
         });
         tracing::info!(dir = %dir.display(), page_size, frames, scheme = %requested, "database open");
-        Ok(Database {
+        let db = Database {
             inner: Arc::new(DbInner {
                 shared,
                 dir,
                 storage,
                 file,
                 page_size,
-                catalog: Mutex::new(catalog),
                 system: Mutex::new(system),
                 next_session: AtomicU32::new(0),
                 epoch_thread: Mutex::new(Some(epoch_thread)),
                 closed: Mutex::new(false),
             }),
-        })
+        };
+        // A scheme that re-executes its log (`command`) does it through the
+        // database itself. If that fails, the state in memory is a part of
+        // the log's: poisoned, the close that follows writes nothing.
+        if let Err(e) = db.inner.shared.scheme.replay_after_open(&db) {
+            db.inner
+                .shared
+                .poison(format!("replaying the log at open failed: {e}"));
+            drop(db);
+            return Err(e);
+        }
+        Ok(db)
     }
 
     /// Create an empty database in `dir`, which holds no data file; or

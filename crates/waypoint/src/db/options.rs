@@ -4,6 +4,7 @@
 
 use crate::buffer::page;
 use crate::central::CentralOptions;
+use crate::command::CommandOptions;
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::persist::SchemeKind;
@@ -34,6 +35,10 @@ pub enum Persistence {
     /// `MemoryFull` once the pool is full of changes), value logs written
     /// by logger threads, commits acknowledged per persistent epoch.
     Silor(SilorOptions),
+    /// Seed 001's command logging (VoltDB): memory-resident like `Silor`;
+    /// writes only inside stored procedures, run serially per partition;
+    /// only the calls are logged, and recovery runs them again.
+    Command(CommandOptions),
 }
 
 impl Default for Persistence {
@@ -53,6 +58,7 @@ impl Persistence {
             SchemeKind::Aries => Persistence::Aries(CentralOptions::from_log(per_worker)),
             SchemeKind::Aether => Persistence::Aether(CentralOptions::from_log(per_worker)),
             SchemeKind::Silor => Persistence::Silor(SilorOptions::default()),
+            SchemeKind::Command => Persistence::Command(CommandOptions::default()),
         }
     }
 
@@ -73,6 +79,7 @@ impl Persistence {
             Persistence::Aries(_) => SchemeKind::Aries,
             Persistence::Aether(_) => SchemeKind::Aether,
             Persistence::Silor(_) => SchemeKind::Silor,
+            Persistence::Command(_) => SchemeKind::Command,
         }
     }
 
@@ -82,7 +89,7 @@ impl Persistence {
         match self {
             Persistence::PerWorker(o) => Some(o),
             Persistence::Aries(c) | Persistence::Aether(c) => Some(&c.log),
-            Persistence::None | Persistence::Silor(_) => None,
+            Persistence::None | Persistence::Silor(_) | Persistence::Command(_) => None,
         }
     }
 
@@ -107,6 +114,7 @@ impl Persistence {
             Persistence::PerWorker(o) => o.validate(),
             Persistence::Aries(c) | Persistence::Aether(c) => c.validate(),
             Persistence::Silor(o) => o.validate(),
+            Persistence::Command(o) => o.validate(),
         }
     }
 }
@@ -149,6 +157,10 @@ pub struct Options {
     pub recovery_threads: usize,
     /// The persistence scheme and its options (default: per-worker).
     pub persistence: Persistence,
+    /// The stored procedures `Session::call` runs (default: none). Under
+    /// the `command` scheme recovery runs the logged calls again, so a
+    /// database must be reopened with every procedure its log names.
+    pub procedures: crate::procedure::Procedures,
 }
 
 impl Default for Options {
@@ -161,6 +173,7 @@ impl Default for Options {
             storage: None,
             recovery_threads: 2,
             persistence: Persistence::default(),
+            procedures: crate::procedure::Procedures::default(),
         }
     }
 }
@@ -292,6 +305,7 @@ impl std::fmt::Debug for Options {
             .field("storage", &self.storage.as_ref().map(|_| "custom"))
             .field("recovery_threads", &self.recovery_threads)
             .field("persistence", &self.persistence)
+            .field("procedures", &self.procedures)
             .finish()
     }
 }

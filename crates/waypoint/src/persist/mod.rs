@@ -13,6 +13,7 @@
 //! durable.
 
 mod none;
+pub(crate) mod resident;
 mod scheme;
 
 pub(crate) use none::NoneOpening;

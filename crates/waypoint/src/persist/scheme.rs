@@ -51,15 +51,21 @@ pub enum SchemeKind {
     /// logger threads, commits acknowledged per persistent epoch,
     /// recovery by replaying the logs over the last clean close.
     Silor,
+    /// Seed 001 (VoltDB): memory-resident, no steal; stored procedures
+    /// run serially per partition and only their calls are logged (name
+    /// and parameters); recovery re-executes them in log order over the
+    /// last clean close.
+    Command,
 }
 
 impl SchemeKind {
     /// Every scheme, in the order `waypoint --scheme` lists them.
-    pub const ALL: [SchemeKind; 5] = [
+    pub const ALL: [SchemeKind; 6] = [
         SchemeKind::PerWorker,
         SchemeKind::Aries,
         SchemeKind::Aether,
         SchemeKind::Silor,
+        SchemeKind::Command,
         SchemeKind::None,
     ];
 
@@ -71,6 +77,7 @@ impl SchemeKind {
             SchemeKind::Aries => "aries",
             SchemeKind::Aether => "aether",
             SchemeKind::Silor => "silor",
+            SchemeKind::Command => "command",
         }
     }
 
@@ -89,6 +96,7 @@ impl SchemeKind {
             SchemeKind::Aries => 3,
             SchemeKind::Silor => 4,
             SchemeKind::Aether => 5,
+            SchemeKind::Command => 6,
         }
     }
 
@@ -101,23 +109,27 @@ impl SchemeKind {
     pub fn recovers_from_log(self) -> bool {
         match self {
             SchemeKind::None => false,
-            SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether | SchemeKind::Silor => true,
+            SchemeKind::PerWorker
+            | SchemeKind::Aries
+            | SchemeKind::Aether
+            | SchemeKind::Silor
+            | SchemeKind::Command => true,
         }
     }
 
     /// Is a clean close of this scheme a data file that every other
     /// paged scheme reads as its own clean state? Then a cleanly closed
     /// database may be reopened under another such scheme. (`silor`'s
-    /// clean close writes every page too, and removes its logs.)
+    /// and `command`'s clean closes write every page too, and remove
+    /// their logs.)
     pub fn clean_state_is_the_data_file(self) -> bool {
         match self {
             SchemeKind::None
             | SchemeKind::PerWorker
             | SchemeKind::Aries
             | SchemeKind::Aether
-            | SchemeKind::Silor => {
-                true
-            }
+            | SchemeKind::Silor
+            | SchemeKind::Command => true,
         }
     }
 }
@@ -147,6 +159,9 @@ pub(crate) struct OpenContext<'a> {
     /// The database's epoch clock, started at `first_epoch`; a scheme whose
     /// log holds later epochs raises it in `prepare`.
     pub epoch: &'a Arc<crate::txn::epoch::EpochClock>,
+    /// The stored procedures the database is opened with (a command log
+    /// names them).
+    pub procedures: &'a crate::procedure::Procedures,
 }
 
 /// What a scheme being opened asks of the database once it is prepared.
@@ -214,6 +229,9 @@ pub struct PersistenceStats {
     /// The `silor` scheme's epochs, loggers, and recovery; zero under the
     /// others.
     pub silor: crate::silor::SilorStats,
+    /// The `command` scheme's command log and replay; zero under the
+    /// others.
+    pub command: crate::command::CommandStats,
 }
 
 /// An open persistence scheme, as the database and its sessions use it.
@@ -267,6 +285,21 @@ pub trait Scheme: Send + Sync {
     /// their tables when the extractor is bound (`Database::open_index`).
     fn indexes_to_rebuild(&self) -> &[String] {
         &[]
+    }
+
+    /// The serial order a scheme that logs stored-procedure calls
+    /// (`command`) runs them in: a call holds its partitions while it
+    /// runs and logs, and writes outside a call are refused
+    /// (`Error::ProcedureRequired`). `None` for every other scheme.
+    fn command_order(&self) -> Option<&crate::procedure::SerialOrder> {
+        None
+    }
+
+    /// After the open built the database: re-execute what the log holds
+    /// beyond the base (a command log's calls). Until it returns, nothing
+    /// else uses the database.
+    fn replay_after_open(&self, _db: &crate::db::Database) -> Result<()> {
+        Ok(())
     }
 
     /// Clean close, once every dirty page is in the data file: make the

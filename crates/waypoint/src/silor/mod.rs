@@ -34,8 +34,7 @@
 //! commits of epochs at or below their generation's pepoch, each whole,
 //! and every acknowledged commit is among them.
 
-mod entry;
-mod journal;
+pub(crate) mod entry;
 mod loggers;
 mod options;
 mod pepoch;
@@ -49,15 +48,15 @@ pub use options::SilorOptions;
 use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::error::{Error, Result};
 use crate::ids::{Gsn, LogPos};
-use crate::io::Storage;
 use crate::logstore::stream::Stream;
+use crate::persist::resident::{create_dir, journal, remove_synced};
 use crate::persist::{
     OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
 };
 use crate::wal::recovery::RecoveryReport;
 use loggers::{Logger, Loggers};
 use pepoch::PepochState;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,16 +158,6 @@ struct SilorOpening {
     journal: Option<Vec<(u64, Vec<u8>)>>,
     /// The pepoch file `prepare` wrote for this run.
     next: Option<PepochState>,
-}
-
-fn create_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
-    if !storage.exists(dir) {
-        storage.create_dir_all(dir)?;
-        if let Some(parent) = dir.parent() {
-            storage.sync_dir(parent)?;
-        }
-    }
-    Ok(())
 }
 
 impl Opening for SilorOpening {
@@ -428,15 +417,7 @@ impl Scheme for SilorScheme {
     }
 
     fn remove_log_after_clean_close(&self) -> Result<()> {
-        let storage = self.loggers.storage.as_ref();
-        let dir = &self.loggers.dir;
-        if storage.exists(dir) {
-            storage.remove(dir)?;
-            if let Some(parent) = dir.parent() {
-                storage.sync_dir(parent)?;
-            }
-        }
-        Ok(())
+        remove_synced(self.loggers.storage.as_ref(), &self.loggers.dir)
     }
 
     fn shutdown(&self) {

@@ -33,32 +33,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The directory of generation `g`'s logs below `silor/`.
-pub(super) fn generation_dir(silor: &Path, g: u64) -> PathBuf {
-    silor.join(format!("g{g:08}"))
-}
+pub(super) use crate::persist::resident::{generation_dir, generations};
 
 /// Logger `l`'s stream directory in a generation directory.
 pub(super) fn logger_dir(generation: &Path, l: usize) -> PathBuf {
     generation.join(format!("l{l}"))
-}
-
-/// The generations found below `silor/`, ascending.
-pub(super) fn generations(storage: &dyn Storage, silor: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    if !storage.exists(silor) {
-        return Ok(Vec::new());
-    }
-    let mut out: Vec<(u64, PathBuf)> = storage
-        .list_dir(silor)?
-        .into_iter()
-        .filter_map(|p| {
-            let name = p.file_name()?.to_str()?;
-            let g = name.strip_prefix('g')?.parse().ok()?;
-            Some((g, p))
-        })
-        .collect();
-    out.sort();
-    Ok(out)
 }
 
 /// One segment file to replay.

@@ -15,7 +15,7 @@ use crate::btree::BTree;
 use crate::catalog;
 use crate::error::{Error, Result};
 use crate::ids::Tid;
-use crate::persist::{CommitView, DurableWait, IndexWrite, WriteSet, WriteView};
+use crate::persist::{CommitView, DurableWait, IndexWrite, ProcedureCall, WriteSet, WriteView};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -104,7 +104,7 @@ impl Transaction<'_> {
     }
 
     /// Commit; `wait_now`: the caller waits for durability right away.
-    fn commit_then(mut self, wait_now: bool) -> Result<PendingCommit> {
+    pub(crate) fn commit_then(mut self, wait_now: bool) -> Result<PendingCommit> {
         self.check_active()?;
         self.session.log.set_commit_waits(wait_now);
         let result = self.commit_inner().map(|info| PendingCommit {
@@ -304,11 +304,13 @@ impl Transaction<'_> {
             .collect();
         let observed = self.observed_tids(&overwritten);
         let writes = Writes(&self.writes);
-        self.session
-            .log
-            .on_commit(
-                &CommitView::new(tid, &writes, &observed, None).with_index_writes(&index_writes),
-            )?;
+        let procedure = self.call.as_ref().map(|(name, params)| ProcedureCall {
+            name,
+            params,
+        });
+        self.session.log.on_commit(
+            &CommitView::new(tid, &writes, &observed, procedure).with_index_writes(&index_writes),
+        )?;
         self.session.last_tid = tid;
         Ok(tid)
     }

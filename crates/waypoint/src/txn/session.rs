@@ -71,6 +71,7 @@ impl Session {
             scans: Vec::new(),
             writes: BTreeMap::new(),
             finished: false,
+            call: None,
         })
     }
 

@@ -1,6 +1,6 @@
 //! What a database and its sessions share: the buffer pool, the
 //! persistence scheme, the commit locks and session slots, the epoch
-//! clock, the counters, and whether the database is closed or poisoned.
+//! clock, the catalog and the stored procedures, the counters, and whether the database is closed or poisoned.
 //! It lives here, below `db`, so that `db` uses `txn` and not the other
 //! way round.
 //!
@@ -34,6 +34,10 @@ pub(crate) struct DbShared {
     /// Commits hold it shared; close and DDL that must see no commit in
     /// flight hold it exclusively.
     pub quiesce: RwLock<()>,
+    /// Tables and indexes by name (DDL changes it under `quiesce`).
+    pub catalog: Mutex<crate::catalog::Catalog>,
+    /// The stored procedures the database was opened with.
+    pub procedures: crate::procedure::Procedures,
     pub(crate) closed: AtomicBool,
     pub(crate) poisoned: Mutex<Option<String>>,
     pub(crate) is_poisoned: AtomicBool,

@@ -67,6 +67,9 @@ pub struct Transaction<'s> {
     pub(super) scans: Vec<ScanRead>,
     pub(super) writes: BTreeMap<(u32, Vec<u8>), PendingWrite>,
     pub(super) finished: bool,
+    /// The stored procedure this transaction runs (`Session::call`): its
+    /// name and encoded parameters, shown to the commit hook.
+    pub(crate) call: Option<(Arc<str>, Vec<u8>)>,
 }
 
 pub(super) fn to_owned_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -131,10 +134,31 @@ impl Transaction<'_> {
         self.db().check_open()
     }
 
-    /// Writes are refused up front once the log's disk is full.
+    /// Writes are refused up front once the log's disk is full, and
+    /// outside a stored procedure under a scheme that logs only calls.
     fn check_writable(&self) -> Result<()> {
         self.check_active()?;
+        if self.call.is_none() && self.db().scheme.command_order().is_some() {
+            return Err(Error::ProcedureRequired {
+                scheme: self.db().scheme.kind(),
+            });
+        }
         self.db().check_writable()
+    }
+
+    /// The table named `name` (for a stored procedure, which is
+    /// registered before the tables exist).
+    pub fn table(&self, name: &str) -> Result<Table> {
+        self.check_active()?;
+        self.db()
+            .catalog
+            .lock()
+            .tables
+            .get(name)
+            .map(|info| Table {
+                info: Arc::clone(info),
+            })
+            .ok_or_else(|| Error::UnknownTable { name: name.into() })
     }
 
     fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {

@@ -350,6 +350,7 @@ impl Scheme for PerWorkerScheme {
             checkpoint: self.checkpointer.stats(),
             backpressure: self.wal.backpressure_time(),
             silor: Default::default(),
+            command: Default::default(),
         }
     }
 

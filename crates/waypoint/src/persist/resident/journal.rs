@@ -1,17 +1,21 @@
-//! The clean close's journal: every dirty page, written and synced to
-//! `silor/close.journal` before the first of them is written into the
-//! data file, so a crash inside the close's page writes rolls forward to
-//! the closed state instead of leaving the data file a mix of the last
-//! clean close's pages (the base the logs replay onto) and this one's.
+//! The clean close's journal of a memory-resident scheme: every dirty
+//! page, written and synced to `<scheme dir>/close.journal` before the
+//! first of them is written into the data file, so a crash inside the
+//! close's page writes rolls forward to the closed state instead of
+//! leaving the data file a mix of the last clean close's pages (the base
+//! the logs replay onto) and this one's. The journal is written under a
+//! temporary name and renamed once whole and synced, so a file by the
+//! journal's name is always whole (`command` relies on that alone;
+//! `silor` also records a closing flag in its pepoch file).
 //!
 //! ```text
 //! per page: [page id u64][sealed page image: page size]
 //! trailer:  [magic "WPSJEND1": 8][pages u64][CRC32C of the page ids: u32][zero: 4]
 //! ```
 //!
-//! Invariant: the pepoch file's closing flag is written only after the
-//! journal is whole and synced; a journal is applied only with that flag,
-//! and only whole (trailer, count and every page's own checksum).
+//! Invariant: the journal's name appears only once it is whole and
+//! synced; a journal is applied only whole (trailer, count and every
+//! page's own checksum), and (under `silor`) only with the closing flag.
 
 use crate::buffer::{page, BufferPool};
 use crate::error::{Error, Result};
@@ -19,6 +23,8 @@ use crate::io::{OpenMode, Storage, StorageFile};
 use std::path::{Path, PathBuf};
 
 pub const JOURNAL_FILE: &str = "close.journal";
+/// The journal while it is written.
+pub const JOURNAL_TEMP_FILE: &str = "close.journal.new";
 const MAGIC: &[u8; 8] = b"WPSJEND1";
 const TRAILER: usize = 24;
 /// Pages buffered between writes.
@@ -28,14 +34,20 @@ pub fn path(dir: &Path) -> PathBuf {
     dir.join(JOURNAL_FILE)
 }
 
-/// Write every dirty page of `pool` to the journal in `dir` and sync it
-/// (and the directory). Returns the pages written.
+pub fn temp_path(dir: &Path) -> PathBuf {
+    dir.join(JOURNAL_TEMP_FILE)
+}
+
+/// Write every dirty page of `pool` to the journal in `dir`, sync it and
+/// give it its name (synced in the directory). Returns the pages written.
 pub fn write(storage: &dyn Storage, dir: &Path, pool: &BufferPool) -> Result<u64> {
-    let path = path(dir);
-    if storage.exists(&path) {
-        storage.remove(&path)?;
+    let temp = temp_path(dir);
+    for stale in [&temp, &path(dir)] {
+        if storage.exists(stale) {
+            storage.remove(stale)?;
+        }
     }
-    let file = storage.open(&path, OpenMode::CreateNew)?;
+    let file = storage.open(&temp, OpenMode::CreateNew)?;
     let page_size = pool.page_size();
     let mut buf = Vec::with_capacity(CHUNK_PAGES * (8 + page_size));
     let mut offset = 0u64;
@@ -63,6 +75,8 @@ pub fn write(storage: &dyn Storage, dir: &Path, pool: &BufferPool) -> Result<u64
     buf.extend_from_slice(&[0; 4]);
     flush(&mut buf, &mut offset)?;
     file.sync_data()?;
+    drop(file);
+    storage.rename(&temp, &path(dir))?;
     storage.sync_dir(dir)?;
     Ok(pages)
 }

@@ -1,0 +1,204 @@
+//! The command log while the database runs (seed 001 §III-A): one
+//! `logstore` stream, appended by whichever session commits a call (its
+//! partition held, see `procedure::order`), acknowledged once the stream
+//! is durable past the record: group commit by the stream's writer, or
+//! by a blocking committer syncing itself.
+//!
+//! Invariant: sequence numbers are given and appended under one lock, so
+//! they grow with stream position; a commit that logged a call is
+//! acknowledged only once the stream is durable past its record; while
+//! the open replays the log nothing is appended.
+
+use super::record;
+use crate::btree::{NoLog, PageLog};
+use crate::error::{Error, Result};
+use crate::ids::LogPos;
+use crate::logstore::stream::Stream;
+use crate::persist::{CatalogChange, CommitView, DurableWait, SchemeKind, SessionLog};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(super) struct CommandLog {
+    pub stream: Arc<Stream>,
+    /// The last sequence number appended.
+    sequence: Mutex<u64>,
+    /// Set while the open re-executes the log: calls and catalog changes
+    /// are already in it.
+    pub replaying: AtomicBool,
+    pub calls: AtomicU64,
+    pub catalog_changes: AtomicU64,
+    /// Test-only: acknowledge without waiting for durability.
+    #[cfg(feature = "testing")]
+    pub broken_ack: AtomicBool,
+}
+
+impl CommandLog {
+    pub fn new(stream: Arc<Stream>, last_sequence: u64) -> Self {
+        CommandLog {
+            stream,
+            sequence: Mutex::new(last_sequence),
+            replaying: AtomicBool::new(false),
+            calls: AtomicU64::new(0),
+            catalog_changes: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            broken_ack: AtomicBool::new(false),
+        }
+    }
+
+    pub fn last_sequence(&self) -> u64 {
+        *self.sequence.lock()
+    }
+
+    fn append_call(&self, buf: &mut Vec<u8>, name: &str, params: &[u8]) -> Result<LogPos> {
+        let mut sequence = self.sequence.lock();
+        let next = *sequence + 1;
+        buf.clear();
+        record::encode_call(buf, self.stream.durable(), next, name, params);
+        let end = self.stream.append_frames(buf, 1, next)?;
+        *sequence = next;
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(end)
+    }
+
+    fn append_catalog(&self, buf: &mut Vec<u8>, change: &CatalogChange) -> Result<LogPos> {
+        let sequence = self.sequence.lock();
+        buf.clear();
+        record::encode_catalog(buf, self.stream.durable(), change);
+        let end = self.stream.append_frames(buf, 1, *sequence)?;
+        self.catalog_changes.fetch_add(1, Ordering::Relaxed);
+        Ok(end)
+    }
+
+    #[cfg(feature = "testing")]
+    fn acknowledges_early(&self) -> bool {
+        self.broken_ack.load(Ordering::Relaxed)
+    }
+
+    #[cfg(not(feature = "testing"))]
+    fn acknowledges_early(&self) -> bool {
+        false
+    }
+}
+
+pub(super) struct CommandSessionLog {
+    log: Arc<CommandLog>,
+    /// Where the stream must be durable before the last commit is
+    /// acknowledged.
+    pending: Option<LogPos>,
+    /// The next commit waits at once (`Transaction::commit`): it syncs the
+    /// stream itself rather than waking the writer.
+    waits: bool,
+    buf: Vec<u8>,
+    page_log: NoLog,
+}
+
+impl CommandSessionLog {
+    pub fn new(log: Arc<CommandLog>) -> Self {
+        CommandSessionLog {
+            log,
+            pending: None,
+            waits: true,
+            buf: Vec::new(),
+            page_log: NoLog,
+        }
+    }
+
+    fn logged(&mut self, end: LogPos) {
+        if !self.waits {
+            self.log.stream.request_flush_lazily(end);
+        }
+        self.pending = Some(end);
+    }
+}
+
+impl SessionLog for CommandSessionLog {
+    fn page_log(&self) -> &dyn PageLog {
+        // Pages are never logged: recovery runs the calls again.
+        &self.page_log
+    }
+
+    fn on_commit(&mut self, commit: &CommitView<'_>) -> Result<()> {
+        if self.log.replaying.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if commit.writes().is_empty() {
+            // Read-only, or the end of a catalog change: acknowledged once
+            // whatever it may have read is durable.
+            self.pending = Some(self.log.stream.appended());
+            return Ok(());
+        }
+        let Some(call) = commit.procedure() else {
+            // Writes outside a call are refused before they are buffered.
+            return Err(Error::ProcedureRequired {
+                scheme: SchemeKind::Command,
+            });
+        };
+        let end = self.log.append_call(&mut self.buf, call.name, call.params)?;
+        self.logged(end);
+        Ok(())
+    }
+
+    fn on_catalog_change(&mut self, change: &CatalogChange) -> Result<()> {
+        if self.log.replaying.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let end = self.log.append_catalog(&mut self.buf, change)?;
+        self.logged(end);
+        Ok(())
+    }
+
+    fn set_commit_waits(&mut self, waits: bool) {
+        self.waits = waits;
+    }
+
+    fn take_pending(&mut self) -> Option<Box<dyn DurableWait>> {
+        let end = self.pending.take()?;
+        if self.log.acknowledges_early() {
+            // The broken variant: the record is written soon, but the call
+            // is acknowledged before it is durable.
+            self.log.stream.request_flush_lazily(end);
+            return None;
+        }
+        (self.log.stream.durable() < end).then(|| {
+            Box::new(StreamWait {
+                log: Arc::clone(&self.log),
+                end,
+                sync_here: self.waits,
+            }) as Box<dyn DurableWait>
+        })
+    }
+
+    fn wait_durable(&mut self) -> Result<()> {
+        match self.pending.take() {
+            Some(end) if self.log.acknowledges_early() => {
+                self.log.stream.request_flush_lazily(end);
+                Ok(())
+            }
+            Some(end) => self.log.stream.sync_to(end),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A commit waiting for the stream to be durable past its record.
+struct StreamWait {
+    log: Arc<CommandLog>,
+    end: LogPos,
+    /// A blocking commit syncs the stream itself (`Stream::sync_to`).
+    sync_here: bool,
+}
+
+impl DurableWait for StreamWait {
+    fn is_durable(&self) -> bool {
+        self.log.stream.durable() >= self.end
+    }
+
+    fn wait(&self) -> Result<()> {
+        if self.sync_here {
+            self.log.stream.sync_to(self.end)
+        } else {
+            self.log.stream.wait_durable(self.end)
+        }
+    }
+}
