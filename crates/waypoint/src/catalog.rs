@@ -3,7 +3,14 @@
 //!
 //! Catalog entry: key = name (UTF-8), value =
 //! `[kind u8: 1 table, 2 index][id u32][root page u64]` and, for an index,
-//! `[table name length u16][table name]`.
+//! `[table name length u16][table name]`. The empty key (no name can be
+//! empty) holds the id high-water mark, `[3][next id u32][0 u64]`.
+//!
+//! Invariant: an id is never given twice, even across a drop and a
+//! recovery. The value-logging schemes log rows by table id; were a
+//! dropped table's id given to a new table, the next replay would put the
+//! dropped table's logged rows into the new one. So the next id is stored,
+//! not derived from the live entries (which forget dropped ids).
 //!
 //! A secondary index maps `escape(secondary key) ++ primary key` to an empty
 //! value. `escape` keeps memcmp order by secondary key first (0x00 becomes
@@ -30,6 +37,9 @@ pub type KeyExtractor = Arc<dyn Fn(&[u8], &[u8]) -> Option<Vec<u8>> + Send + Syn
 pub const CATALOG_ROOT: RootId = 1;
 const KIND_TABLE: u8 = 1;
 const KIND_INDEX: u8 = 2;
+const KIND_NEXT_ID: u8 = 3;
+/// The key of the id high-water mark: no table or index name is empty.
+const NEXT_ID_KEY: &[u8] = b"";
 pub const MAX_NAME_LEN: usize = 255;
 
 pub(crate) struct TableInfo {
@@ -184,6 +194,13 @@ impl Catalog {
             }
             let id = u32::from_le_bytes(v[1..5].try_into().expect("4 bytes"));
             let root = u64::from_le_bytes(v[5..13].try_into().expect("8 bytes"));
+            if name.is_empty() {
+                if v[0] != KIND_NEXT_ID {
+                    return Err(bad(format!("catalog entry \"\" has kind {}", v[0])));
+                }
+                catalog.next_id = catalog.next_id.max(id);
+                continue;
+            }
             catalog.next_id = catalog.next_id.max(id + 1);
             match v[0] {
                 KIND_TABLE => {
@@ -237,6 +254,25 @@ impl Catalog {
         Ok(catalog)
     }
 
+    /// Move the next id past `id` (given now, or replayed) and store it
+    /// in the catalog tree, with the entry that gives `id`: so no later
+    /// open derives a smaller next id from the live entries alone.
+    fn advance_next_id(&mut self, pool: &BufferPool, log: &dyn PageLog, id: u32) -> Result<()> {
+        let next = id.checked_add(1).ok_or_else(|| Error::Internal {
+            what: "catalog ids exhausted".into(),
+        })?;
+        if next <= self.next_id {
+            return Ok(());
+        }
+        self.next_id = next;
+        let value = encode_entry(KIND_NEXT_ID, next, 0, None);
+        let tree = BTree::open(CATALOG_ROOT);
+        if !tree.update(pool, log, NEXT_ID_KEY, Tid::ZERO, &value, None)? {
+            tree.insert(pool, log, NEXT_ID_KEY, Tid::ZERO, &value, None)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn name_taken(&self, name: &str) -> bool {
         self.tables.contains_key(name) || self.indexes.contains_key(name)
     }
@@ -259,7 +295,7 @@ impl Catalog {
             &encode_entry(KIND_TABLE, id, tree.root(), None),
             None,
         )?;
-        self.next_id = self.next_id.max(id + 1);
+        self.advance_next_id(pool, log, id)?;
         let info = Arc::new(TableInfo {
             id,
             name: name.to_string(),
@@ -290,7 +326,7 @@ impl Catalog {
             &encode_entry(KIND_INDEX, id, tree.root(), Some(&table.name)),
             None,
         )?;
-        self.next_id = self.next_id.max(id + 1);
+        self.advance_next_id(pool, log, id)?;
         let info = Arc::new(IndexInfo {
             id,
             name: name.to_string(),

@@ -788,8 +788,8 @@ impl Harness {
             .collect();
         assert_eq!(
             counts.get("(catalog)"),
-            Some(&4),
-            "catalog: 3 tables + 1 index"
+            Some(&5),
+            "catalog: 3 tables + 1 index + the id high-water mark"
         );
         for t in 0..3 {
             assert_eq!(
