@@ -437,8 +437,10 @@ fn power_loss_inside_the_clean_close_loses_nothing() {
     }
 }
 
-/// The generation directory's only segment file.
-fn the_segment(sim: &SimStorage) -> PathBuf {
+/// The generation directory's segment files, oldest first: one or two
+/// (the first segment after an open grows until the preallocated spare
+/// is ready, then the stream moves to the spare, whenever that is).
+fn segments(sim: &SimStorage) -> Vec<PathBuf> {
     let dir = Path::new(DIR).join("command");
     let generation = sim
         .list_dir(&dir)
@@ -446,9 +448,15 @@ fn the_segment(sim: &SimStorage) -> PathBuf {
         .into_iter()
         .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with('g'))
         .unwrap();
-    let mut segments = waypoint::logstore::segment::list_segments(sim, &generation).unwrap();
-    assert_eq!(segments.len(), 1, "{segments:?}");
-    segments.pop().unwrap().1
+    let segments = waypoint::logstore::segment::list_segments(sim, &generation).unwrap();
+    assert!((1..=2).contains(&segments.len()), "{segments:?}");
+    segments.into_iter().map(|(_, path)| path).collect()
+}
+
+/// Bytes up to the last non-zero byte of a segment file.
+fn used(sim: &SimStorage, segment: &Path) -> u64 {
+    let bytes = sim.read_durable(segment).unwrap();
+    bytes.iter().rposition(|b| *b != 0).unwrap() as u64
 }
 
 /// A database left open with `calls` durable calls (each call synced
@@ -471,11 +479,13 @@ fn left_open(sim: &SimStorage, calls: u32) {
 fn a_damaged_record_in_the_middle_is_corruption_naming_file_and_offset() {
     let sim = SimStorage::new(5);
     left_open(&sim, 40);
-    let segment = the_segment(&sim);
-    let bytes = sim.read_durable(&segment).unwrap();
-    // A byte well inside the log, before its last records.
-    let used = bytes.iter().rposition(|b| *b != 0).unwrap() as u64;
-    let at = used / 2;
+    // A byte well inside the log, before its last records: in the
+    // segment with the most of them.
+    let segment = segments(&sim)
+        .into_iter()
+        .max_by_key(|p| used(&sim, p))
+        .unwrap();
+    let at = used(&sim, &segment) / 2;
     sim.corrupt(&segment, at, 0x5a).unwrap();
     let err = Database::open(DIR, command(&sim, 256)).unwrap_err();
     match err {
@@ -494,10 +504,9 @@ fn a_damaged_record_in_the_middle_is_corruption_naming_file_and_offset() {
 fn a_torn_tail_is_the_end_of_the_log() {
     let sim = SimStorage::new(6);
     left_open(&sim, 40);
-    let segment = the_segment(&sim);
-    let bytes = sim.read_durable(&segment).unwrap();
-    let used = bytes.iter().rposition(|b| *b != 0).unwrap() as u64;
-    sim.corrupt(&segment, used - 2, 0x5a).unwrap();
+    let segment = segments(&sim).pop().unwrap();
+    sim.corrupt(&segment, used(&sim, &segment) - 2, 0x5a)
+        .unwrap();
     let db = Database::open(DIR, command(&sim, 256)).unwrap();
     let report = db.recovery_report().unwrap();
     assert_eq!(report.torn_tails, 1, "{report:?}");
