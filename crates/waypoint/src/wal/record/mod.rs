@@ -197,7 +197,7 @@ impl<'a> Deps<'a> {
         }))
     }
 
-    pub fn to_vec(&self) -> Vec<(u32, LogPos)> {
+    pub fn to_vec(self) -> Vec<(u32, LogPos)> {
         self.iter().collect()
     }
 }
