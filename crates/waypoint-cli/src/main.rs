@@ -165,6 +165,7 @@ fn recover(
             "losers": r.losers, "pages_redone": r.pages_redone, "records_redone": r.records_redone,
             "records_undone": r.records_undone, "undo_groups": r.undo_groups, "gaps": r.gaps,
             "committed_beyond_gap": r.committed_beyond_gap, "repaired_torn_pages": r.repaired_torn_pages,
+            "redo_decided_serially": r.redo_decided_serially,
             "analysis_seconds": r.analysis.as_secs_f64(), "redo_seconds": r.redo.as_secs_f64(),
             "undo_seconds": r.undo.as_secs_f64(), "gb_per_sec": r.gb_per_sec(),
         });
@@ -180,11 +181,16 @@ fn recover(
         );
         println!("  analysis {:>10.3} ms", r.analysis.as_secs_f64() * 1e3);
         println!(
-            "  redo     {:>10.3} ms   {} records on {} pages, {} gaps",
+            "  redo     {:>10.3} ms   {} records on {} pages, {} gaps{}",
             r.redo.as_secs_f64() * 1e3,
             r.records_redone,
             r.pages_redone,
-            r.gaps
+            r.gaps,
+            if r.redo_decided_serially {
+                " (decided serially: a structure modification could not be redone)"
+            } else {
+                ""
+            }
         );
         println!(
             "  undo     {:>10.3} ms   {} records of {} losers in {} independent groups",

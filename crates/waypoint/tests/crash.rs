@@ -306,7 +306,7 @@ fn rollbacks_after_placeholders_survive_power_loss() {
 /// It found (2026-11-22) that structure modifications were not atomic
 /// under the gap rule: a split logged its pages separately, so a gap on one
 /// of them left the tree half redone ("fences differ from the parent's
-/// separators"); splits are now redone all or nothing (`wal/redo.rs`).
+/// separators"); splits are now redone all or nothing (`wal/redo/`).
 #[test]
 fn several_sessions_survive_power_loss() {
     let _serial = serial();

@@ -200,6 +200,7 @@ impl Analysis {
         report.gaps = redone.gaps;
         report.records_redone = redone.records_redone;
         report.pages_redone = redone.pages;
+        report.redo_decided_serially = redone.serially;
         report.committed_beyond_gap = winners.intersection(&beyond_gap).count();
         if report.committed_beyond_gap > 0 {
             tracing::warn!(
@@ -208,14 +209,38 @@ impl Analysis {
             );
         }
         let ended: FxHashSet<u64> = logs.iter().flat_map(|l| l.ended.iter().copied()).collect();
+        // A partition each: a look-up or two per record is redo-sized work.
+        let per_log: Vec<FxHashSet<u64>> = std::thread::scope(|s| {
+            let handles: Vec<_> = logs
+                .iter()
+                .map(|l| {
+                    let (winners, beyond_gap, ended) = (&winners, &beyond_gap, &ended);
+                    s.spawn(move || {
+                        let mut losers = FxHashSet::default();
+                        let mut last = None;
+                        for r in &l.records {
+                            // A transaction's records are mostly adjacent.
+                            if last == Some(r.txn) {
+                                continue;
+                            }
+                            last = Some(r.txn);
+                            let winner = winners.contains(&r.txn) && !beyond_gap.contains(&r.txn);
+                            if !winner && !ended.contains(&r.txn) {
+                                losers.insert(r.txn);
+                            }
+                        }
+                        losers
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a loser scan does not panic"))
+                .collect()
+        });
         let mut losers = FxHashSet::default();
-        for l in &logs {
-            for r in &l.records {
-                let winner = winners.contains(&r.txn) && !beyond_gap.contains(&r.txn);
-                if !winner && !ended.contains(&r.txn) {
-                    losers.insert(r.txn);
-                }
-            }
+        for part in per_log {
+            losers.extend(part);
         }
         report.winners = winners.len() - report.committed_beyond_gap;
         report.losers = losers.len();

@@ -17,7 +17,7 @@
 //!   position).
 //!   A structure modification cut short by the crash (its last image
 //!   missing) is the torn tail; the log is truncated before it.
-//! - **Redo** (`redo.rs`): per page, records follow the page's chain of
+//! - **Redo** (`redo/`): per page, records follow the page's chain of
 //!   `prev_gsn` from its on-disk GSN; a record whose predecessor is missing
 //!   (it lived in another partition and was lost) marks a **gap**, nothing
 //!   after it on that page is applied, and a structure modification is
@@ -49,7 +49,7 @@ mod undo;
 
 pub use analysis::Analysis;
 pub(crate) use partition_log::partition_ids;
-pub(super) use partition_log::{Logged, PartitionLog};
+pub(super) use partition_log::PartitionLog;
 pub use report::{RecoveredPartition, RecoveryReport};
 pub use undo::UndoLog;
 

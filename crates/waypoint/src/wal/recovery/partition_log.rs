@@ -184,6 +184,7 @@ pub(super) fn analyze_partition(
     // Then the segment ended there, and what follows its records in the
     // file is a recycled file's previous life (spare.rs), not a torn write.
     let mut stopped: Option<(PathBuf, u64)> = None;
+    let mut whole: Vec<u8> = Vec::new();
     for (start, path) in starts {
         if let Some((torn, offset)) = stopped.take() {
             if start != log.recovered.end {
@@ -193,7 +194,10 @@ pub(super) fn analyze_partition(
         }
         let file = storage.open(&path, OpenMode::ReadOnly)?;
         let file_len = file.len()?;
-        let mut whole = vec![0u8; file_len as usize];
+        // One buffer for every segment: a fresh one per segment costs the
+        // kernel's zeroing of its pages again each time.
+        whole.clear();
+        whole.resize(file_len as usize, 0);
         file.read_at(&mut whole, 0)?;
         drop(file);
         match segment::decode_header(&path, &whole, scheme)? {

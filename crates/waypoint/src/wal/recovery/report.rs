@@ -28,6 +28,10 @@ pub struct RecoveryReport {
     /// commit was cut short.
     pub committed_beyond_gap: usize,
     pub repaired_torn_pages: usize,
+    /// Redo could not decide page shard by page shard (a structure
+    /// modification some page cannot take, after a crash cut a log) and
+    /// swept all records in GSN order on one thread instead.
+    pub redo_decided_serially: bool,
     pub analysis: Duration,
     pub redo: Duration,
     pub undo: Duration,
