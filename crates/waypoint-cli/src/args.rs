@@ -121,7 +121,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub checkpoint_threads: Option<usize>,
     /// Threads for redo and undo when the database needs recovery
-    /// (analysis runs a thread per log partition) [default: 2].
+    /// (analysis runs a thread per log partition) [default: the cores the process may use].
     #[arg(long)]
     pub recovery_threads: Option<usize>,
     /// Move pruned log segments to this directory (relative paths are below

@@ -59,9 +59,9 @@ enum Command {
         #[arg(long, default_value = "1GiB")]
         buffer: String,
         /// Threads for redo and undo, 1 to 1024 (analysis runs a thread
-        /// per log partition).
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
+        /// per log partition) [default: the cores this process may use].
+        #[arg(long)]
+        threads: Option<usize>,
         /// Recover with this persistence scheme (per-worker, aries, aether,
         /// silor or none) [default: the one the database records].
         #[arg(long)]
@@ -131,7 +131,7 @@ fn recover(
     dir: PathBuf,
     json: bool,
     buffer: &str,
-    threads: usize,
+    threads: Option<usize>,
     scheme: Option<&str>,
 ) -> Result<()> {
     // The engine refuses what is not a database, and names the file that
@@ -141,7 +141,7 @@ fn recover(
     let options = waypoint::Options {
         create_if_missing: false,
         buffer_pool_bytes: args::parse_size("buffer", buffer)?,
-        recovery_threads: threads,
+        recovery_threads: threads.unwrap_or(waypoint::Options::default().recovery_threads),
         persistence,
         procedures: waypoint_bench::procedures(),
         ..Default::default()

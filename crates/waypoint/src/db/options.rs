@@ -153,7 +153,8 @@ pub struct Options {
     /// [`RealStorage`]: crate::io::RealStorage
     pub storage: Option<Arc<dyn Storage>>,
     /// Threads for redo and undo (analysis runs a thread per log
-    /// partition). Range: 1 to 1024.
+    /// partition). Range: 1 to 1024. Default: the cores the process may
+    /// use (redo splits its records into one page shard per thread).
     pub recovery_threads: usize,
     /// The persistence scheme and its options (default: per-worker).
     pub persistence: Persistence,
@@ -161,6 +162,13 @@ pub struct Options {
     /// the `command` scheme recovery runs the logged calls again, so a
     /// database must be reopened with every procedure its log names.
     pub procedures: crate::procedure::Procedures,
+}
+
+/// One recovery thread per core the process may use, within the range.
+fn default_recovery_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, Options::MAX_RECOVERY_THREADS)
 }
 
 impl Default for Options {
@@ -171,7 +179,7 @@ impl Default for Options {
             create_if_missing: true,
             direct_io: false,
             storage: None,
-            recovery_threads: 2,
+            recovery_threads: default_recovery_threads(),
             persistence: Persistence::default(),
             procedures: crate::procedure::Procedures::default(),
         }
