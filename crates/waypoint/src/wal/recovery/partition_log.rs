@@ -7,7 +7,7 @@
 
 use super::report::RecoveredPartition;
 use super::corruption;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ids::{Gsn, LogPos};
 use crate::io::{OpenMode, Storage};
 use crate::logstore::frame;
@@ -31,9 +31,11 @@ pub(in crate::wal) struct Logged {
     /// Structure modification this image belongs to (numbered per
     /// partition from 1); 0 for records outside one.
     pub smo: u32,
-    /// The whole encoded record, taken out of the stream
-    /// ([`frame::place_at`]): [`record::decode`] reads it.
-    pub bytes: Box<[u8]>,
+    /// Where the whole encoded record lies in its partition's arenas
+    /// ([`PartitionLog::bytes_of`]).
+    arena: u32,
+    len: u32,
+    at: usize,
 }
 
 /// A change to the log's files that analysis decided on, applied by
@@ -66,9 +68,18 @@ pub(in crate::wal) struct PartitionLog {
     pub(super) torn_tails: usize,
     /// Structure modifications seen so far (numbers `Logged::smo`).
     smos: u32,
+    /// The page records' bytes, one arena per segment (one allocation per
+    /// segment, not one per record).
+    arenas: Vec<Box<[u8]>>,
 }
 
 impl PartitionLog {
+    /// The whole encoded record, taken out of the stream
+    /// ([`frame::place_at`]): [`record::decode`] reads it.
+    pub(in crate::wal) fn bytes_of(&self, r: &Logged) -> &[u8] {
+        &self.arenas[r.arena as usize][r.at..r.at + r.len as usize]
+    }
+
     /// The log ends at a bad record (`offset` within the records of the
     /// segment at `path`): a write a crash interrupted.
     fn note_torn_tail(&mut self, path: &Path, offset: u64) {
@@ -172,6 +183,7 @@ pub(super) fn analyze_partition(
         bytes: 0,
         torn_tails: 0,
         smos: 0,
+        arenas: Vec::new(),
     };
     // Once the log has ended (torn tail, or a segment that does not start
     // where the previous one ended), later segments can only hold writes
@@ -274,6 +286,10 @@ pub(super) fn analyze_partition(
         }
         let mut max_gsn = Gsn::ZERO;
         let mut in_smo = false;
+        let arena_id = u32::try_from(log.arenas.len()).map_err(|_| Error::Internal {
+            what: "more than 2^32 log segments in one partition".into(),
+        })?;
+        let mut arena: Vec<u8> = Vec::with_capacity(valid as usize);
         for (offset, rec) in records {
             let h = &rec.header;
             max_gsn = max_gsn.max(h.gsn);
@@ -326,8 +342,9 @@ pub(super) fn analyze_partition(
             if rec.body.kind().has_page() {
                 // Taken out of the stream, so redo and undo decode the
                 // copy without knowing where it lay.
-                let mut bytes: Box<[u8]> = buf[*offset as usize..end].into();
-                frame::place_at(&mut bytes, start.advance(*offset));
+                let at = arena.len();
+                arena.extend_from_slice(&buf[*offset as usize..end]);
+                frame::place_at(&mut arena[at..], start.advance(*offset));
                 log.records.push(Logged {
                     gsn: h.gsn,
                     txn: h.txn,
@@ -337,10 +354,15 @@ pub(super) fn analyze_partition(
                     kind: rec.body.kind(),
                     compensation: h.compensation,
                     smo,
-                    bytes,
+                    arena: arena_id,
+                    len: u32::try_from(end - *offset as usize).map_err(|_| {
+                        corruption(&path, segment::HEADER_SIZE + *offset, "a record of 4 GiB or more")
+                    })?,
+                    at,
                 });
             }
         }
+        log.arenas.push(arena.into_boxed_slice());
         // Cut the torn tail so new records follow the last valid one.
         log.actions.push(FileAction::Keep {
             path: path.clone(),

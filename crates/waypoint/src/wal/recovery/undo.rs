@@ -4,7 +4,7 @@
 //! closed by an end record once every compensation is durable. Losers that
 //! share no key are undone in parallel groups.
 
-use super::partition_log::Logged;
+use super::partition_log::{Logged, PartitionLog};
 use super::{corruption, Recovery};
 use crate::btree::tree::encode_value;
 use crate::btree::{BTree, PageLog};
@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::wal::record::{self, RecordBody, RecordKind};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -136,7 +135,7 @@ impl Recovery {
         let mut compensated = 0;
         for &(pi, ri) in recs {
             let r = &self.logs[pi].records[ri];
-            let rec = decode_again(&self.logs[pi].dir, r)?;
+            let rec = decode_again(&self.logs[pi], r)?;
             let key = match &rec.body {
                 RecordBody::Insert { key, .. }
                 | RecordBody::Update { key, .. }
@@ -237,7 +236,7 @@ impl Recovery {
         r: &Logged,
     ) -> Result<bool> {
         let dir = &self.logs[pi].dir;
-        let rec = decode_again(dir, r)?;
+        let rec = decode_again(&self.logs[pi], r)?;
         let tree = BTree::open(r.tree as u64);
         match &rec.body {
             RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
@@ -283,12 +282,11 @@ struct UndoGroup {
     records: Vec<(usize, usize)>,
 }
 
-/// Decode a record kept since analysis (it decoded then) of the partition
-/// in `dir`.
-fn decode_again<'a>(dir: &Path, r: &'a Logged) -> Result<record::Record<'a>> {
-    record::decode(&r.bytes).map_err(|e| {
+/// Decode a record of `log` kept since analysis (it decoded then).
+fn decode_again<'a>(log: &'a PartitionLog, r: &Logged) -> Result<record::Record<'a>> {
+    record::decode(log.bytes_of(r)).map_err(|e| {
         corruption(
-            dir,
+            &log.dir,
             r.gsn.get(),
             format!(
                 "record GSN {}: decoded in analysis, it fails now: {e}",

@@ -210,7 +210,7 @@ fn apply_shard(
                 continue;
             }
             debug_assert!(continues(r.prev, at, floor), "redo follows the page chain");
-            let rec = record::decode(&r.bytes).map_err(|e| {
+            let rec = record::decode(log.bytes_of(r)).map_err(|e| {
                 log_corruption(log, r.gsn, format!("decoded in analysis, it fails now: {e}"))
             })?;
             let data = guard.data_mut();
