@@ -252,7 +252,7 @@ impl Run<'_> {
             phantom_ack: a.unsafe_phantom_ack,
         };
         let mut ready_at = None;
-        let acks = run_child_until_killed(&self.exe, &spec, &self.stderr_path, &mut || {
+        let acks = run_child_until_killed(&self.exe, &spec, &self.stderr_path, &mut |_| {
             ready_at.get_or_insert_with(Instant::now).elapsed() >= delay
         })?;
         for &(c, w, s) in &acks {
