@@ -1139,6 +1139,7 @@ fn tpcc_under_the_command_scheme_runs_as_procedures_and_loses_nothing_to_kills()
     );
     assert_eq!(v["config"]["scheme"], "command");
     assert_eq!(v["config"]["workload"]["multi_partition_pct"], 50);
+    assert_eq!(v["config"]["workload"]["procedures"], true);
     assert!(
         v["wal_bytes"].as_u64() > Some(0),
         "the calls are logged: {v}"
