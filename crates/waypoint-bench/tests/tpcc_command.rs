@@ -193,6 +193,5 @@ fn call_parameters_round_trip_and_remote_calls_are_multi_partition() {
     // 20% of the 88% that are New-Orders or Payments.
     let pct = f64::from(remote) / 20.0;
     assert!((13.0..23.0).contains(&pct), "{pct}% remote");
-    drop(terminal);
     db.close().unwrap();
 }
