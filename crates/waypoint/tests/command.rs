@@ -193,7 +193,9 @@ fn a_clean_close_writes_the_data_file_and_removes_the_log() {
 /// under `command` (a logged catalog change, after the clean close),
 /// maintained by calls; after power loss the replay creates it again
 /// with the registered extractor (whatever `create_index` was given) and
-/// the replayed calls maintain it, so it scans as before the crash.
+/// the replayed calls maintain it, so it scans as before the crash; and
+/// once the index is in the clean close's data file, the open binds the
+/// registered extractor before replaying calls that write its table.
 #[test]
 fn an_index_with_a_registered_extractor_is_created_and_maintained_by_replay() {
     let sim = SimStorage::new(7);
@@ -243,6 +245,38 @@ fn an_index_with_a_registered_extractor_is_created_and_maintained_by_replay() {
         )
         .unwrap();
     assert_eq!(scan(&db, &index), before);
+    db.check_integrity().unwrap();
+    drop(index);
+    db.close().unwrap();
+
+    // Now the index is in the clean close's data file: the replay's calls
+    // maintain it only because the open bound the registered extractor.
+    let db = Database::open(DIR, command(&sim, 1024)).unwrap();
+    // Bound here as an embedder would: the run itself needs no help.
+    db.open_index(
+        "history_by_amount",
+        Arc::new(|_k: &[u8], v: &[u8]| Some(v.to_vec())),
+    )
+    .unwrap();
+    let mut s = db.session();
+    for i in 60..100 {
+        s.call::<_, u64>("transfer", &nth_transfer(i, 0)).unwrap();
+    }
+    drop(s);
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::Random {
+        keep: 0.5,
+        tear: true,
+    });
+    let db = Database::open(DIR, command(&sim, 1024)).expect("the replay maintains the index");
+    assert_eq!(db.stats().persistence.command.replayed_calls, 40);
+    let index = db
+        .open_index(
+            "history_by_amount",
+            Arc::new(|_k: &[u8], v: &[u8]| Some(v.to_vec())),
+        )
+        .unwrap();
+    assert_eq!(scan(&db, &index).len(), 100);
     db.check_integrity().unwrap();
 }
 
