@@ -33,11 +33,13 @@ pub mod voter;
 pub mod workload;
 pub mod ycsb;
 
-/// Every stored procedure of the workloads (Voter's `vote`, the loaders'
-/// `bench_put`), under their own names: a database run under the
-/// `command` scheme is reopened with all of them, whatever it ran.
+/// Every stored procedure of the workloads (Voter's `vote`, TPC-C's five
+/// transactions and its indexes' extractors, the loaders' `bench_put`),
+/// under their own names: a database run under the `command` scheme is
+/// reopened with all of them, whatever it ran.
 pub fn procedures() -> waypoint::Procedures {
-    voter::register(load::register(waypoint::Procedures::new()).expect("bench_put registers"))
+    let procedures = load::register(waypoint::Procedures::new()).expect("bench_put registers");
+    tpcc::procedures::register(voter::register(procedures).expect("vote registers"))
         .expect("the workloads' procedure names are distinct")
 }
 

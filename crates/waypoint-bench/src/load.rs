@@ -41,7 +41,7 @@ fn writes_by_calls(db: &Database) -> bool {
 }
 
 /// Put `rows` through `bench_put`, retrying conflicts.
-fn put(
+pub(crate) fn put(
     session: &mut Session,
     table: &Table,
     rows: Vec<(Vec<u8>, Vec<u8>)>,

@@ -57,6 +57,17 @@ pub struct BenchArgs {
     /// named in the report).
     #[arg(long)]
     pub no_remote: bool,
+    /// TPC-C: PCT% of New-Orders (one remote line) and Payments (a remote
+    /// customer) remote, and so multi-partition calls, the rest local,
+    /// instead of the spec's remote draws (seed 001's multi-partition
+    /// fraction; a deviation named in the report). Needs 2+ warehouses.
+    #[arg(long, value_name = "PCT")]
+    pub multi_partition: Option<u8>,
+    /// Run TPC-C's transactions as stored procedures (`Session::call`)
+    /// under every scheme, as `--scheme command` always does: a
+    /// like-for-like comparison (recorded in the report's config).
+    #[arg(long)]
+    pub procedures: bool,
     /// Value size in bytes (ycsb, engine, updates) [default: 100].
     #[arg(long)]
     pub value_size: Option<usize>,
@@ -210,6 +221,8 @@ struct FileOptions {
     updates_per_txn: Option<usize>,
     disjoint: Option<bool>,
     no_remote: Option<bool>,
+    multi_partition: Option<u8>,
+    procedures: Option<bool>,
     preset: Option<String>,
     distribution: Option<String>,
     theta: Option<f64>,
@@ -277,8 +290,12 @@ impl BenchArgs {
             theta,
             ops_per_txn,
             contestants,
-            max_votes
+            max_votes,
+            multi_partition
         );
+        if !self.procedures && f.procedures == Some(true) {
+            self.procedures = true;
+        }
         if !self.disjoint && f.disjoint == Some(true) {
             self.disjoint = true;
         }
@@ -476,11 +493,24 @@ impl BenchArgs {
         {
             bail!("--value-size applies to the ycsb, engine and updates workloads only");
         }
-        if self.scheme()? == waypoint::SchemeKind::Command && self.workload != "voter" {
+        if self.scheme()? == waypoint::SchemeKind::Command
+            && !matches!(self.workload.as_str(), "voter" | "tpcc")
+        {
             bail!(
-                "--scheme command runs workloads written as stored procedures: voter (not {})",
+                "--scheme command runs workloads written as stored procedures: voter, tpcc (not {})",
                 self.workload
             );
+        }
+        if (self.procedures || self.multi_partition.is_some()) && self.workload != "tpcc" {
+            bail!("--procedures and --multi-partition apply to the tpcc workload only");
+        }
+        if let Some(pct) = self.multi_partition {
+            if pct > 100 {
+                bail!("--multi-partition {pct} is out of range: 0 to 100");
+            }
+            if self.no_remote {
+                bail!("--multi-partition and --no-remote both set the remote accesses: give one");
+            }
         }
         crate::bench_driver::driver_config(self)?
             .validate()

@@ -72,11 +72,13 @@ fn tpcc(args: &BenchArgs, seed: u64) -> Result<Tpcc> {
         scale_down: args.tpcc_scale_down.unwrap_or(1),
         ..TpccConfig::new(warehouses)
     };
-    let tpcc = Tpcc::new(config, seed);
-    Ok(if args.no_remote {
-        tpcc.without_remote()
-    } else {
-        tpcc
+    // Under `command` the calls are the only writes; the report says so.
+    let procedures = args.procedures || args.scheme()? == waypoint::SchemeKind::Command;
+    let tpcc = Tpcc::new(config, seed).with_procedures(procedures);
+    Ok(match (args.no_remote, args.multi_partition) {
+        (true, _) => tpcc.without_remote(),
+        (false, Some(pct)) => tpcc.multi_partition(pct),
+        (false, None) => tpcc,
     })
 }
 

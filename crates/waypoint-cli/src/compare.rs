@@ -197,8 +197,8 @@ impl Crasher for ChildCrasher {
         dir: &Path,
         workload: &str,
         config: &DriverConfig,
-        stop: &dyn Fn() -> bool,
-    ) -> BenchResult<()> {
+        stop: &dyn Fn(u64) -> bool,
+    ) -> BenchResult<u64> {
         // The child records what it acknowledged in this table.
         let db = waypoint::Database::open(
             dir,
@@ -225,12 +225,12 @@ impl Crasher for ChildCrasher {
             max_run_ms: 3_600_000,
             phantom_ack: false,
         };
-        let killed = run_child_until_killed(&self.exe, &spec, &stderr_path, &mut || stop());
+        let killed = run_child_until_killed(&self.exe, &spec, &stderr_path, &mut |n| stop(n));
         let _ = std::fs::remove_file(&stderr_path);
         match killed {
-            Ok(_) => Ok(()),
+            Ok(acks) => Ok(acks.len() as u64),
             // Ctrl-C reaches the child too; the runner sees the interrupt.
-            Err(_) if stop() => Ok(()),
+            Err(_) if stop(0) => Ok(0),
             Err(f) => Err(BenchError::Config(format!(
                 "the recovery run's child: {}",
                 f.why

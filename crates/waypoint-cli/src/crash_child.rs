@@ -18,7 +18,9 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use waypoint::{Database, Error, Options, PerWorkerOptions, Persistence, SchemeKind};
@@ -230,7 +232,11 @@ impl Drop for ChildGuard {
 
 /// Reads the child's stdout until EOF: signals `ready`, collects the ids
 /// of complete ack lines (a line cut off by the kill does not count).
-fn read_acks(stdout: ChildStdout, ready: mpsc::Sender<()>) -> Result<Vec<(u32, u32, u64)>, String> {
+fn read_acks(
+    stdout: ChildStdout,
+    ready: mpsc::Sender<()>,
+    count: &AtomicU64,
+) -> Result<Vec<(u32, u32, u64)>, String> {
     let mut reader = BufReader::new(stdout);
     let mut acks = Vec::new();
     let mut line = Vec::new();
@@ -253,6 +259,7 @@ fn read_acks(stdout: ChildStdout, ready: mpsc::Sender<()>) -> Result<Vec<(u32, u
             Some((u32::try_from(c).ok()?, u32::try_from(w).ok()?, s))
         });
         acks.push(parsed.ok_or_else(|| format!("malformed line from the child: {text:?}"))?);
+        count.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -300,8 +307,9 @@ pub(crate) struct ChildSpec<'a> {
 }
 
 /// Start `waypoint crash-child` (`exe`) with `spec`, wait for it to be
-/// ready, `SIGKILL` it once `kill_now()` says so (asked every 5 ms from
-/// then on), and return the ids of the commits it acknowledged. Its
+/// ready, `SIGKILL` it once `kill_now(acknowledged so far)` says so
+/// (asked every 5 ms from then on), and return the ids of the commits it
+/// acknowledged. Its
 /// stderr goes to `stderr_path`, whose last lines explain a child that
 /// never got ready or exited before the kill. `crash-test` kills after a
 /// random delay; `compare recovery` once the log holds the WAL limit.
@@ -309,7 +317,7 @@ pub(crate) fn run_child_until_killed(
     exe: &Path,
     spec: &ChildSpec<'_>,
     stderr_path: &Path,
-    kill_now: &mut dyn FnMut() -> bool,
+    kill_now: &mut dyn FnMut(u64) -> bool,
 ) -> Result<Vec<(u32, u32, u64)>, Failure> {
     let stderr = std::fs::File::create(stderr_path)
         .map_err(|e| fail(format!("{}: {e}", stderr_path.display()), true))?;
@@ -341,7 +349,9 @@ pub(crate) fn run_child_until_killed(
     let child = guard.0.as_mut().expect("child");
     let stdout = child.stdout.take().expect("piped stdout");
     let (ready_tx, ready_rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || read_acks(stdout, ready_tx));
+    let acked = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&acked);
+    let reader = std::thread::spawn(move || read_acks(stdout, ready_tx, &counted));
     let early = |child: &mut Child, what: &str| {
         let status = child
             .try_wait()
@@ -358,7 +368,7 @@ pub(crate) fn run_child_until_killed(
         let _ = child.wait();
         return Err(early(child, "never reported ready"));
     }
-    while !kill_now() {
+    while !kill_now(acked.load(Ordering::Relaxed)) {
         if let Ok(Some(_)) = child.try_wait() {
             return Err(early(child, "exited before the kill"));
         }

@@ -252,7 +252,7 @@ impl Run<'_> {
             phantom_ack: a.unsafe_phantom_ack,
         };
         let mut ready_at = None;
-        let acks = run_child_until_killed(&self.exe, &spec, &self.stderr_path, &mut || {
+        let acks = run_child_until_killed(&self.exe, &spec, &self.stderr_path, &mut |_| {
             ready_at.get_or_insert_with(Instant::now).elapsed() >= delay
         })?;
         for &(c, w, s) in &acks {
@@ -357,9 +357,11 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     if args.cycles == 0 {
         bail!("--cycles 0 is out of range: at least 1");
     }
-    if scheme_kind(&args.scheme)? == waypoint::SchemeKind::Command && args.workload != "voter" {
+    if scheme_kind(&args.scheme)? == waypoint::SchemeKind::Command
+        && !matches!(args.workload.as_str(), "voter" | "tpcc")
+    {
         bail!(
-            "--scheme command runs workloads written as stored procedures: voter (not {})",
+            "--scheme command runs workloads written as stored procedures: voter, tpcc (not {})",
             args.workload
         );
     }

@@ -1090,6 +1090,113 @@ fn voter_under_the_command_scheme_runs_and_loses_nothing_to_kills() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// `--scheme command`: TPC-C as its five stored procedures, on two
+/// warehouses with half the New-Orders and Payments remote
+/// (multi-partition calls); SIGKILLs lose no acknowledged call and the
+/// TPC-C conditions hold after each replay. `--procedures` runs the same
+/// calls under another scheme and the report says so; the flags are
+/// refused where they do not apply.
+#[test]
+fn tpcc_under_the_command_scheme_runs_as_procedures_and_loses_nothing_to_kills() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bench = |dir: &str, out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "tpcc",
+            "--tpcc-scale-down",
+            "100",
+            "--workers",
+            "2",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0",
+            "--buffer",
+            "64MiB",
+            "--dir",
+            dir,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = waypoint(&args);
+        let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success(),
+            "{args:?}: {stdout}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        v
+    };
+    let dir = tmp.path().join("db");
+    let d = dir.to_str().unwrap();
+    let v = bench(
+        d,
+        &tmp.path().join("out"),
+        &["--scheme", "command", "--multi-partition", "50"],
+    );
+    assert_eq!(v["config"]["scheme"], "command");
+    assert_eq!(v["config"]["workload"]["multi_partition_pct"], 50);
+    assert_eq!(v["config"]["workload"]["procedures"], true);
+    assert!(
+        v["wal_bytes"].as_u64() > Some(0),
+        "the calls are logged: {v}"
+    );
+    assert!(
+        v["verify"]["conditions"].is_array(),
+        "verified after the run: {v}"
+    );
+    let o = waypoint(&[
+        "crash-test",
+        "tpcc",
+        "--scheme",
+        "command",
+        "--scale",
+        "2",
+        "--cycles",
+        "2",
+        "--kill-after-ms",
+        "300..800",
+        "--dir",
+        tmp.path().join("crash").to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && stdout.contains("2 cycles, 0 failures"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = bench(
+        tmp.path().join("pw").to_str().unwrap(),
+        &tmp.path().join("out-pw"),
+        &["--scheme", "per-worker", "--procedures"],
+    );
+    assert_eq!(v["config"]["workload"]["procedures"], true);
+    for (args, message) in [
+        (
+            &["bench", "ycsb", "--procedures"][..],
+            "apply to the tpcc workload only",
+        ),
+        (
+            &["bench", "tpcc", "--multi-partition", "101"],
+            "--multi-partition 101 is out of range",
+        ),
+        (
+            &["bench", "tpcc", "--multi-partition", "5", "--no-remote"],
+            "give one",
+        ),
+    ] {
+        let o = waypoint(args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && stderr.contains(message),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 /// Voter and YCSB run through the same child, on a kept directory that
 /// ages across invocations; and a lost acknowledgement (the hidden
 /// `--unsafe-phantom-ack`) fails with the seed and a reproduction command.

@@ -54,7 +54,8 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
             "wal-bound",
             "out-of-memory",
             "peers",
-            "checkpoint-dips"
+            "checkpoint-dips",
+            "command-logging"
         ]
     );
     let tmp = tempfile::tempdir().unwrap();
@@ -112,6 +113,9 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
         if name == "peers" {
             peers_rows_state_their_durability(&r, &report);
         }
+        if name == "command-logging" {
+            command_logging_runs_both_workloads_and_recovers_both_ways(&r);
+        }
         // The runs' data directories are gone.
         let left: Vec<_> = std::fs::read_dir(&out)
             .unwrap()
@@ -120,6 +124,54 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
             .collect();
         assert!(left.is_empty(), "{name}: left {left:?}");
     }
+}
+
+/// Seed 001's runs: Voter and TPC-C under the four schemes on 1 and 2
+/// workers, each against `none`; TPC-C's command log far smaller per
+/// transaction than its after-image log; recovery under `command` and
+/// `silor` after the same number of acknowledged transactions, against
+/// `silor`.
+fn command_logging_runs_both_workloads_and_recovers_both_ways(r: &serde_json::Value) {
+    let runs = r["runs"].as_array().unwrap();
+    let run = |label: &str| {
+        runs.iter()
+            .find(|run| run["label"] == label)
+            .unwrap_or_else(|| panic!("no run {label:?}"))
+    };
+    for workload in ["voter", "tpcc"] {
+        for scheme in ["none", "command", "silor", "per-worker"] {
+            for w in [1, 2] {
+                let run = run(&format!("{workload} {scheme}, {w} workers"));
+                assert_eq!(run["config"]["scheme"], scheme, "{run}");
+                assert!(
+                    run["vs_baseline"]["txn_per_sec"].as_f64().is_some(),
+                    "{run}"
+                );
+            }
+        }
+        for scheme in ["command", "silor"] {
+            let run = run(&format!("{workload} {scheme} recovery, 2 workers"));
+            assert!(
+                run["median"]["recovery_txn_per_sec"]
+                    .as_f64()
+                    .is_some_and(|t| t > 0.0),
+                "{run}"
+            );
+            assert!(
+                run["vs_baseline"]["recovery_ms"].as_f64().is_some(),
+                "{run}"
+            );
+        }
+    }
+    let per_txn = |label: &str| run(label)["median"]["wal_bytes_per_txn"].as_f64().unwrap();
+    let (command, silor) = (
+        per_txn("tpcc command, 2 workers"),
+        per_txn("tpcc silor, 2 workers"),
+    );
+    assert!(
+        command > 0.0 && command * 2.0 < silor,
+        "command {command} bytes/txn, silor {silor}"
+    );
 }
 
 /// Every peer row says what durability it gave; the engines this binary

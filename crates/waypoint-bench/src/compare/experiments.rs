@@ -27,16 +27,12 @@ pub const NAMES: &[&str] = &[
     "out-of-memory",
     "peers",
     "checkpoint-dips",
+    "command-logging",
 ];
 
 /// Experiments of issue 31 that cannot run yet: (name, the result, what
 /// it waits for).
 pub const NOT_YET: &[(&str, &str, &str)] = &[
-    (
-        "command-logging",
-        "seed 001: command logging against physiological logging (Voter, TPC-C)",
-        "the command-logging scheme",
-    ),
     (
         "silor",
         "seed 002: SiloR value logging, epochs and parallel recovery",
@@ -65,6 +61,7 @@ pub fn reproduces(name: &str) -> &'static str {
         "out-of-memory" => "seed 000 Fig. 9 right (§4.2): TPC-C txn/s against workers with a buffer pool of 40% of the data, per-worker against the central log",
         "peers" => super::peer_runs::REPRODUCES,
         "checkpoint-dips" => super::peer_runs::DIPS_REPRODUCES,
+        "command-logging" => "seed 001 Figs. 5-8 (§V): Voter and TPC-C throughput, latency and log bytes under command logging, physiological (after-image) logging and no logging; recovery by re-execution against replay",
         _ => "",
     }
 }
@@ -79,6 +76,7 @@ pub fn build(name: &str, s: &Settings) -> BenchResult<Experiment> {
         "recovery" => recovery(s)?,
         "wal-bound" => wal_bound(s)?,
         "out-of-memory" => out_of_memory(s)?,
+        "command-logging" => super::command_logging::build(s)?,
         "peers" => {
             let workers = fixed_workers(s, "peers")?;
             super::peer_runs::build(s, workers, driver(workers, workers, s))?
@@ -106,7 +104,7 @@ pub fn build(name: &str, s: &Settings) -> BenchResult<Experiment> {
 }
 
 /// TPC-C at the spec's sizes, or 1/100 of them with `--quick`.
-fn tpcc(warehouses: usize, s: &Settings) -> WorkloadSpec {
+pub(super) fn tpcc(warehouses: usize, s: &Settings) -> WorkloadSpec {
     WorkloadSpec::Tpcc(TpccConfig {
         scale_down: if s.quick { 100 } else { 1 },
         ..TpccConfig::new(warehouses as u32)
@@ -117,7 +115,7 @@ fn tpcc(warehouses: usize, s: &Settings) -> WorkloadSpec {
 /// and what a run adds (the paper's in-memory setting): 256 MiB per
 /// warehouse, at least 1 GiB, at most half the machine's memory; 32 MiB
 /// with `--quick`.
-fn buffer_for(warehouses: usize, s: &Settings) -> usize {
+pub(super) fn buffer_for(warehouses: usize, s: &Settings) -> usize {
     if s.quick {
         return 32 << 20;
     }
@@ -130,7 +128,7 @@ fn buffer_for(warehouses: usize, s: &Settings) -> usize {
 
 /// The driver's defaults with the experiment's timing: 10 s measured
 /// after 2 s of warm-up, or 1 s without warm-up with `--quick`.
-fn driver(workers: usize, warehouses: usize, s: &Settings) -> DriverConfig {
+pub(super) fn driver(workers: usize, warehouses: usize, s: &Settings) -> DriverConfig {
     let d = DriverConfig::default();
     DriverConfig {
         workers,
@@ -155,10 +153,10 @@ fn fixed_workers(s: &Settings, name: &str) -> BenchResult<usize> {
 }
 
 /// A persistence setting of a run: (scheme, commit, checkpoint).
-type Scheme = (SchemeKind, CommitProtocol, CheckpointMode);
+pub(super) type Scheme = (SchemeKind, CommitProtocol, CheckpointMode);
 
 /// The per-worker scheme as configured by default.
-const PER_WORKER: Scheme = (
+pub(super) const PER_WORKER: Scheme = (
     SchemeKind::PerWorker,
     CommitProtocol::RfaGroup,
     CheckpointMode::Continuous,
@@ -179,7 +177,10 @@ const AETHER: Scheme = (
     CheckpointMode::Full,
 );
 
-fn with_scheme(mut d: DriverConfig, (scheme, commit, checkpoint): Scheme) -> DriverConfig {
+pub(super) fn with_scheme(
+    mut d: DriverConfig,
+    (scheme, commit, checkpoint): Scheme,
+) -> DriverConfig {
     d.scheme = scheme;
     d.commit = commit;
     d.checkpoint = checkpoint;
@@ -457,6 +458,7 @@ fn recovery(s: &Settings) -> BenchResult<Experiment> {
                 driver: d,
                 crash: Some(CrashSpec {
                     until_log_bytes: mib << 20,
+                    until_acked: None,
                     max_secs: if s.quick { 3.0 } else { 180.0 },
                 }),
                 buffer_of_data: None,

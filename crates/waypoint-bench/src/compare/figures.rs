@@ -45,7 +45,15 @@ pub fn draw(out: &Path, figures: &[Figure], r: &Results) -> Result<Vec<PathBuf>,
                 })?
             }
             Figure::Bars { title, metric, .. } => {
-                draw_png(&path, SIZE, |a| bars_chart(a, title, *metric, &r.runs))?
+                // A run that completed without this metric measures
+                // something else (a throughput run beside recovery runs).
+                let runs: Vec<RunResult> = r
+                    .runs
+                    .iter()
+                    .filter(|run| run.median(*metric).is_some() || run.completed() == 0)
+                    .cloned()
+                    .collect();
+                draw_png(&path, SIZE, |a| bars_chart(a, title, *metric, &runs))?
             }
             Figure::OverTime {
                 title,

@@ -6,7 +6,8 @@
 //!   result of which paper it reproduces (seed 000 §4.1–§4.3, §4.6), and
 //!   the ones that wait for schemes not yet built ([`NOT_YET`]);
 //!   [`peer_runs`]: the `peers` experiment (waypoint against the engines
-//!   of [`crate::peers`]).
+//!   of [`crate::peers`]); [`command_logging`]: seed 001's trade (command
+//!   logging against after-image logging and none, run time and recovery).
 //! - [`runner`]: rounds A B C, then C B A, ..., each run on a fresh copy
 //!   of one load; Ctrl-C ends the current run early and the report says
 //!   it is partial.
@@ -18,6 +19,7 @@
 //! runs that ran to their end; a run cut short by Ctrl-C or an error is
 //! left out and the report says so.
 
+pub mod command_logging;
 pub mod experiments;
 pub mod figures;
 pub mod machine;
@@ -33,6 +35,7 @@ use crate::peers::drive::PeerWorkload;
 use crate::peers::{Durability, Peer};
 use crate::tpcb::{Tpcb, TpcbConfig};
 use crate::tpcc::{Tpcc, TpccConfig};
+use crate::voter::{Voter, VoterConfig};
 use crate::workload::Workload;
 use crate::ycsb::{KeyDistribution, Ycsb, YcsbConfig};
 use serde::Serialize;
@@ -75,14 +78,24 @@ pub enum WorkloadSpec {
         branches: u64,
         accounts: u64,
     },
+    /// TPC-C's transactions as stored procedures under every scheme
+    /// (`Tpcc::with_procedures`): seed 001's like-for-like comparison.
+    #[serde(rename = "tpcc-procedures")]
+    TpccCalls(TpccConfig),
+    /// Voter (its one stored procedure) with `phones` phone numbers and
+    /// the paper's 6 contestants and 2 votes per phone.
+    Voter {
+        phones: u64,
+    },
 }
 
 impl WorkloadSpec {
     pub fn name(&self) -> &'static str {
         match self {
-            WorkloadSpec::Tpcc(_) => "tpcc",
+            WorkloadSpec::Tpcc(_) | WorkloadSpec::TpccCalls(_) => "tpcc",
             WorkloadSpec::Ycsb { .. } => "ycsb",
             WorkloadSpec::Tpcb { .. } => "tpcb",
+            WorkloadSpec::Voter { .. } => "voter",
         }
     }
 
@@ -109,16 +122,22 @@ impl WorkloadSpec {
             WorkloadSpec::Tpcb { branches, accounts } => {
                 Box::new(Tpcb::new(TpcbConfig::with_accounts(branches, accounts)))
             }
+            WorkloadSpec::TpccCalls(c) => Box::new(Tpcc::new(c, seed).with_procedures(true)),
+            WorkloadSpec::Voter { phones } => Box::new(Voter::new(VoterConfig {
+                phones,
+                ..VoterConfig::default()
+            })),
         })
     }
 
     /// The same workload for the peers' client threads.
     pub fn peer_workload(&self) -> BenchResult<PeerWorkload> {
         Ok(match *self {
-            WorkloadSpec::Tpcc(_) => {
-                return Err(BenchError::Config(
-                    "TPC-C does not run on the peers (YCSB and TPC-B do)".into(),
-                ))
+            WorkloadSpec::Tpcc(_) | WorkloadSpec::TpccCalls(_) | WorkloadSpec::Voter { .. } => {
+                return Err(BenchError::Config(format!(
+                    "{} does not run on the peers (YCSB and TPC-B do)",
+                    self.name()
+                )))
             }
             WorkloadSpec::Ycsb { .. } => {
                 PeerWorkload::Ycsb(Ycsb::new(self.ycsb_config()?.expect("ycsb")))
@@ -141,6 +160,10 @@ impl WorkloadSpec {
                 };
                 format!("TPC-C, {} warehouses{scale}", c.warehouses)
             }
+            WorkloadSpec::TpccCalls(c) => {
+                format!("{} as stored procedures", WorkloadSpec::Tpcc(c).describe())
+            }
+            WorkloadSpec::Voter { phones } => format!("Voter, {phones} phones"),
             WorkloadSpec::Ycsb {
                 preset,
                 distribution,
@@ -195,6 +218,10 @@ pub struct RunSpec {
 pub struct CrashSpec {
     /// Once the log directory holds this many bytes ...
     pub until_log_bytes: u64,
+    /// ... or, instead of the log's size, once the child acknowledged
+    /// this many transactions (the same work for schemes whose logs
+    /// differ in size: `command-logging`) ...
+    pub until_acked: Option<u64>,
     /// ... or this many seconds passed, whichever comes first.
     pub max_secs: f64,
 }
@@ -206,6 +233,9 @@ pub enum Baseline {
     Run(String),
     /// The run of this series at the same x (the same worker count).
     SeriesAtSameX(String),
+    /// Per series, (series, its baseline series): the baseline series'
+    /// run at the same x; a series not listed has no baseline.
+    SeriesMapAtSameX(Vec<(String, String)>),
 }
 
 impl Baseline {
@@ -215,6 +245,18 @@ impl Baseline {
             Baseline::Run(label) => format!("`{label}`"),
             Baseline::SeriesAtSameX(series) => {
                 format!("`{series}` at the same x (each row against that series' run with the same value)")
+            }
+            Baseline::SeriesMapAtSameX(map) => {
+                let mut bases: Vec<&str> = map.iter().map(|(_, b)| b.as_str()).collect();
+                bases.dedup();
+                format!(
+                    "per series, at the same x: {}",
+                    bases
+                        .iter()
+                        .map(|b| format!("`{b}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
             }
         }
     }
@@ -226,6 +268,11 @@ impl Baseline {
             Baseline::SeriesAtSameX(series) => runs
                 .iter()
                 .position(|r| &r.series == series && r.x == runs[run].x),
+            Baseline::SeriesMapAtSameX(map) => {
+                let (_, base) = map.iter().find(|(s, _)| *s == runs[run].series)?;
+                runs.iter()
+                    .position(|r| &r.series == base && r.x == runs[run].x)
+            }
         }
     }
 }
@@ -251,6 +298,7 @@ pub enum Metric {
     UndoMs,
     RecoveryMs,
     RecoveryMbPerSec,
+    RecoveryTxnPerSec,
     OpenMs,
 }
 
@@ -275,6 +323,7 @@ impl Metric {
             Metric::UndoMs => "undo_ms",
             Metric::RecoveryMs => "recovery_ms",
             Metric::RecoveryMbPerSec => "recovery_mb_per_sec",
+            Metric::RecoveryTxnPerSec => "recovery_txn_per_sec",
             Metric::OpenMs => "open_ms",
         }
     }
@@ -299,6 +348,7 @@ impl Metric {
             Metric::UndoMs => "undo, ms",
             Metric::RecoveryMs => "recovery (analysis + redo + undo), ms",
             Metric::RecoveryMbPerSec => "log recovered per second, MB/s",
+            Metric::RecoveryTxnPerSec => "acknowledged txns recovered per second of recovery",
             Metric::OpenMs => "open (recovery included), ms",
         }
     }
@@ -327,9 +377,10 @@ impl Metric {
     /// that describes a run rather than ranks it (log volume, say).
     pub fn better(self) -> Option<&'static str> {
         match self {
-            Metric::TxnPerSec | Metric::LowestSecondRatio | Metric::RecoveryMbPerSec => {
-                Some("higher is better")
-            }
+            Metric::TxnPerSec
+            | Metric::LowestSecondRatio
+            | Metric::RecoveryMbPerSec
+            | Metric::RecoveryTxnPerSec => Some("higher is better"),
             Metric::RecoveredLogMib | Metric::WalDiskMaxMib | Metric::CheckpointMibPerSec => None,
             _ => Some("lower is better"),
         }

@@ -41,15 +41,16 @@ const MIB: f64 = (1u64 << 20) as f64;
 pub trait Crasher: Sync {
     /// Run `workload`, loaded in `dir`, in a child process with
     /// `config`'s workers, commits in flight, commit protocol, buffer and
-    /// WAL limit; `SIGKILL` it once `stop()` says so (polled every few
-    /// milliseconds after the child is ready).
+    /// WAL limit; `SIGKILL` it once `stop(acknowledged so far)` says so
+    /// (polled every few milliseconds after the child is ready). Returns
+    /// the transactions the child acknowledged.
     fn run_then_kill(
         &self,
         dir: &Path,
         workload: &str,
         config: &DriverConfig,
-        stop: &dyn Fn() -> bool,
-    ) -> BenchResult<()>;
+        stop: &dyn Fn(u64) -> bool,
+    ) -> BenchResult<u64>;
 }
 
 /// What the runner tells the command line as it goes.
@@ -572,12 +573,15 @@ fn crash_and_recover(
     let wal = dir.join(WAL_DIR);
     let t0 = Instant::now();
     let max = Duration::from_secs_f64(crash.max_secs);
-    let stop = || {
+    let stop = |acked: u64| {
         hooks.interrupt.load(Ordering::Relaxed)
             || t0.elapsed() >= max
-            || dir_bytes(&wal) >= crash.until_log_bytes
+            || match crash.until_acked {
+                Some(n) => acked >= n,
+                None => dir_bytes(&wal) >= crash.until_log_bytes,
+            }
     };
-    crasher.run_then_kill(dir, spec.workload.name(), &spec.driver, &stop)?;
+    let acked = crasher.run_then_kill(dir, spec.workload.name(), &spec.driver, &stop)?;
     if hooks.interrupt.load(Ordering::Relaxed) {
         return Ok(None);
     }
@@ -604,6 +608,12 @@ fn crash_and_recover(
     m.set(Metric::UndoMs, r.undo_ms);
     m.set(Metric::RecoveryMs, r.total_ms);
     m.set(Metric::RecoveryMbPerSec, r.mb_per_sec);
+    if r.total_ms > 0.0 {
+        m.set(
+            Metric::RecoveryTxnPerSec,
+            acked as f64 / (r.total_ms / 1000.0),
+        );
+    }
     m.set(Metric::OpenMs, r.open_ms);
     Ok(Some(m))
 }

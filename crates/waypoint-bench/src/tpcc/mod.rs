@@ -11,10 +11,14 @@
 //!   (W, D, O_C_ID), used by Order-Status to find a customer's newest
 //!   order.
 //! - Worker `i` has home warehouse `i % W + 1`; no keying or think time.
+//! - [`procedures`]: the five transactions as stored procedures, run
+//!   under `command` (which takes writes only in calls) and, with
+//!   [`Tpcc::with_procedures`], under the other schemes too.
 //!
 //! Deviations from the spec are listed in `docs/BENCHMARKS.md` ("TPC-C").
 
 pub mod load;
+pub mod procedures;
 pub mod random;
 pub mod schema;
 pub mod txns;
@@ -175,6 +179,11 @@ pub struct Tpcc {
     /// The spec's remote order lines (1%) and payments (15%); off in
     /// LeanStore's `affinity` mode ([`Tpcc::without_remote`]).
     remote: bool,
+    /// The fraction (%) of New-Orders and Payments made remote instead
+    /// of the spec's draws ([`Tpcc::multi_partition`]).
+    multi_partition: Option<u8>,
+    /// Run as stored procedures under every scheme.
+    procedures: bool,
 }
 
 impl Tpcc {
@@ -195,7 +204,29 @@ impl Tpcc {
             // worker; never 0 (the load's).
             run_nonce: (nanos << 16) | (1 << 63),
             remote: true,
+            multi_partition: None,
+            procedures: false,
         }
+    }
+
+    /// Run the transactions as stored procedures (`Session::call`) under
+    /// every scheme, not only under `command` (which takes no other
+    /// writes): the like-for-like comparison of seed 001. The default
+    /// keeps the direct path, so other schemes' figures stay comparable
+    /// with earlier runs.
+    pub fn with_procedures(mut self, on: bool) -> Self {
+        self.procedures = on;
+        self
+    }
+
+    /// Make `pct`% of the New-Orders (one line from another warehouse)
+    /// and of the Payments (another warehouse's customer) remote, and the
+    /// rest local, instead of the spec's 1% of lines and 15% of payments:
+    /// seed 001's multi-partition fraction (a remote transaction is a
+    /// multi-partition call). Needs two or more warehouses to draw any.
+    pub fn multi_partition(mut self, pct: u8) -> Self {
+        self.multi_partition = Some(pct.min(100));
+        self
     }
 
     /// Every order line supplied and every payment made by the terminal's
@@ -241,6 +272,8 @@ impl Tpcc {
             seed,
         );
         terminal.inputs.remote = self.remote;
+        terminal.inputs.multi_partition = self.multi_partition;
+        terminal.procedures = self.procedures;
         Ok(terminal)
     }
 }
@@ -266,6 +299,15 @@ impl Workload for Tpcc {
                                    1% remote lines and 15% remote payments"
                     .into();
         }
+        if let Some(pct) = self.multi_partition {
+            config["multi_partition_pct"] = pct.into();
+            config["deviation"] = format!(
+                "{pct}% of new-orders (one remote line) and payments (a remote customer) \
+                 remote, the rest local, not the spec's 1% remote lines and 15% remote payments"
+            )
+            .into();
+        }
+        config["procedures"] = self.procedures.into();
         config["nurand_c_load"] = serde_json::json!(self.load_c);
         config["nurand_c_run"] = serde_json::json!(self.run_c);
         config

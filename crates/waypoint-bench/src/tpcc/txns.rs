@@ -10,23 +10,25 @@
 //! transaction, for a caller that checks after a crash that what it
 //! committed is there (the crash simulator, `waypoint-sim`).
 
+use super::procedures::{DeliveryArgs, Drawn, NewOrderArgs, PaymentArgs, StockLevelArgs};
 use super::random::{last_name, nurand, NuConstants};
 use super::schema::*;
 use super::{Tables, TpccConfig, DELIVERY, NEW_ORDER, ORDER_STATUS, PAYMENT, STOCK_LEVEL};
-use crate::workload::{intended_rollback, Worker};
+use crate::workload::{intended_rollback, Ack, Worker};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
 use std::hint::black_box;
-use waypoint::{Error, Table, Transaction};
+use waypoint::{Error, PendingCommit, Session, Table, Transaction};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineInput {
     pub i_id: u32,
     pub supply_w: u16,
     pub quantity: u8,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewOrderInput {
     pub d: u8,
     pub c: u32,
@@ -37,13 +39,13 @@ pub struct NewOrderInput {
 
 /// A customer chosen by number or by last name (then the middle one of
 /// those with that name, ordered by C_FIRST).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CustomerSel {
     Id(u32),
     Last(Vec<u8>),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaymentInput {
     pub d: u8,
     pub c_w: u16,
@@ -53,7 +55,7 @@ pub struct PaymentInput {
     pub amount: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderStatusInput {
     pub d: u8,
     pub customer: CustomerSel,
@@ -72,6 +74,11 @@ pub struct Inputs {
     /// Remote order lines and payments as the spec draws them; false:
     /// always the home warehouse ([`super::Tpcc::without_remote`]).
     pub remote: bool,
+    /// `Some(pct)`: instead of the spec's remote accesses, `pct`% of the
+    /// New-Orders (one line from another warehouse) and of the Payments
+    /// (a customer of another warehouse) are remote, the rest local:
+    /// seed 001's multi-partition fraction ([`super::Tpcc::multi_partition`]).
+    pub multi_partition: Option<u8>,
 }
 
 impl Inputs {
@@ -85,7 +92,15 @@ impl Inputs {
             last_names: config.last_names(),
             c,
             remote: true,
+            multi_partition: None,
         }
+    }
+
+    /// Is this draw's transaction made remote (multi-partition), when
+    /// [`Inputs::multi_partition`] sets the fraction? Draws only then.
+    fn drawn_remote(&mut self) -> Option<bool> {
+        let pct = self.multi_partition?;
+        Some(self.warehouses > 1 && self.rng.gen_range(0..100u8) < pct)
     }
 
     /// 45/43/4/4/4.
@@ -157,7 +172,16 @@ impl Inputs {
                     quantity: self.rng.gen_range(1..=10),
                 }
             })
-            .collect();
+            .collect::<Vec<LineInput>>();
+        let mut lines = lines;
+        if let Some(remote) = self.drawn_remote() {
+            for line in &mut lines {
+                line.supply_w = self.home;
+            }
+            if remote {
+                lines[0].supply_w = self.remote_warehouse();
+            }
+        }
         NewOrderInput {
             d,
             c,
@@ -177,6 +201,11 @@ impl Inputs {
             }
         } else {
             (self.home, d)
+        };
+        let (c_w, c_d) = match self.drawn_remote() {
+            Some(true) => (self.remote_warehouse(), self.district()),
+            Some(false) => (self.home, d),
+            None => (c_w, c_d),
         };
         PaymentInput {
             d,
@@ -246,6 +275,8 @@ pub struct TpccWorker<'a> {
     history_source: u64,
     seq: u64,
     last: Effect,
+    /// Run as stored procedures under every scheme.
+    pub(crate) procedures: bool,
 }
 
 impl<'a> TpccWorker<'a> {
@@ -265,6 +296,7 @@ impl<'a> TpccWorker<'a> {
             history_source,
             seq: 0,
             last: Effect::None,
+            procedures: false,
         }
     }
 
@@ -276,53 +308,78 @@ impl<'a> TpccWorker<'a> {
     }
 }
 
-impl Worker for TpccWorker<'_> {
-    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
-        let ty = self.inputs.choose_type();
-        let (t, w, now) = (self.t, self.inputs.home, super::now_ms());
-        self.last = Effect::None;
-        let result = match ty {
-            NEW_ORDER => {
-                let inp = self.inputs.new_order();
-                new_order(tx, t, w, &inp, now).map(|o_id| Effect::NewOrder {
-                    w,
-                    d: inp.d,
-                    o_id,
-                    c: inp.c,
-                    lines: inp.lines.len() as u8,
-                })
-            }
+impl TpccWorker<'_> {
+    /// The next transaction: its type from the mix, its inputs, and what
+    /// its body would otherwise take from the clock or the terminal.
+    pub fn draw(&mut self) -> Drawn {
+        let now = super::now_ms();
+        match self.inputs.choose_type() {
+            NEW_ORDER => Drawn::NewOrder(NewOrderArgs {
+                input: self.inputs.new_order(),
+                now,
+            }),
             PAYMENT => {
                 self.seq += 1;
                 let history_key = history_key(self.history_source, self.seq);
-                let inp = self.inputs.payment();
-                payment(tx, t, w, &inp, now, &history_key).map(|()| Effect::Payment {
-                    w,
-                    d: inp.d,
-                    amount: inp.amount,
+                Drawn::Payment(PaymentArgs {
+                    input: self.inputs.payment(),
+                    now,
                     history_key,
                 })
             }
-            ORDER_STATUS => {
-                order_status(tx, t, w, &self.inputs.order_status()).map(|()| Effect::None)
-            }
-            DELIVERY => {
-                let carrier = self.inputs.carrier();
-                delivery(tx, t, w, carrier, now).map(|orders| Effect::Delivery {
-                    w,
-                    carrier,
-                    orders,
-                })
-            }
-            _ => stock_level(tx, t, w, self.sl_district, self.inputs.threshold())
-                .map(|()| Effect::None),
-        };
+            ORDER_STATUS => Drawn::OrderStatus(self.inputs.order_status()),
+            DELIVERY => Drawn::Delivery(DeliveryArgs {
+                carrier: self.inputs.carrier(),
+                now,
+            }),
+            _ => Drawn::StockLevel(StockLevelArgs {
+                d: self.sl_district,
+                threshold: self.inputs.threshold(),
+            }),
+        }
+    }
+
+    /// The home warehouse.
+    pub fn home(&self) -> u16 {
+        self.inputs.home
+    }
+}
+
+impl Worker for TpccWorker<'_> {
+    fn next(&mut self, tx: &mut Transaction<'_>) -> (usize, Result<(), Error>) {
+        let drawn = self.draw();
+        self.last = Effect::None;
+        let result = drawn.run(tx, self.t, self.inputs.home);
         (
-            ty,
+            drawn.ty(),
             result.map(|effect| {
                 self.last = effect;
             }),
         )
+    }
+
+    /// As stored procedures under `command` (the only writes it takes),
+    /// and under the other schemes when asked ([`super::Tpcc::with_procedures`]).
+    fn call(
+        &mut self,
+        session: &mut Session,
+        wait_now: bool,
+        ack: Option<Ack>,
+    ) -> Option<(usize, Result<PendingCommit, Error>)> {
+        if !(self.procedures || session.writes_only_in_procedures()) {
+            return None;
+        }
+        let drawn = self.draw();
+        let ty = drawn.ty();
+        self.last = Effect::None;
+        let called = drawn.call(session, self.inputs.home, ack, wait_now);
+        Some((
+            ty,
+            called.map(|(effect, pending)| {
+                self.last = effect;
+                pending
+            }),
+        ))
     }
 }
 

@@ -16,10 +16,15 @@
 //! a whole journal at the next open finishes the close and the logs add
 //! nothing.
 //!
+//! Secondary indexes are maintained by the replayed calls: their key
+//! extractors are registered with the procedures (`Procedures::index`)
+//! and bound at open, before the replay; `create_index` takes the
+//! registered one (an index without one is refused).
+//!
 //! Not built yet (docs/decisions/030-command-logging.md): snapshots (the
 //! log grows until a clean close), executor threads that own their
-//! partitions, parallel replay, secondary indexes (`create_index` is
-//! refused), checks that a procedure keeps to its partition.
+//! partitions, parallel replay, checks that a procedure keeps to its
+//! partition.
 //!
 //! Invariant: after a crash, the recovered state is the state of the
 //! calls of a prefix of each generation's log, run again in order, and

@@ -200,9 +200,22 @@ fn apply_catalog(db: &Database, change: &CatalogChange) -> Result<()> {
         }
         CatalogChange::DropTable { name } => db.drop_table(name),
         CatalogChange::DropIndex { name } => db.drop_index(name),
-        CatalogChange::CreateIndex { name, .. } => Err(Error::Unsupported {
-            what: format!("index {name:?} in a command log: the command scheme does not create indexes"),
-        }),
+        CatalogChange::CreateIndex { name, id, table } => {
+            // `create_index` takes the registered extractor under this
+            // scheme; one that is not registered now is refused there.
+            let table = db.table(table)?;
+            let unused: crate::catalog::KeyExtractor = std::sync::Arc::new(|_: &[u8], _: &[u8]| None);
+            let index = db.create_index(&table, name, unused)?;
+            if index.info.id != *id {
+                return Err(Error::Internal {
+                    what: format!(
+                        "index {name:?} was created with id {id} and is created again with id {}",
+                        index.info.id
+                    ),
+                });
+            }
+            Ok(())
+        }
     }
 }
 

@@ -310,12 +310,20 @@ impl Database {
     ) -> Result<Index> {
         catalog::check_name(name)?;
         table.info.check_live()?;
-        if self.inner.shared.scheme.command_order().is_some() {
-            // Replay would need the extractor before the open returns.
-            return Err(Error::Unsupported {
-                what: "secondary indexes under the command scheme (replaying the log cannot run their key extractors yet)".into(),
-            });
-        }
+        let extractor = if self.inner.shared.scheme.command_order().is_some() {
+            // Replay runs the extractor before the open returns: only the
+            // registered one is known then.
+            match self.inner.shared.procedures.extractor(name) {
+                Some(registered) => Arc::clone(registered),
+                None => {
+                    return Err(Error::Unsupported {
+                        what: format!("index {name:?} under the command scheme without its extractor registered (Procedures::index)"),
+                    })
+                }
+            }
+        } else {
+            extractor
+        };
         if self.inner.shared.catalog.lock().name_taken(name) {
             return Err(Error::TableExists { name: name.into() });
         }

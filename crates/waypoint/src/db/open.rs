@@ -230,6 +230,15 @@ impl Database {
                         index.stale.store(true, std::sync::atomic::Ordering::Release);
                     }
                 }
+                // A scheme that re-executes calls maintains indexes in
+                // its replay: bound now, before `replay_after_open`.
+                if scheme.command_order().is_some() {
+                    for (name, index) in &catalog.indexes {
+                        if let Some(extractor) = options.procedures.extractor(name) {
+                            *index.extractor.write() = Some(Arc::clone(extractor));
+                        }
+                    }
+                }
                 Ok((catalog, scheme.session_log(SYSTEM_SLOT)?))
             });
             match loaded {

@@ -19,6 +19,11 @@
 //! calls run concurrently like any transaction (OCC), and the partition
 //! is not used.
 //!
+//! The registry also holds the key extractors of secondary indexes
+//! ([`Procedures::index`]): a scheme that re-executes calls at open
+//! (`command`) needs them before the open returns, since a replayed call
+//! maintains and reads its table's indexes as the original did.
+//!
 //! Invariant: a call's parameters decode as exactly the procedure's
 //! parameter type (no bytes left over), or the call is refused with
 //! `Error::ProcedureParams` before anything runs.
@@ -30,6 +35,7 @@ mod tests;
 
 pub use order::SerialOrder;
 
+use crate::catalog::KeyExtractor;
 use crate::error::{Error, Result};
 use crate::txn::Transaction;
 use serde::de::DeserializeOwned;
@@ -162,11 +168,16 @@ fn decode_params<P: DeserializeOwned>(bytes: &[u8]) -> std::result::Result<P, St
 #[derive(Clone, Default)]
 pub struct Procedures {
     by_name: Arc<BTreeMap<String, Arc<Procedure>>>,
+    /// Secondary indexes' key extractors, by index name.
+    extractors: Arc<BTreeMap<String, KeyExtractor>>,
 }
 
 impl std::fmt::Debug for Procedures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.by_name.keys()).finish()
+        f.debug_struct("Procedures")
+            .field("procedures", &self.by_name.keys().collect::<Vec<_>>())
+            .field("indexes", &self.extractors.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -233,6 +244,27 @@ impl Procedures {
         };
         Arc::make_mut(&mut self.by_name).insert(name.to_string(), Arc::new(procedure));
         Ok(self)
+    }
+
+    /// Register the key extractor of secondary index `name`. Under a
+    /// scheme that re-executes calls (`command`) an index can be created
+    /// only when its extractor is registered (that one is used, whatever
+    /// `create_index` is given), and the open binds every registered
+    /// extractor to its index before replaying, so the replayed calls
+    /// see the indexes the original ones saw.
+    pub fn index(mut self, name: &str, extractor: KeyExtractor) -> Result<Self> {
+        if self.extractors.contains_key(name) {
+            return Err(Error::InvalidOptions(format!(
+                "index {name:?} has its extractor registered twice"
+            )));
+        }
+        Arc::make_mut(&mut self.extractors).insert(name.to_string(), extractor);
+        Ok(self)
+    }
+
+    /// The extractor registered for index `name`.
+    pub(crate) fn extractor(&self, name: &str) -> Option<&KeyExtractor> {
+        self.extractors.get(name)
     }
 
     /// The registered names, in order.

@@ -161,6 +161,21 @@ impl Transaction<'_> {
             .ok_or_else(|| Error::UnknownTable { name: name.into() })
     }
 
+    /// The secondary index named `name` (for a stored procedure, as
+    /// [`Transaction::table`]).
+    pub fn index(&self, name: &str) -> Result<Index> {
+        self.check_active()?;
+        self.db()
+            .catalog
+            .lock()
+            .indexes
+            .get(name)
+            .map(|info| Index {
+                info: Arc::clone(info),
+            })
+            .ok_or_else(|| Error::UnknownTable { name: name.into() })
+    }
+
     fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         let max_key = BTree::max_key_len(&self.db().pool);
         if key.len() > max_key {
