@@ -92,6 +92,7 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         SchemeKind::None => Persistence::None,
         SchemeKind::Silor => Persistence::Silor(waypoint::SilorOptions {
             loggers: plan.silor_loggers(),
+            ..waypoint::SilorOptions::default()
         }),
         SchemeKind::Command => Persistence::Command(waypoint::CommandOptions {
             partitions: plan.command_partitions(),
