@@ -8,15 +8,20 @@
 //! (`pepoch`): a commit is acknowledged once the persistent epoch covers
 //! its epoch (`session`).
 //!
-//! The base the logs replay onto is the data file as the last clean close
-//! left it, which stays untouched until the next clean close. A recovery
-//! replays the logs into memory (`recovery`) and leaves them, and the data
-//! file, as they are: the next run writes a new *generation* of log files
-//! (`silor/gNNNNNNNN/lL/`), and the pepoch file keeps each older
-//! generation's bound, so the entries a crash left beyond one
-//! generation's pepoch never count, whatever later epochs reach. The
-//! epoch clock restarts above every epoch in the logs, so new TIDs exceed
-//! every logged one (largest TID wins at the next replay).
+//! The base the logs replay onto is the installed checkpoint
+//! (`checkpoint`: fuzzy, parallel, never blocking workers; installed by
+//! one write of the pepoch file once pepoch ≥ its eh, after which log
+//! segments older than its el are pruned), or, before the first one, the
+//! data file as the last clean close left it, which stays untouched until
+//! the next clean close. A recovery loads the checkpoint, replays the
+//! logs into memory (`recovery`) and leaves them as they are: the next
+//! run writes a new *generation* of log files (`silor/gNNNNNNNN/lL/`),
+//! and the pepoch file keeps each older generation's bound, so the
+//! entries a crash left beyond one generation's pepoch never count,
+//! whatever later epochs reach (the next installed checkpoint forgets the
+//! older generations). The epoch clock restarts above every epoch in the
+//! logs and the checkpoint, so new TIDs exceed every logged one (largest
+//! TID wins at the next replay).
 //!
 //! Catalog changes are logged as entries of their own, with their ids
 //! (replayed in log order before the values); a commit's secondary-index
@@ -26,9 +31,8 @@
 //! its first entries, from `create_index`'s backfill, are not logged. A clean close first records pepoch with a
 //! closing flag, then writes every page, the superblock, and removes the
 //! logs; its pages go to a journal first (`journal`), so a crash inside
-//! its page writes finishes the close at the next open. Not yet built:
-//! fuzzy checkpoints, so the logs grow until a clean close
-//! (docs/decisions/026-silor.md).
+//! its page writes finishes the close at the next open
+//! (docs/decisions/026-silor.md, 029-silor-checkpoints.md).
 //!
 //! Invariant: after a crash, the recovered state holds exactly the
 //! commits of epochs at or below their generation's pepoch, each whole,
@@ -356,6 +360,12 @@ impl Opening for SilorOpening {
                 0,
                 Vec::new(),
             )?;
+            // Under a log limit, segments small enough that pruning (whole
+            // segments, never the newest) can keep the log near it.
+            if let SilorCheckpoint::LogLimit(limit) = self.options.checkpoint {
+                let per_logger = limit / self.options.loggers as u64;
+                stream.set_segment_size((per_logger / 4).clamp(16 << 10, 16 << 20));
+            }
             loggers.push(Logger {
                 stream,
                 mark: parking_lot::Mutex::new(0),
