@@ -182,6 +182,17 @@ fn a_checkpoint_taken_while_writers_run_recovers_exactly_the_acknowledged_state(
     let stats = db.stats().persistence.silor;
     assert_eq!(stats.checkpoint_load_rows, ACCOUNTS as u64, "{stats:?}");
     assert!(stats.checkpoint_load_bytes > 0);
+    // `waypoint inspect` sees the installed checkpoint and its files.
+    let info = waypoint::inspect::inspect_with(&sim, Path::new(DIR)).unwrap();
+    let pepoch = info.silor.pepoch.clone().unwrap().unwrap();
+    assert_eq!(pepoch.checkpoint.map(|c| (c.1, c.2)), Some((el, eh)));
+    assert_eq!(info.silor.checkpoints.len(), 1);
+    let c = &info.silor.checkpoints[0];
+    assert!(c.installed);
+    // The catalog file and one per checkpointer, every one whole.
+    assert_eq!(c.files.len(), 3, "{:?}", c.files);
+    let rows: u64 = c.files.iter().map(|f| *f.2.as_ref().unwrap()).sum();
+    assert_eq!(rows, ACCOUNTS as u64);
     // Recovery twice in a row, then once more from a new checkpoint.
     let (db, _) = crash_and_check(&sim, db, off);
     db.silor().unwrap().checkpoint_now().unwrap().unwrap();

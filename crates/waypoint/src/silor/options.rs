@@ -19,9 +19,9 @@ pub enum SilorCheckpoint {
 }
 
 impl SilorCheckpoint {
-    /// `continuous`, `continuous=DURATION_MS`, `log-limit=BYTES` or `off`,
-    /// sizes already parsed by the caller: `log_limit` is given the text
-    /// after `log-limit=`.
+    /// `continuous` (no minimum interval), `continuous=MS` (at least MS
+    /// milliseconds apart), `log-limit=SIZE` or `off`; `size` parses the
+    /// text after `log-limit=`. Reads back what [`Self::name`] writes.
     pub fn parse(
         s: &str,
         size: impl Fn(&str) -> Option<u64>,
@@ -32,6 +32,14 @@ impl SilorCheckpoint {
                 min_interval: Duration::ZERO,
             }),
             _ => {
+                if let Some(ms) = s.strip_prefix("continuous=") {
+                    return ms
+                        .parse::<u64>()
+                        .map(|ms| SilorCheckpoint::Continuous {
+                            min_interval: Duration::from_millis(ms),
+                        })
+                        .map_err(|_| format!("continuous={ms:?} is not a number of milliseconds"));
+                }
                 if let Some(limit) = s.strip_prefix("log-limit=") {
                     return size(limit)
                         .map(SilorCheckpoint::LogLimit)
@@ -41,6 +49,22 @@ impl SilorCheckpoint {
                     "unknown checkpoint trigger {s:?}; available: continuous, log-limit=SIZE, off"
                 ))
             }
+        }
+    }
+}
+
+impl SilorCheckpoint {
+    /// The trigger as [`Self::parse`] reads it.
+    pub fn name(&self) -> String {
+        match self {
+            SilorCheckpoint::Off => "off".into(),
+            SilorCheckpoint::Continuous { min_interval } if min_interval.is_zero() => {
+                "continuous".into()
+            }
+            SilorCheckpoint::Continuous { min_interval } => {
+                format!("continuous={}", min_interval.as_millis())
+            }
+            SilorCheckpoint::LogLimit(bytes) => format!("log-limit={bytes}"),
         }
     }
 }

@@ -272,3 +272,92 @@ impl Checkpointer {
         self.checkpoint(&db)
     }
 }
+
+/// What `waypoint inspect` shows of the `silor` scheme's files.
+#[derive(Debug, Clone, Default)]
+pub struct SilorFiles {
+    /// The pepoch file: (generation, pepoch, sealed generations, closing,
+    /// installed checkpoint as (id, el, eh)), or why it is unreadable;
+    /// `None` if absent.
+    pub pepoch: Option<std::result::Result<PepochSummary, String>>,
+    /// Every checkpoint directory, by id.
+    pub checkpoints: Vec<CheckpointFiles>,
+}
+
+/// The pepoch file's fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PepochSummary {
+    pub generation: u64,
+    pub pepoch: u64,
+    pub sealed: Vec<(u64, u64)>,
+    pub closing: bool,
+    pub checkpoint: Option<(u64, u64, u64)>,
+}
+
+/// One checkpoint directory.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointFiles {
+    pub id: u64,
+    /// Named by the pepoch file.
+    pub installed: bool,
+    /// (path, bytes, rows, or why the file does not read whole).
+    pub files: Vec<(PathBuf, u64, std::result::Result<u64, String>)>,
+}
+
+/// Read `silor/` below `dir` (reads only).
+pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<SilorFiles> {
+    let silor = dir.join(super::SILOR_DIR);
+    let pepoch = if storage.exists(&silor.join(super::pepoch::PEPOCH_FILE)) {
+        Some(
+            super::pepoch::read(storage, &silor)
+                .map(|s| {
+                    let s = s.unwrap_or_default();
+                    PepochSummary {
+                        generation: s.generation,
+                        pepoch: s.pepoch,
+                        sealed: s.sealed,
+                        closing: s.closing,
+                        checkpoint: s.checkpoint.map(|c| (c.id, c.el, c.eh)),
+                    }
+                })
+                .map_err(|e| e.to_string()),
+        )
+    } else {
+        None
+    };
+    let installed = pepoch
+        .as_ref()
+        .and_then(|p| p.as_ref().ok())
+        .and_then(|p| p.checkpoint)
+        .map(|c| c.0);
+    let mut out = Vec::new();
+    for (id, path) in checkpoints(storage, &silor)? {
+        let mut files = Vec::new();
+        let mut names = storage.list_dir(&path)?;
+        names.sort();
+        for f in names {
+            let bytes = storage
+                .open(&f, crate::io::OpenMode::ReadOnly)
+                .and_then(|h| h.len())
+                .unwrap_or(0);
+            let rows = crate::persist::resident::snapshot_file::read(
+                storage,
+                &f,
+                crate::persist::SchemeKind::Silor,
+                &mut |_| Ok(()),
+            )
+            .map(|r| r.rows)
+            .map_err(|e| e.to_string());
+            files.push((f, bytes, rows));
+        }
+        out.push(CheckpointFiles {
+            id,
+            installed: installed == Some(id),
+            files,
+        });
+    }
+    Ok(SilorFiles {
+        pepoch,
+        checkpoints: out,
+    })
+}
