@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use waypoint::io::{CrashPolicy, Fault, FaultKind, SimStorage, Storage};
 use waypoint::silor::CheckpointStage;
@@ -37,8 +37,10 @@ fn off(sim: &SimStorage) -> Options {
     options(sim, SilorCheckpoint::Off, 2)
 }
 
-/// Every table's rows.
-fn state(db: &Database) -> BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>> {
+/// Every table's rows, by table name.
+type State = BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
+
+fn state(db: &Database) -> State {
     let mut s = db.session();
     let mut out = BTreeMap::new();
     for name in db.table_names() {
@@ -123,7 +125,7 @@ fn crash_and_check(
     sim: &SimStorage,
     db: Database,
     opts: impl Fn(&SimStorage) -> Options,
-) -> (Database, BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>) {
+) -> (Database, State) {
     let expected = state(&db);
     std::mem::forget(db);
     sim.crash(CrashPolicy::DropAll);
@@ -480,5 +482,4 @@ fn options_are_validated_by_name() {
             other => panic!("{checkpoint:?}/{checkpointers}: {:?}", other.map(|_| ())),
         }
     }
-    let _ = Mutex::new(());
 }

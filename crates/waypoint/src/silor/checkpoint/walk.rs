@@ -155,8 +155,11 @@ pub(super) fn take(ck: &Checkpointer, db: &DbShared, id: u64) -> Result<Option<T
     }))
 }
 
-/// Range `part` of `splits`: (lower inclusive, upper exclusive).
-fn range(splits: &[Vec<u8>], part: usize) -> Option<(Option<&[u8]>, Option<&[u8]>)> {
+/// A key range: lower bound inclusive, upper exclusive (`None`: open).
+type Range<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// Range `part` of `splits`.
+fn range(splits: &[Vec<u8>], part: usize) -> Option<Range<'_>> {
     if part > splits.len() {
         return None;
     }
