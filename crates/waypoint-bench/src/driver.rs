@@ -74,6 +74,10 @@ pub struct DriverConfig {
     pub wal_zero_fill: bool,
     pub checkpoint_shards: usize,
     pub checkpoint_threads: usize,
+    /// The `silor` scheme's options: loggers, checkpoint trigger and
+    /// checkpointer threads.
+    #[serde(skip)]
+    pub silor: waypoint::SilorOptions,
     pub recovery_threads: usize,
     /// `PerWorkerOptions::wal_archive_dir`.
     pub wal_archive: Option<PathBuf>,
@@ -122,6 +126,7 @@ impl Default for DriverConfig {
             wal_zero_fill: log.wal_zero_fill,
             checkpoint_shards: log.checkpoint_shards,
             checkpoint_threads: log.checkpoint_threads,
+            silor: waypoint::SilorOptions::default(),
             recovery_threads: engine.recovery_threads,
             wal_archive: None,
             direct_io: engine.direct_io,
@@ -190,6 +195,9 @@ impl DriverConfig {
     /// The scheme and, for the per-worker one, its options (`command`:
     /// a partition per worker, as VoltDB runs a site per core).
     pub fn persistence(&self) -> Persistence {
+        if self.scheme == waypoint::SchemeKind::Silor {
+            return Persistence::Silor(self.silor.clone());
+        }
         if self.scheme == waypoint::SchemeKind::Command {
             return Persistence::Command(waypoint::CommandOptions {
                 partitions: self

@@ -99,7 +99,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub commit: Option<String>,
     /// Checkpointing: continuous, full or none [default: continuous; full
-    /// for aries and aether].
+    /// for aries and aether]; for silor: continuous, log-limit=SIZE or off
+    /// [default: continuous, at least a second apart].
     #[arg(long)]
     pub checkpoint: Option<String>,
     /// WAL limit the checkpointer keeps the log near [default: 1GiB].
@@ -131,6 +132,13 @@ pub struct BenchArgs {
     /// Checkpoint increments that may run at once [default: 1].
     #[arg(long)]
     pub checkpoint_threads: Option<usize>,
+    /// `silor`: checkpointer threads, each walking a slice of every table
+    /// [default: 1].
+    #[arg(long)]
+    pub checkpointers: Option<usize>,
+    /// `silor`: logger threads, each with its own log files [default: 1].
+    #[arg(long)]
+    pub loggers: Option<usize>,
     /// Threads for redo and undo when the database needs recovery
     /// (analysis runs a thread per log partition) [default: the cores the process may use].
     #[arg(long)]
@@ -212,6 +220,8 @@ struct FileOptions {
     wal_zero_fill: Option<bool>,
     checkpoint_shards: Option<usize>,
     checkpoint_threads: Option<usize>,
+    checkpointers: Option<usize>,
+    loggers: Option<usize>,
     recovery_threads: Option<usize>,
     wal_archive: Option<PathBuf>,
     direct_io: Option<bool>,
@@ -280,6 +290,8 @@ impl BenchArgs {
             wal_zero_fill,
             checkpoint_shards,
             checkpoint_threads,
+            checkpointers,
+            loggers,
             recovery_threads,
             wal_archive,
             log_direct_io,
@@ -363,6 +375,10 @@ impl BenchArgs {
     /// central log, as seed 000 §4 configured its baselines:
     /// `CentralOptions::default`).
     pub fn checkpoint(&self) -> Result<waypoint::CheckpointMode> {
+        if self.scheme_name() == waypoint::SchemeKind::Silor.name() {
+            // `--checkpoint` is `silor`'s trigger (`silor_options`).
+            return Ok(waypoint::CheckpointMode::default());
+        }
         let name = match self.checkpoint.as_deref() {
             Some(c) => c,
             None if is_central(self.scheme_name()) => "full",
@@ -372,6 +388,31 @@ impl BenchArgs {
             Some(m) => Ok(m),
             None => bail!("unknown --checkpoint {name:?}; available: continuous, full, none"),
         }
+    }
+
+    /// The `silor` scheme's options: `--checkpoint continuous|log-limit=SIZE|off`
+    /// (default continuous, at least a second apart), `--checkpointers`,
+    /// `--loggers`; refused with another scheme.
+    pub fn silor_options(&self) -> Result<waypoint::SilorOptions> {
+        let d = waypoint::SilorOptions::default();
+        if self.scheme_name() != waypoint::SchemeKind::Silor.name() {
+            if self.checkpointers.is_some() || self.loggers.is_some() {
+                bail!("--checkpointers and --loggers are options of --scheme silor");
+            }
+            return Ok(d);
+        }
+        let checkpoint = match self.checkpoint.as_deref() {
+            None => d.checkpoint,
+            Some(c) => waypoint::SilorCheckpoint::parse(c, |s| {
+                parse_size("checkpoint", s).ok().map(|b| b as u64)
+            })
+            .map_err(|e| anyhow::anyhow!("--checkpoint: {e}"))?,
+        };
+        Ok(waypoint::SilorOptions {
+            loggers: self.loggers.unwrap_or(d.loggers),
+            checkpoint,
+            checkpointers: self.checkpointers.unwrap_or(d.checkpointers),
+        })
     }
 
     /// `--sync-interval`, or the engine's default.
@@ -450,7 +491,10 @@ impl BenchArgs {
         {
             let given = [
                 ("--commit", self.commit.is_some()),
-                ("--checkpoint", self.checkpoint.is_some()),
+                (
+                    "--checkpoint",
+                    self.checkpoint.is_some() && kind != waypoint::SchemeKind::Silor,
+                ),
                 ("--wal-limit", self.wal_limit.is_some()),
                 ("--sync-interval", self.sync_interval.is_some()),
                 ("--segment-size", self.segment_size.is_some()),

@@ -35,6 +35,7 @@ pub(crate) fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         wal_zero_fill: args.wal_zero_fill(),
         checkpoint_shards: args.checkpoint_shards.unwrap_or(d.checkpoint_shards),
         checkpoint_threads: args.checkpoint_threads.unwrap_or(d.checkpoint_threads),
+        silor: args.silor_options()?,
         recovery_threads: args.recovery_threads.unwrap_or(d.recovery_threads),
         wal_archive: args.wal_archive.clone(),
         direct_io: args.direct_io,
@@ -160,8 +161,23 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     workload
         .validate(config.page_size)
         .map_err(|e| crate::args::name_flag(e, crate::args::BENCH_FLAGS))?;
+    // `silor` has its own options: loggers, trigger, checkpointers.
+    let log_options = if config.scheme == waypoint::SchemeKind::Silor {
+        let s = &config.silor;
+        format!(
+            "{} loggers, checkpoint {:?} by {} threads",
+            s.loggers, s.checkpoint, s.checkpointers
+        )
+    } else {
+        format!(
+            "commit {}, checkpoint {}, WAL limit {:.0} MiB",
+            args.commit_name(),
+            config.checkpoint.name(),
+            mib(config.wal_limit_bytes)
+        )
+    };
     println!(
-        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, scheme {}, commit {}, checkpoint {}, WAL limit {:.0} MiB, pin {}, dir {}",
+        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, scheme {}, {}, pin {}, dir {}",
         workload.name(),
         workload.config_json(),
         config.workers,
@@ -171,9 +187,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         args.buffer_name(),
         args.page_size_name(),
         args.scheme_name(),
-        args.commit_name(),
-        config.checkpoint.name(),
-        mib(config.wal_limit_bytes),
+        log_options,
         driver::pin_name(config.pin),
         config
             .dir

@@ -224,6 +224,7 @@ impl Crasher for ChildCrasher {
             wal_limit: config.wal_limit_bytes,
             max_run_ms: 3_600_000,
             phantom_ack: false,
+            silor: config.silor.clone(),
         };
         let killed = run_child_until_killed(&self.exe, &spec, &stderr_path, &mut |n| stop(n));
         let _ = std::fs::remove_file(&stderr_path);

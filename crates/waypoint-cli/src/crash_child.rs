@@ -56,6 +56,13 @@ pub struct CrashChildArgs {
     pub buffer: usize,
     #[arg(long)]
     pub wal_limit: u64,
+    /// `silor`: the checkpoint trigger, as `SilorCheckpoint::name` writes it.
+    #[arg(long)]
+    pub silor_checkpoint: String,
+    #[arg(long)]
+    pub checkpointers: usize,
+    #[arg(long)]
+    pub loggers: usize,
     /// Exit by itself after this long (a safety net if the parent vanished).
     #[arg(long)]
     pub max_run_ms: u64,
@@ -115,7 +122,17 @@ pub(crate) fn open_options(
     commit: waypoint::CommitProtocol,
     buffer: usize,
     wal_limit: u64,
+    silor: &waypoint::SilorOptions,
 ) -> Options {
+    if scheme == SchemeKind::Silor {
+        return Options {
+            create_if_missing: false,
+            buffer_pool_bytes: buffer,
+            persistence: Persistence::Silor(silor.clone()),
+            procedures: waypoint_bench::procedures(),
+            ..Options::default()
+        };
+    }
     Options {
         create_if_missing: false,
         buffer_pool_bytes: buffer,
@@ -149,6 +166,14 @@ pub fn child(args: CrashChildArgs) -> Result<()> {
         commit_protocol(&args.commit)?,
         args.buffer,
         args.wal_limit,
+        &waypoint::SilorOptions {
+            checkpoint: waypoint::SilorCheckpoint::parse(&args.silor_checkpoint, |s| {
+                s.parse().ok()
+            })
+            .map_err(|e| anyhow::anyhow!(e))?,
+            checkpointers: args.checkpointers,
+            loggers: args.loggers,
+        },
     );
     let db = Database::open(&args.dir, options).context("open")?;
     let workload = registry::reopen(&db, &args.workload)?;
@@ -304,6 +329,7 @@ pub(crate) struct ChildSpec<'a> {
     /// The child exits by itself after this long.
     pub max_run_ms: u64,
     pub phantom_ack: bool,
+    pub silor: waypoint::SilorOptions,
 }
 
 /// Start `waypoint crash-child` (`exe`) with `spec`, wait for it to be
@@ -336,6 +362,9 @@ pub(crate) fn run_child_until_killed(
         .args(["--scheme", spec.scheme.name()])
         .args(["--buffer", &spec.buffer.to_string()])
         .args(["--wal-limit", &spec.wal_limit.to_string()])
+        .args(["--silor-checkpoint", &spec.silor.checkpoint.name()])
+        .args(["--checkpointers", &spec.silor.checkpointers.to_string()])
+        .args(["--loggers", &spec.silor.loggers.to_string()])
         .args(["--max-run-ms", &spec.max_run_ms.to_string()])
         .args(spec.phantom_ack.then_some("--phantom-ack"))
         .stdin(Stdio::null())

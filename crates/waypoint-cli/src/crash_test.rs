@@ -96,6 +96,16 @@ pub struct CrashTestArgs {
     /// are 1/32 of it) before the kill.
     #[arg(long, default_value = "16MiB")]
     pub wal_limit: String,
+    /// `silor`'s checkpoint trigger: continuous, log-limit=SIZE or off
+    /// [default: continuous, at least a second apart].
+    #[arg(long)]
+    pub checkpoint: Option<String>,
+    /// `silor`'s checkpointer threads [default: 1].
+    #[arg(long)]
+    pub checkpointers: Option<usize>,
+    /// `silor`'s logger threads [default: 1].
+    #[arg(long)]
+    pub loggers: Option<usize>,
     /// Rows at load: TPC-B accounts, YCSB records, Voter phone numbers
     /// [default: 10000].
     #[arg(long)]
@@ -217,6 +227,7 @@ struct Run<'a> {
     run_id: u64,
     buffer: usize,
     wal_limit: u64,
+    silor: waypoint::SilorOptions,
     /// Every acknowledged id of every cycle.
     acked: HashSet<[u8; 24]>,
     /// Acknowledged ids found missing (reported once).
@@ -250,6 +261,7 @@ impl Run<'_> {
             wal_limit: self.wal_limit,
             max_run_ms: hi.max(lo) + 120_000,
             phantom_ack: a.unsafe_phantom_ack,
+            silor: self.silor.clone(),
         };
         let mut ready_at = None;
         let acks = run_child_until_killed(&self.exe, &spec, &self.stderr_path, &mut |_| {
@@ -273,6 +285,7 @@ impl Run<'_> {
                 waypoint::CommitProtocol::default(),
                 self.buffer,
                 self.wal_limit,
+                &self.silor,
             ),
         )
         .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
@@ -369,9 +382,10 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     let scheme = scheme_kind(&args.scheme)?;
     let buffer = crate::args::parse_size("buffer", &args.buffer)?;
     let wal_limit = crate::args::parse_size("wal-limit", &args.wal_limit)? as u64;
+    let silor = silor_options(&args, scheme)?;
     // The children's options (an even cycle's smaller buffer is valid
     // when this one is: at least 16 pages, at most 2 MiB).
-    open_options(scheme, commit, buffer, wal_limit)
+    open_options(scheme, commit, buffer, wal_limit, &silor)
         .validate()
         .map_err(|e| crate::args::name_flag(e, flags))?;
     if args.records == Some(0) || args.scale == Some(0) {
@@ -443,6 +457,7 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
                 .unwrap_or(0),
         buffer,
         wal_limit,
+        silor: silor_options(&args, scheme_kind(&args.scheme)?)?,
         acked: HashSet::new(),
         lost: HashSet::new(),
     };
@@ -518,4 +533,33 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     }
     println!("seed {seed}; reproduce (from a fresh directory; where the kill lands is up to the scheduler, so it may take a few runs): {repro}");
     std::process::exit(1);
+}
+
+/// `--checkpoint`, `--checkpointers`, `--loggers`: `silor`'s options,
+/// refused with another scheme.
+fn silor_options(
+    args: &CrashTestArgs,
+    scheme: waypoint::SchemeKind,
+) -> Result<waypoint::SilorOptions> {
+    let d = waypoint::SilorOptions::default();
+    if scheme != waypoint::SchemeKind::Silor {
+        if args.checkpoint.is_some() || args.checkpointers.is_some() || args.loggers.is_some() {
+            bail!("--checkpoint, --checkpointers and --loggers are options of --scheme silor");
+        }
+        return Ok(d);
+    }
+    let checkpoint = match args.checkpoint.as_deref() {
+        None => d.checkpoint,
+        Some(c) => waypoint::SilorCheckpoint::parse(c, |s| {
+            crate::args::parse_size("checkpoint", s)
+                .ok()
+                .map(|b| b as u64)
+        })
+        .map_err(|e| anyhow::anyhow!("--checkpoint: {e}"))?,
+    };
+    Ok(waypoint::SilorOptions {
+        loggers: args.loggers.unwrap_or(d.loggers),
+        checkpoint,
+        checkpointers: args.checkpointers.unwrap_or(d.checkpointers),
+    })
 }

@@ -247,6 +247,7 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
             })).collect::<Vec<_>>(),
         },
         "partitions": partitions,
+        "silor": silor_json(&i.silor),
     })
 }
 
@@ -260,6 +261,73 @@ fn size(bytes: u64) -> String {
 
 fn gsn(g: Option<Gsn>) -> String {
     g.map_or("-".to_string(), |g| g.to_string())
+}
+
+/// The `silor` scheme's pepoch file and checkpoints, if it left any.
+fn silor_text(f: &waypoint::silor::checkpoint::SilorFiles) -> String {
+    let mut out = String::new();
+    match &f.pepoch {
+        None => {}
+        Some(Err(e)) => out += &format!("  silor pepoch file: unreadable: {e}\n"),
+        Some(Ok(p)) => {
+            out += &format!(
+                "  silor pepoch file: generation {}, pepoch {}, sealed generations {:?}{}, installed checkpoint {}\n",
+                p.generation,
+                p.pepoch,
+                p.sealed,
+                if p.closing { ", closing" } else { "" },
+                match p.checkpoint {
+                    Some((id, el, eh)) => format!("{id} (epochs {el} to {eh})"),
+                    None => "none".into(),
+                }
+            );
+        }
+    }
+    for c in &f.checkpoints {
+        out += &format!(
+            "  silor checkpoint {}{}\n",
+            c.id,
+            if c.installed {
+                " (installed)"
+            } else {
+                " (not installed)"
+            }
+        );
+        for (path, bytes, rows) in &c.files {
+            let rows = match rows {
+                Ok(n) => format!("{n} rows"),
+                Err(e) => format!("unreadable: {e}"),
+            };
+            out += &format!("    {} {} {rows}\n", path.display(), size(*bytes));
+        }
+    }
+    out
+}
+
+fn silor_json(f: &waypoint::silor::checkpoint::SilorFiles) -> serde_json::Value {
+    let pepoch = match &f.pepoch {
+        None => json!(null),
+        Some(Err(e)) => json!({ "error": e }),
+        Some(Ok(p)) => json!({
+            "generation": p.generation, "pepoch": p.pepoch, "sealed": p.sealed,
+            "closing": p.closing,
+            "checkpoint": p.checkpoint.map(|(id, el, eh)| json!({ "id": id, "el": el, "eh": eh })),
+        }),
+    };
+    let checkpoints: Vec<serde_json::Value> = f
+        .checkpoints
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id, "installed": c.installed,
+                "files": c.files.iter().map(|(p, b, r)| match r {
+                    Ok(rows) => json!({ "path": p, "bytes": b, "rows": rows }),
+                    Err(e) => json!({ "path": p, "bytes": b, "error": e }),
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "pepoch": pepoch, "checkpoints": checkpoints })
 }
 
 fn to_text(i: &DatabaseInfo) -> String {
@@ -306,6 +374,7 @@ fn to_text(i: &DatabaseInfo) -> String {
         "  log floor {} (superblock {}, checkpoint.waypoint {ckpt})\n",
         i.log_floor, sb.log_floor
     );
+    out += &silor_text(&i.silor);
     out += &format!(
         "  log: {} partitions, {} segments, {}\n",
         i.partitions.len(),

@@ -92,6 +92,10 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         SchemeKind::None => Persistence::None,
         SchemeKind::Silor => Persistence::Silor(waypoint::SilorOptions {
             loggers: plan.silor_loggers(),
+            checkpoint: waypoint::SilorCheckpoint::Continuous {
+                min_interval: std::time::Duration::ZERO,
+            },
+            checkpointers: plan.silor_checkpointers(),
         }),
         SchemeKind::Command => Persistence::Command(waypoint::CommandOptions {
             partitions: plan.command_partitions(),

@@ -273,6 +273,21 @@ impl Plan {
             SchemeKind::PerWorker
         };
         let scheme = options.scheme.unwrap_or(drawn_scheme);
+        if scheme == SchemeKind::Silor {
+            // `silor` has no checkpoint.waypoint: aim at its checkpoint
+            // files (a crash while one is written) or its pepoch file (a
+            // crash in an install, or a pepoch write), by the seed.
+            let aim = if workload_seed % 4 < 2 {
+                ".snap"
+            } else {
+                "pepoch"
+            };
+            for f in std::iter::once(&mut freeze).chain(early_fault.as_mut()) {
+                if f.path == Some("checkpoint.waypoint") {
+                    f.path = Some(aim);
+                }
+            }
+        }
         if workload == Workload::Tpcc {
             freeze.after *= TPCC_FAULT_SCALE;
             if let Some(f) = &mut early_fault {
@@ -308,6 +323,12 @@ impl Plan {
         1 + (self.workload_seed % 2) as usize
     }
 
+    /// The `silor` scheme's checkpoint threads: one or two, by the seed
+    /// (checkpoints run continuously, so crashes land inside them).
+    pub fn silor_checkpointers(&self) -> usize {
+        1 + (self.workload_seed / 8 % 2) as usize
+    }
+
     /// The `command` scheme's partitions: one or two, by the seed.
     pub fn command_partitions(&self) -> usize {
         1 + (self.workload_seed / 2 % 2) as usize
@@ -325,7 +346,12 @@ impl Plan {
             // No log, so none of the log's options.
             SchemeKind::None => s.push_str("scheme none, "),
             SchemeKind::Silor => {
-                let _ = write!(s, "scheme silor, {} loggers, ", self.silor_loggers());
+                let _ = write!(
+                    s,
+                    "scheme silor, {} loggers, continuous checkpoints by {} threads, ",
+                    self.silor_loggers(),
+                    self.silor_checkpointers()
+                );
             }
             SchemeKind::Command => {
                 let _ = write!(

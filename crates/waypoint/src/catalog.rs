@@ -254,6 +254,20 @@ impl Catalog {
         Ok(catalog)
     }
 
+    /// Never give an id below `next` (what another copy of the catalog
+    /// had given), storing the mark.
+    pub(crate) fn reserve_ids_below(
+        &mut self,
+        pool: &BufferPool,
+        log: &dyn PageLog,
+        next: u32,
+    ) -> Result<()> {
+        match next.checked_sub(1) {
+            Some(last) => self.advance_next_id(pool, log, last),
+            None => Ok(()),
+        }
+    }
+
     /// Move the next id past `id` (given now, or replayed) and store it
     /// in the catalog tree, with the entry that gives `id`: so no later
     /// open derives a smaller next id from the live entries alone.

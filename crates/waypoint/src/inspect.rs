@@ -48,6 +48,9 @@ pub struct DatabaseInfo {
     /// superblock's and the checkpoint metadata's.
     pub log_floor: Gsn,
     pub partitions: Vec<PartitionInfo>,
+    /// The `silor` scheme's pepoch file and checkpoints (empty when it
+    /// left none).
+    pub silor: crate::silor::checkpoint::SilorFiles,
 }
 
 impl DatabaseInfo {
@@ -244,6 +247,7 @@ pub fn inspect_with(storage: &dyn Storage, dir: &Path) -> Result<DatabaseInfo> {
         checkpoint,
         log_floor,
         partitions,
+        silor: crate::silor::checkpoint::inspect(storage, dir)?,
     })
 }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use waypoint::io::{CrashPolicy, SimStorage, Storage};
-use waypoint::{Database, Error, Options, Persistence, SchemeKind, SilorOptions};
+use waypoint::{Database, Error, Options, Persistence, SchemeKind, SilorCheckpoint, SilorOptions};
 
 const DIR: &str = "/db";
 const ACCOUNTS: u32 = 20;
@@ -22,7 +22,12 @@ fn silor(sim: &SimStorage, loggers: usize, pool_pages: usize) -> Options {
         page_size: Some(4096),
         buffer_pool_bytes: pool_pages * 4096,
         storage: Some(Arc::new(sim.clone())),
-        persistence: Persistence::Silor(SilorOptions { loggers }),
+        // The logs alone (tests/silor_checkpoint.rs has the checkpoints).
+        persistence: Persistence::Silor(SilorOptions {
+            loggers,
+            checkpoint: SilorCheckpoint::Off,
+            ..SilorOptions::default()
+        }),
         ..Options::default()
     }
 }
@@ -178,7 +183,18 @@ fn acknowledged_commits_survive_repeated_power_loss() {
 /// epoch kept without an earlier one).
 fn transfers_then_power_loss(seed: u64, broken: bool) -> Vec<String> {
     let sim = SimStorage::new(seed);
-    let options = || silor(&sim, 2, 1024);
+    // Continuous checkpoints while the transfers run: power loss may
+    // strike inside one.
+    let options = || Options {
+        persistence: Persistence::Silor(SilorOptions {
+            loggers: 2,
+            checkpoint: SilorCheckpoint::Continuous {
+                min_interval: std::time::Duration::ZERO,
+            },
+            checkpointers: 2,
+        }),
+        ..silor(&sim, 2, 1024)
+    };
     {
         let db = Database::open(DIR, options()).unwrap();
         let accounts = db.create_table("accounts").unwrap();

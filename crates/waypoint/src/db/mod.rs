@@ -235,6 +235,12 @@ impl Database {
         crate::btree::node::max_value_len(page_size) - crate::btree::tree::TID_SIZE
     }
 
+    /// What the database's sessions share, without keeping it alive (for
+    /// a scheme's background thread).
+    pub(crate) fn shared_weak(&self) -> std::sync::Weak<DbShared> {
+        Arc::downgrade(&self.inner.shared)
+    }
+
     fn ddl_guard(&self) -> Result<parking_lot::RwLockWriteGuard<'_, ()>> {
         self.inner.shared.check_writable()?;
         Ok(self.inner.shared.quiesce.write())

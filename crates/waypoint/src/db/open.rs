@@ -296,6 +296,10 @@ impl Database {
             drop(db);
             return Err(e);
         }
+        if let Err(e) = db.inner.shared.scheme.start_services(&db) {
+            drop(db);
+            return Err(e);
+        }
         Ok(db)
     }
 

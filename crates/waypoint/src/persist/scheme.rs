@@ -250,6 +250,12 @@ pub trait Scheme: Send + Sync {
     /// scheme without a log.
     fn recovery_report(&self) -> Option<&RecoveryReport>;
 
+    /// The open is done (the log replayed): start background services
+    /// that read the database (`silor`'s checkpointer).
+    fn start_services(&self, _db: &crate::db::Database) -> Result<()> {
+        Ok(())
+    }
+
     /// A close begins: stop background services (the checkpointer) before
     /// commits are quiesced.
     fn stop_services(&self);

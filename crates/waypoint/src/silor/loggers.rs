@@ -20,7 +20,7 @@
 //! commit waiting for it is released (seed 002 §4.1: "a transaction's
 //! result is released once pepoch covers its epoch").
 
-use super::pepoch::{self, PepochState};
+use super::pepoch::{self, Installed, PepochState};
 use crate::error::{Error, Result};
 use crate::ids::LogPos;
 use crate::io::Storage;
@@ -186,12 +186,12 @@ impl Loggers {
         }
     }
 
-    /// One round: make every logger durable up to what its sessions
-    /// appended, and raise pepoch as far as that allows.
-    fn advance(&self) -> Result<()> {
-        if self.failed.lock().is_some() || self.file.lock().closing {
-            return Ok(());
-        }
+    /// An epoch at or below that of every commit not yet appended: the
+    /// clock `g`, then every `active` bound (see the module
+    /// documentation); a commit that installs its writes after this
+    /// returns has an epoch at least this. Pepoch is one below it once the
+    /// loggers are durable where they were; a checkpoint's `el` is it.
+    pub fn low_epoch(&self) -> u64 {
         let g = self.clock.current();
         fence(Ordering::SeqCst);
         let low = self
@@ -201,11 +201,41 @@ impl Loggers {
             .map(|a| a.load(Ordering::SeqCst))
             .min()
             .unwrap_or(IDLE);
+        g.min(low)
+    }
+
+    /// Install `checkpoint` (`silor::checkpoint`): one write of the pepoch
+    /// file naming it, which also forgets the sealed generations (every
+    /// entry of theirs is of an epoch below this run's first, so below
+    /// `el`). The caller checked pepoch ≥ `eh`.
+    pub fn install_checkpoint(&self, checkpoint: Installed) -> Result<()> {
+        let mut file = self.file.lock();
+        if file.closing {
+            return Err(Error::Closed);
+        }
+        let next = PepochState {
+            checkpoint: Some(checkpoint),
+            sealed: Vec::new(),
+            ..file.clone()
+        };
+        pepoch::write(self.storage.as_ref(), &self.dir, &next)?;
+        self.pepoch_writes.fetch_add(1, Ordering::Relaxed);
+        *file = next;
+        Ok(())
+    }
+
+    /// One round: make every logger durable up to what its sessions
+    /// appended, and raise pepoch as far as that allows.
+    fn advance(&self) -> Result<()> {
+        if self.failed.lock().is_some() || self.file.lock().closing {
+            return Ok(());
+        }
+        let low = self.low_epoch();
         let ends: Vec<LogPos> = self.loggers.iter().map(|l| l.stream.appended()).collect();
         for (l, end) in self.loggers.iter().zip(ends) {
             l.stream.wait_durable(end)?;
         }
-        let candidate = g.min(low).saturating_sub(1);
+        let candidate = low.saturating_sub(1);
         if candidate > self.pepoch() {
             self.record(candidate, false)?;
         }

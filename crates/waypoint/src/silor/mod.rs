@@ -8,15 +8,20 @@
 //! (`pepoch`): a commit is acknowledged once the persistent epoch covers
 //! its epoch (`session`).
 //!
-//! The base the logs replay onto is the data file as the last clean close
-//! left it, which stays untouched until the next clean close. A recovery
-//! replays the logs into memory (`recovery`) and leaves them, and the data
-//! file, as they are: the next run writes a new *generation* of log files
-//! (`silor/gNNNNNNNN/lL/`), and the pepoch file keeps each older
-//! generation's bound, so the entries a crash left beyond one
-//! generation's pepoch never count, whatever later epochs reach. The
-//! epoch clock restarts above every epoch in the logs, so new TIDs exceed
-//! every logged one (largest TID wins at the next replay).
+//! The base the logs replay onto is the installed checkpoint
+//! (`checkpoint`: fuzzy, parallel, never blocking workers; installed by
+//! one write of the pepoch file once pepoch ≥ its eh, after which log
+//! segments older than its el are pruned), or, before the first one, the
+//! data file as the last clean close left it, which stays untouched until
+//! the next clean close. A recovery loads the checkpoint, replays the
+//! logs into memory (`recovery`) and leaves them as they are: the next
+//! run writes a new *generation* of log files (`silor/gNNNNNNNN/lL/`),
+//! and the pepoch file keeps each older generation's bound, so the
+//! entries a crash left beyond one generation's pepoch never count,
+//! whatever later epochs reach (the next installed checkpoint forgets the
+//! older generations). The epoch clock restarts above every epoch in the
+//! logs and the checkpoint, so new TIDs exceed every logged one (largest
+//! TID wins at the next replay).
 //!
 //! Catalog changes are logged as entries of their own, with their ids
 //! (replayed in log order before the values); a commit's secondary-index
@@ -26,14 +31,14 @@
 //! its first entries, from `create_index`'s backfill, are not logged. A clean close first records pepoch with a
 //! closing flag, then writes every page, the superblock, and removes the
 //! logs; its pages go to a journal first (`journal`), so a crash inside
-//! its page writes finishes the close at the next open. Not yet built:
-//! fuzzy checkpoints, so the logs grow until a clean close
-//! (docs/decisions/026-silor.md).
+//! its page writes finishes the close at the next open
+//! (docs/decisions/026-silor.md, 029-silor-checkpoints.md).
 //!
 //! Invariant: after a crash, the recovered state holds exactly the
 //! commits of epochs at or below their generation's pepoch, each whole,
 //! and every acknowledged commit is among them.
 
+pub mod checkpoint;
 pub(crate) mod entry;
 mod loggers;
 mod options;
@@ -43,7 +48,8 @@ mod session;
 #[cfg(test)]
 mod tests;
 
-pub use options::SilorOptions;
+pub use checkpoint::CheckpointStage;
+pub use options::{SilorCheckpoint, SilorOptions};
 
 use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::error::{Error, Result};
@@ -54,6 +60,7 @@ use crate::persist::{
     OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
 };
 use crate::wal::recovery::RecoveryReport;
+use checkpoint::Checkpointer;
 use loggers::{Logger, Loggers};
 use pepoch::PepochState;
 use std::path::PathBuf;
@@ -89,24 +96,58 @@ pub struct SilorStats {
     pub generation: u64,
     pub sealed_generations: usize,
     pub loggers: Vec<LoggerStats>,
-    /// Recovery at open: time loading a checkpoint (none yet: zero), time
-    /// scanning and replaying the logs, the log bytes read, entries kept
-    /// and skipped (beyond their bound).
+    /// Checkpoints begun, installed and failed (abandoned ones, by a
+    /// close, count as begun only), the bytes of the installed ones'
+    /// files, the last one's bytes, rows and epoch range [el, eh], and the
+    /// log bytes deleted after installs.
+    pub checkpoints_started: u64,
+    pub checkpoints_installed: u64,
+    pub checkpoints_failed: u64,
+    pub checkpoint_bytes: u64,
+    pub last_checkpoint_bytes: u64,
+    pub last_checkpoint_rows: u64,
+    pub last_checkpoint_el: u64,
+    pub last_checkpoint_eh: u64,
+    pub log_bytes_deleted: u64,
+    /// Recovery at open: time loading the installed checkpoint, its bytes
+    /// and rows; time scanning and replaying the logs, the log bytes read,
+    /// entries kept, skipped (beyond their bound) and below the
+    /// checkpoint's el.
     pub checkpoint_load: Duration,
+    pub checkpoint_load_bytes: u64,
+    pub checkpoint_load_rows: u64,
     pub log_replay: Duration,
     pub recovered_bytes: u64,
     pub recovered_entries: u64,
     pub skipped_entries: u64,
+    pub below_checkpoint_entries: u64,
+}
+
+fn gb_per_sec(bytes: u64, time: Duration) -> f64 {
+    let secs = time.as_secs_f64();
+    if secs == 0.0 {
+        return 0.0;
+    }
+    bytes as f64 / 1e9 / secs
 }
 
 impl SilorStats {
-    /// Recovery speed: log bytes replayed per second, in GB/s.
+    /// Recovery speed: checkpoint and log bytes per second, in GB/s.
     pub fn recovery_gb_per_sec(&self) -> f64 {
-        let secs = (self.checkpoint_load + self.log_replay).as_secs_f64();
-        if secs == 0.0 {
-            return 0.0;
-        }
-        self.recovered_bytes as f64 / 1e9 / secs
+        gb_per_sec(
+            self.checkpoint_load_bytes + self.recovered_bytes,
+            self.checkpoint_load + self.log_replay,
+        )
+    }
+
+    /// Checkpoint loading's speed, in GB/s.
+    pub fn checkpoint_load_gb_per_sec(&self) -> f64 {
+        gb_per_sec(self.checkpoint_load_bytes, self.checkpoint_load)
+    }
+
+    /// Log replay's speed, in GB/s.
+    pub fn log_replay_gb_per_sec(&self) -> f64 {
+        gb_per_sec(self.recovered_bytes, self.log_replay)
     }
 }
 
@@ -133,8 +174,23 @@ pub(crate) fn open(ctx: &OpenContext<'_>, options: &SilorOptions) -> Result<Box<
         }
         other => (other, None),
     };
+    let found = match state.as_ref().and_then(|s| s.checkpoint) {
+        Some(installed) => Some(checkpoint::load::find(
+            ctx.storage.as_ref(),
+            &dir,
+            installed,
+        )?),
+        None => None,
+    };
+    let floor = found
+        .as_ref()
+        .map(|f| recovery::Floor {
+            el: f.installed.el,
+            catalog_from: f.catalog_from,
+        })
+        .unwrap_or_default();
     let scanned = match &state {
-        Some(s) => recovery::scan_logs(ctx.storage, &dir, s, ctx.recovery_threads)?,
+        Some(s) => recovery::scan_logs(ctx.storage, &dir, s, floor, ctx.recovery_threads)?,
         None => recovery::Scanned::default(),
     };
     Ok(Box::new(SilorOpening {
@@ -142,6 +198,7 @@ pub(crate) fn open(ctx: &OpenContext<'_>, options: &SilorOptions) -> Result<Box<
         dir,
         state,
         scanned: Some(scanned),
+        found,
         journal,
         next: None,
     }))
@@ -154,6 +211,8 @@ struct SilorOpening {
     /// was clean).
     state: Option<PepochState>,
     scanned: Option<recovery::Scanned>,
+    /// The installed checkpoint, the base of the replay.
+    found: Option<checkpoint::load::Found>,
     /// The pages of an interrupted clean close, to finish it with.
     journal: Option<Vec<(u64, Vec<u8>)>>,
     /// The pepoch file `prepare` wrote for this run.
@@ -189,6 +248,7 @@ impl Opening for SilorOpening {
             None => {
                 obsolete.extend(found.into_iter().map(|(_, p)| p));
                 obsolete.push(journal::path(&self.dir));
+                obsolete.push(self.dir.join(checkpoint::CHECKPOINTS_DIR));
             }
             Some(state) => {
                 // A journal the closing flag never vouched for.
@@ -203,6 +263,13 @@ impl Opening for SilorOpening {
                 }
             }
         }
+        // Checkpoints never installed (or replaced by a newer one whose
+        // pruning a crash interrupted) are not needed by anything.
+        for (id, path) in checkpoint::checkpoints(storage, &self.dir)? {
+            if self.found.as_ref().map(|f| f.installed.id) != Some(id) {
+                obsolete.push(path);
+            }
+        }
         create_dir(storage, &self.dir)?;
         // The new file first: until it replaces the old one, the old one
         // (and what it names) must stay, so a crash here reopens as before.
@@ -211,6 +278,7 @@ impl Opening for SilorOpening {
             pepoch: 0,
             sealed,
             closing: false,
+            checkpoint: self.state.as_ref().and_then(|s| s.checkpoint),
         };
         pepoch::write(storage, &self.dir, &next)?;
         for path in obsolete {
@@ -220,7 +288,13 @@ impl Opening for SilorOpening {
             }
         }
         self.next = Some(next);
-        let max_epoch = self.scanned.as_ref().map_or(0, |s| s.max_epoch);
+        // Above every epoch seen: the logs' and the checkpoint's (its rows
+        // may be of epochs up to eh).
+        let max_epoch = self
+            .scanned
+            .as_ref()
+            .map_or(0, |s| s.max_epoch)
+            .max(self.found.as_ref().map_or(0, |f| f.installed.eh));
         ctx.epoch.raise_to(max_epoch + 1);
         Ok(Prepared {
             log_required: true,
@@ -254,8 +328,18 @@ impl Opening for SilorOpening {
             analysis: scanned.scan_time,
             ..RecoveryReport::default()
         };
-        let (entries, skipped, scan_time) = (scanned.entries, scanned.skipped, scanned.scan_time);
-        let replayed = recovery::replay(pool, scanned, ctx.recovery_threads)?;
+        let (entries, skipped, below, scan_time) = (
+            scanned.entries,
+            scanned.skipped,
+            scanned.below_floor,
+            scanned.scan_time,
+        );
+        let loaded = match &self.found {
+            Some(found) => checkpoint::load::load(ctx.storage, pool, found)?,
+            None => checkpoint::load::Loaded::default(),
+        };
+        let mut replayed = recovery::replay(pool, scanned, ctx.recovery_threads)?;
+        replayed.created_indexes.extend(loaded.stale.iter().cloned());
         let report = RecoveryReport {
             winners: (replayed.keys_written + replayed.keys_removed) as usize,
             records_redone: replayed.keys_written + replayed.keys_removed,
@@ -276,6 +360,12 @@ impl Opening for SilorOpening {
                 0,
                 Vec::new(),
             )?;
+            // Under a log limit, segments small enough that pruning (whole
+            // segments, never the newest) can keep the log near it.
+            if let SilorCheckpoint::LogLimit(limit) = self.options.checkpoint {
+                let per_logger = limit / self.options.loggers as u64;
+                stream.set_segment_size((per_logger / 4).clamp(16 << 10, 16 << 20));
+            }
             loggers.push(Logger {
                 stream,
                 mark: parking_lot::Mutex::new(0),
@@ -289,14 +379,26 @@ impl Opening for SilorOpening {
             loggers,
             next,
         )?;
+        let last_id = checkpoint::load::last_id(storage.as_ref(), &self.dir)?;
+        let checkpointer = Checkpointer::new(
+            Arc::clone(&loggers),
+            Arc::clone(storage),
+            self.dir.clone(),
+            self.options.clone(),
+            last_id,
+        );
         Ok(Arc::new(SilorScheme {
             pool: Arc::clone(pool),
             loggers,
+            checkpointer,
             floor: ctx.floor,
             report: recovered.then_some(report),
             stale_indexes: replayed.created_indexes.clone(),
             recovery: SilorStats {
-                checkpoint_load: Duration::ZERO,
+                checkpoint_load: loaded.time,
+                checkpoint_load_bytes: loaded.bytes,
+                checkpoint_load_rows: loaded.rows,
+                below_checkpoint_entries: below,
                 log_replay: scan_time + replayed.time,
                 recovered_bytes: report_base_bytes(recovered, &report_base),
                 recovered_entries: entries,
@@ -321,6 +423,7 @@ pub struct SilorScheme {
     /// For the clean close's journal.
     pool: Arc<BufferPool>,
     loggers: Arc<Loggers>,
+    checkpointer: Arc<Checkpointer>,
     /// The log floor the database was opened with: no page GSN moves
     /// under this scheme, which logs no pages.
     floor: Gsn,
@@ -338,6 +441,41 @@ impl SilorScheme {
     #[cfg(feature = "testing")]
     pub fn set_broken_commit_ack_for_tests(&self, broken: bool) {
         self.loggers.broken_ack.store(broken, Ordering::Relaxed);
+    }
+
+    /// Prune the logs below eh + 1 instead of el after installing a
+    /// checkpoint: a broken variant the checkpoint tests must catch
+    /// (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn set_broken_checkpoint_install_for_tests(&self, broken: bool) {
+        self.checkpointer
+            .broken_prune
+            .store(broken, Ordering::Relaxed);
+    }
+
+    /// Take, install and prune a checkpoint now, on the caller's thread
+    /// (one at a time with the trigger's); the installed range, or `None`
+    /// if a close stopped it. For tests and tools.
+    #[cfg(feature = "internals")]
+    pub fn checkpoint_now(&self) -> Result<Option<(u64, u64)>> {
+        Ok(self.checkpointer.checkpoint_now()?.map(|c| (c.el, c.eh)))
+    }
+
+    /// Call `hook` at each stage of every checkpoint (on the
+    /// checkpointing thread); `None` removes it. For tests that crash at
+    /// each point.
+    #[cfg(feature = "internals")]
+    pub fn set_checkpoint_hook(&self, hook: Option<checkpoint::StageHook>) {
+        *self.checkpointer.hook.lock() = hook;
+    }
+
+    /// Segment size of the loggers' files from now on (tests that need
+    /// several segments without writing megabytes).
+    #[cfg(feature = "internals")]
+    pub fn set_log_segment_bytes_for_tests(&self, bytes: u64) {
+        for l in &self.loggers.loggers {
+            l.stream.set_segment_size(bytes);
+        }
     }
 
     /// The persistent epoch.
@@ -387,7 +525,13 @@ impl Scheme for SilorScheme {
         self.report.as_ref()
     }
 
-    fn stop_services(&self) {}
+    fn start_services(&self, db: &crate::db::Database) -> Result<()> {
+        self.checkpointer.start(db.shared_weak())
+    }
+
+    fn stop_services(&self) {
+        self.checkpointer.stop();
+    }
 
     fn before_clean_close_writes(&self) -> Result<()> {
         self.loggers.seal_for_close(|| {
@@ -421,6 +565,7 @@ impl Scheme for SilorScheme {
     }
 
     fn shutdown(&self) {
+        self.checkpointer.stop();
         self.loggers.stop();
         for l in &self.loggers.loggers {
             if let Err(e) = l.stream.shutdown() {
@@ -447,6 +592,7 @@ impl Scheme for SilorScheme {
             .collect();
         let epoch = self.loggers.clock.current();
         let pepoch = self.loggers.pepoch();
+        let c = self.checkpointer.counters.lock().clone();
         let log = crate::wal::WalStats {
             partitions: loggers.len(),
             appended_bytes: loggers.iter().map(|l| l.appended_bytes).sum(),
@@ -465,6 +611,15 @@ impl Scheme for SilorScheme {
                 pepoch_writes: self.loggers.pepoch_writes.load(Ordering::Relaxed),
                 generation: self.loggers.generation(),
                 loggers,
+                checkpoints_started: c.started,
+                checkpoints_installed: c.installed,
+                checkpoints_failed: c.failed,
+                checkpoint_bytes: c.bytes,
+                last_checkpoint_bytes: c.last_bytes,
+                last_checkpoint_rows: c.last_rows,
+                last_checkpoint_el: c.last_el,
+                last_checkpoint_eh: c.last_eh,
+                log_bytes_deleted: c.log_bytes_deleted,
                 ..self.recovery.clone()
             },
             ..PersistenceStats::default()

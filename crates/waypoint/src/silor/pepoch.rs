@@ -7,8 +7,13 @@
 //! [magic "WPSILORP": 8][version u32][closing u8][zero: 3]
 //! [generation u64][pepoch u64][sealed count u32]
 //! ([generation u64][bound u64]) per sealed generation
+//! version 2 only: [checkpoint id u64 (0: none)][el u64][eh u64]
 //! [CRC32C of everything before: u32]
 //! ```
+//!
+//! Version 2 adds the installed checkpoint (`silor::checkpoint`): its id
+//! and epoch range [el, eh]. Writing this file is what installs a
+//! checkpoint. Version 1 files (no checkpoint) are still read.
 //!
 //! Invariant: a crash leaves the old or the new file, never a torn one:
 //! each version is written whole to `pepoch.new`, synced, renamed over
@@ -22,7 +27,9 @@ use std::path::Path;
 pub const PEPOCH_FILE: &str = "pepoch";
 const TEMP_FILE: &str = "pepoch.new";
 const MAGIC: &[u8; 8] = b"WPSILORP";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// The version before checkpoints, still read.
+const VERSION_1: u32 = 1;
 
 /// What the pepoch file records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,6 +44,19 @@ pub struct PepochState {
     /// A clean close began writing pages into the data file: the data
     /// file is no longer the base the logs replay onto.
     pub closing: bool,
+    /// The installed checkpoint, the base the logs replay onto instead of
+    /// the data file.
+    pub checkpoint: Option<Installed>,
+}
+
+/// An installed checkpoint: its directory's id and its epoch range. Every
+/// commit of an epoch below `el` is in it (or overwritten in it by a
+/// later one); pepoch had reached `eh` when it was installed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Installed {
+    pub id: u64,
+    pub el: u64,
+    pub eh: u64,
 }
 
 impl PepochState {
@@ -66,6 +86,14 @@ impl PepochState {
             out.extend_from_slice(&g.to_le_bytes());
             out.extend_from_slice(&b.to_le_bytes());
         }
+        let c = self.checkpoint.unwrap_or_default();
+        assert!(
+            self.checkpoint.is_none() || c.id != 0,
+            "checkpoint ids start at 1"
+        );
+        for v in [c.id, c.el, c.eh] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
@@ -84,26 +112,39 @@ impl PepochState {
         }
         let u64_at = |o: usize| u64::from_le_bytes(body[o..o + 8].try_into().expect("8 bytes"));
         let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(format!("format version {version}, this build reads {VERSION}"));
+        if version != VERSION && version != VERSION_1 {
+            return Err(format!(
+                "format version {version}, this build reads {VERSION_1} and {VERSION}"
+            ));
         }
+        let tail = if version == VERSION { 24 } else { 0 };
         let closing = match body[12] {
             0 => false,
             1 => true,
             _ => return Err("bad closing flag".into()),
         };
         let count = u32::from_le_bytes(body[32..36].try_into().expect("4 bytes")) as usize;
-        if body.len() != 36 + 16 * count {
+        if body.len() != 36 + 16 * count + tail {
             return Err("length does not match the sealed generations".into());
         }
         let sealed = (0..count)
             .map(|i| (u64_at(36 + 16 * i), u64_at(44 + 16 * i)))
             .collect();
+        let at = 36 + 16 * count;
+        let checkpoint = (tail > 0 && u64_at(at) != 0).then(|| Installed {
+            id: u64_at(at),
+            el: u64_at(at + 8),
+            eh: u64_at(at + 16),
+        });
+        if checkpoint.is_some_and(|c| c.el > c.eh) {
+            return Err("checkpoint epoch range is empty".into());
+        }
         Ok(PepochState {
             generation: u64_at(16),
             pepoch: u64_at(24),
             sealed,
             closing,
+            checkpoint,
         })
     }
 }

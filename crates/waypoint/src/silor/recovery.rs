@@ -13,6 +13,12 @@
 //! older write of a deleted key cannot come back, whichever file is read
 //! first.
 //!
+//! With an installed checkpoint (`checkpoint::load`) the base is the
+//! checkpoint: entries of epochs below its el are skipped (what they wrote
+//! is in it, or overwritten in it; their segments may be pruned, so a
+//! tombstone among them may be gone), and so are the catalog changes
+//! logged before its catalog was noted.
+//!
 //! Invariant: only entries of epochs at or below their generation's bound
 //! are applied, each whole (an entry is one frame), so the state is the
 //! serial order's prefix up to a persistent epoch.
@@ -49,6 +55,15 @@ struct SegmentFile {
     bound: u64,
 }
 
+/// What an installed checkpoint already holds: entries of epochs below
+/// `el`, and catalog changes logged before `catalog_from` (generation,
+/// logger-0 position).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Floor {
+    pub el: u64,
+    pub catalog_from: (u64, u64),
+}
+
 /// A key's winning entry so far.
 type Winner = (Tid, Option<Vec<u8>>);
 type Winners = HashMap<(u32, Vec<u8>), Winner>;
@@ -65,6 +80,8 @@ pub(super) struct Scanned {
     pub skipped: u64,
     pub bytes: u64,
     pub torn_tails: usize,
+    /// Entries below the installed checkpoint's floor.
+    pub below_floor: u64,
     /// The largest epoch in any entry, kept or not.
     pub max_epoch: u64,
     pub scan_time: Duration,
@@ -80,7 +97,12 @@ fn keep(winners: &mut Winners, table: u32, key: &[u8], tid: Tid, value: Option<&
     }
 }
 
-fn scan_file(storage: &dyn Storage, f: &SegmentFile, out: &mut Scanned) -> Result<()> {
+fn scan_file(
+    storage: &dyn Storage,
+    f: &SegmentFile,
+    floor: Floor,
+    out: &mut Scanned,
+) -> Result<()> {
     let file = storage.open(&f.path, OpenMode::ReadOnly)?;
     let mut whole = vec![0u8; file.len()? as usize];
     file.read_at(&mut whole, 0)?;
@@ -119,6 +141,16 @@ fn scan_file(storage: &dyn Storage, f: &SegmentFile, out: &mut Scanned) -> Resul
             out.skipped += 1;
             continue;
         }
+        let below = match &entry {
+            Entry::Commit { .. } => epoch < floor.el,
+            Entry::Catalog { .. } => {
+                (f.generation, f.logger, f.start.get() + offset) < (floor.catalog_from.0, 0, floor.catalog_from.1)
+            }
+        };
+        if below {
+            out.below_floor += 1;
+            continue;
+        }
         out.entries += 1;
         match entry {
             Entry::Commit { tid, writes } => {
@@ -140,6 +172,7 @@ pub(super) fn scan_logs(
     storage: &Arc<dyn Storage>,
     silor: &Path,
     state: &PepochState,
+    floor: Floor,
     threads: usize,
 ) -> Result<Scanned> {
     let began = Instant::now();
@@ -179,7 +212,7 @@ pub(super) fn scan_logs(
                 s.spawn(move || {
                     let mut out = Scanned::default();
                     for f in mine {
-                        scan_file(storage.as_ref(), f, &mut out)?;
+                        scan_file(storage.as_ref(), f, floor, &mut out)?;
                     }
                     Ok(out)
                 })
@@ -202,6 +235,7 @@ pub(super) fn scan_logs(
         all.segments += part.segments;
         all.entries += part.entries;
         all.skipped += part.skipped;
+        all.below_floor += part.below_floor;
         all.bytes += part.bytes;
         all.torn_tails += part.torn_tails;
         all.max_epoch = all.max_epoch.max(part.max_epoch);

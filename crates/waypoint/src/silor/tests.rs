@@ -1,5 +1,5 @@
 use super::entry::{self, Entries, Entry, Write};
-use super::pepoch::PepochState;
+use super::pepoch::{Installed, PepochState};
 use crate::ids::{LogPos, Tid};
 use crate::logstore::scan::{scan, ScanEnd};
 use crate::persist::{CatalogChange, WriteSet, WriteView};
@@ -87,6 +87,11 @@ fn the_pepoch_file_round_trips_and_refuses_damage() {
         pepoch: 41,
         sealed: vec![(1, 10), (2, 20)],
         closing: true,
+        checkpoint: Some(Installed {
+            id: 4,
+            el: 30,
+            eh: 38,
+        }),
     };
     let bytes = state.encode();
     assert_eq!(PepochState::decode(&bytes).unwrap(), state);
@@ -99,4 +104,30 @@ fn the_pepoch_file_round_trips_and_refuses_damage() {
         assert!(PepochState::decode(&bad).is_err(), "flip at {i} accepted");
     }
     assert!(PepochState::decode(&bytes[..bytes.len() - 1]).is_err());
+}
+
+/// A version 1 file (before checkpoints) still reads, as one without an
+/// installed checkpoint.
+#[test]
+fn a_version_1_pepoch_file_still_reads() {
+    let state = PepochState {
+        generation: 2,
+        pepoch: 9,
+        sealed: vec![(1, 5)],
+        closing: false,
+        checkpoint: None,
+    };
+    let v2 = state.encode();
+    // Version 1: the same fields without the checkpoint's 24 bytes.
+    let mut v1 = v2[..v2.len() - 4 - 24].to_vec();
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32c::crc32c(&v1);
+    v1.extend_from_slice(&crc.to_le_bytes());
+    assert_eq!(PepochState::decode(&v1).unwrap(), state);
+    let mut v3 = v2.clone();
+    v3[8..12].copy_from_slice(&3u32.to_le_bytes());
+    let n = v3.len() - 4;
+    let crc = crc32c::crc32c(&v3[..n]);
+    v3[n..].copy_from_slice(&crc.to_le_bytes());
+    assert!(PepochState::decode(&v3).unwrap_err().contains("version 3"));
 }

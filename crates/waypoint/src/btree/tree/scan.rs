@@ -149,3 +149,25 @@ impl BTree {
         }
     }
 }
+
+impl BTree {
+    /// Up to `parts - 1` keys, ascending, that split the tree's key space
+    /// into about `parts` ranges of similar size: separators of the root
+    /// (none if the root is a leaf). Read under a shared latch; the tree
+    /// may change right after, which only makes the split less even. For
+    /// walkers that each take a range (`silor::checkpoint`).
+    pub fn split_keys(&self, pool: &BufferPool, parts: usize) -> Result<Vec<Vec<u8>>> {
+        let guard = pool.shared(self.root)?;
+        if super::page_kind(guard.data()) != Some(crate::buffer::page::PageKind::BtreeInner) {
+            return Ok(Vec::new());
+        }
+        let n = Node::new(guard.data());
+        let count = n.count();
+        let parts = parts.max(1);
+        let mut out: Vec<Vec<u8>> = (1..parts)
+            .filter_map(|p| n.key(p * count / parts).map(<[u8]>::to_vec))
+            .collect();
+        out.dedup();
+        Ok(out)
+    }
+}

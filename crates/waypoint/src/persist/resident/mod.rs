@@ -16,6 +16,7 @@
 //! every generation before it, so the name order is the log order.
 
 pub(crate) mod journal;
+pub mod snapshot_file;
 
 use crate::error::Result;
 use crate::io::Storage;

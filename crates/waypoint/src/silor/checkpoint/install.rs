@@ -1,0 +1,106 @@
+//! Installing a checkpoint and pruning what it replaces (seed 002 §4.2):
+//! wait until pepoch ≥ eh (every commit the walk may have seen is then
+//! durable in the logs, so the checkpoint holds no effect a crash could
+//! take back), write the pepoch file naming it (one atomic write, see
+//! `pepoch`), and only then delete: log segments whose newest epoch (the
+//! stream's mark) is below el, older checkpoints, older log generations.
+//!
+//! Invariant: nothing the installed base needs is deleted before the file
+//! naming it is durable, and nothing a recovery from it needs is deleted
+//! after: a log entry of an epoch ≥ el sits in a segment whose newest
+//! epoch is ≥ el.
+
+use super::walk::Taken;
+use super::{checkpoints, Checkpointer};
+use crate::error::Result;
+use crate::io::Storage;
+use crate::persist::resident::{generation_dir, generations, remove_synced};
+use crate::silor::pepoch::Installed;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Install `taken` once pepoch ≥ eh; `None` if stopped first.
+pub(super) fn install(ck: &Checkpointer, taken: &Taken) -> Result<Option<Installed>> {
+    while !ck
+        .loggers
+        .wait_epoch_for(taken.eh, Duration::from_millis(50))
+    {
+        ck.loggers.check_healthy()?;
+        if ck.stopped() {
+            return Ok(None);
+        }
+    }
+    let installed = Installed {
+        id: taken.id,
+        el: taken.el,
+        eh: taken.eh,
+    };
+    ck.loggers.install_checkpoint(installed)?;
+    let mut c = ck.counters.lock();
+    c.installed += 1;
+    c.bytes += taken.bytes;
+    c.last_bytes = taken.bytes;
+    c.last_rows = taken.rows;
+    c.last_el = taken.el;
+    c.last_eh = taken.eh;
+    drop(c);
+    tracing::debug!(id = taken.id, el = taken.el, eh = taken.eh, bytes = taken.bytes, "silor checkpoint installed");
+    Ok(Some(installed))
+}
+
+/// After `installed` is durable: delete what it replaces.
+pub(super) fn prune(ck: &Checkpointer, installed: &Installed) -> Result<()> {
+    let storage = ck.storage.as_ref();
+    // The broken variant keeps only what is newer than eh: entries the
+    // walk missed, of epochs in [el, eh], go with it.
+    let below = if ck.broken_prune.load(Ordering::Relaxed) {
+        installed.eh + 1
+    } else {
+        installed.el
+    };
+    let mut deleted = 0;
+    for l in &ck.loggers.loggers {
+        deleted += l.stream.prune_below(below)?;
+    }
+    // Older generations: the pepoch file no longer names them.
+    let current = ck.loggers.generation();
+    for (g, path) in generations(storage, &ck.dir)? {
+        if g < current {
+            deleted += dir_bytes(storage, &path);
+            remove_synced(storage, &path)?;
+        }
+    }
+    debug_assert!(storage.exists(&generation_dir(&ck.dir, current)));
+    remove_other_checkpoints(storage, &ck.dir, Some(installed.id))?;
+    ck.counters.lock().log_bytes_deleted += deleted;
+    Ok(())
+}
+
+/// Remove every checkpoint directory but `keep`'s.
+pub(crate) fn remove_other_checkpoints(
+    storage: &dyn Storage,
+    silor: &Path,
+    keep: Option<u64>,
+) -> Result<()> {
+    for (id, path) in checkpoints(storage, silor)? {
+        if Some(id) != keep {
+            remove_synced(storage, &path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of the files below `dir` (for the stats; 0 where unreadable).
+fn dir_bytes(storage: &dyn Storage, dir: &Path) -> u64 {
+    let Ok(entries) = storage.list_dir(dir) else {
+        return 0;
+    };
+    entries
+        .iter()
+        .map(|p| match storage.open(p, crate::io::OpenMode::ReadOnly) {
+            Ok(f) => f.len().unwrap_or(0),
+            Err(_) => dir_bytes(storage, p),
+        })
+        .sum()
+}
