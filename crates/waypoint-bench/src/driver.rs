@@ -78,6 +78,9 @@ pub struct DriverConfig {
     /// checkpointer threads.
     #[serde(skip)]
     pub silor: waypoint::SilorOptions,
+    /// The `command` scheme's snapshot trigger.
+    #[serde(skip)]
+    pub command_snapshot: waypoint::CommandSnapshot,
     pub recovery_threads: usize,
     /// `PerWorkerOptions::wal_archive_dir`.
     pub wal_archive: Option<PathBuf>,
@@ -127,6 +130,7 @@ impl Default for DriverConfig {
             checkpoint_shards: log.checkpoint_shards,
             checkpoint_threads: log.checkpoint_threads,
             silor: waypoint::SilorOptions::default(),
+            command_snapshot: waypoint::CommandSnapshot::default(),
             recovery_threads: engine.recovery_threads,
             wal_archive: None,
             direct_io: engine.direct_io,
@@ -203,6 +207,7 @@ impl DriverConfig {
                 partitions: self
                     .workers
                     .clamp(1, waypoint::CommandOptions::MAX_PARTITIONS),
+                snapshot: self.command_snapshot,
             });
         }
         Persistence::of(

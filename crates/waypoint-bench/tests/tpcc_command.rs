@@ -21,7 +21,10 @@ fn options(sim: &SimStorage) -> Options {
         // Memory-resident: the whole tiny database and its changes.
         buffer_pool_bytes: 64 << 20,
         storage: Some(Arc::new(sim.clone())),
-        persistence: Persistence::Command(CommandOptions { partitions: 2 }),
+        persistence: Persistence::Command(CommandOptions {
+            partitions: 2,
+            ..Default::default()
+        }),
         procedures: waypoint_bench::procedures(),
         ..Options::default()
     }

@@ -97,8 +97,12 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
             },
             checkpointers: plan.silor_checkpointers(),
         }),
+        // Snapshots as often as allowed, so crashes land inside them.
         SchemeKind::Command => Persistence::Command(waypoint::CommandOptions {
             partitions: plan.command_partitions(),
+            snapshot: waypoint::CommandSnapshot::Periodic {
+                interval: waypoint::CommandOptions::MIN_INTERVAL,
+            },
         }),
     };
     Options {

@@ -273,6 +273,21 @@ impl Plan {
             SchemeKind::PerWorker
         };
         let scheme = options.scheme.unwrap_or(drawn_scheme);
+        if scheme == SchemeKind::Command {
+            // Nor has `command`: aim at its snapshot files (a crash while
+            // one is written) or its snapshot meta file (a crash in an
+            // install), by the seed.
+            let aim = if workload_seed % 4 < 2 {
+                ".snap"
+            } else {
+                "snapshot.meta"
+            };
+            for f in std::iter::once(&mut freeze).chain(early_fault.as_mut()) {
+                if f.path == Some("checkpoint.waypoint") {
+                    f.path = Some(aim);
+                }
+            }
+        }
         if scheme == SchemeKind::Silor {
             // `silor` has no checkpoint.waypoint: aim at its checkpoint
             // files (a crash while one is written) or its pepoch file (a
@@ -356,7 +371,7 @@ impl Plan {
             SchemeKind::Command => {
                 let _ = write!(
                     s,
-                    "scheme command, {} partitions, ",
+                    "scheme command, {} partitions, snapshots every 10 ms, ",
                     self.command_partitions()
                 );
             }

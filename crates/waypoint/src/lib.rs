@@ -78,7 +78,7 @@ pub use buffer::PoolStats;
 pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
 pub use central::{CentralOptions, ConsolidationStats, LatchStats};
 pub use checkpoint::{CheckpointMode, CheckpointStats};
-pub use command::{CommandOptions, CommandStats};
+pub use command::{CommandOptions, CommandSnapshot, CommandStats, SnapshotHook, SnapshotStage};
 pub use db::{Database, Options, Persistence, Stats, DATA_FILE};
 pub use error::{Error, IoOp, Result};
 pub use ids::{Gsn, LogPos, Tid};

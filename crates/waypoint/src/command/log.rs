@@ -10,9 +10,10 @@
 //! the open replays the log nothing is appended.
 
 use super::record;
+use super::snapshot::Shadow;
 use crate::btree::{NoLog, PageLog};
 use crate::error::{Error, Result};
-use crate::ids::LogPos;
+use crate::ids::{LogPos, Tid};
 use crate::logstore::stream::Stream;
 use crate::persist::{CatalogChange, CommitView, DurableWait, SchemeKind, SessionLog};
 use parking_lot::Mutex;
@@ -48,6 +49,14 @@ impl CommandLog {
 
     pub fn last_sequence(&self) -> u64 {
         *self.sequence.lock()
+    }
+
+    /// The last sequence number and the appended position, at one
+    /// instant: a snapshot's point (with every partition and the catalog
+    /// held, nothing appends anyway).
+    pub fn point(&self) -> (u64, LogPos) {
+        let sequence = self.sequence.lock();
+        (*sequence, self.stream.appended())
     }
 
     fn append_call(&self, buf: &mut Vec<u8>, name: &str, params: &[u8]) -> Result<LogPos> {
@@ -95,6 +104,8 @@ impl CommandLog {
 
 pub(super) struct CommandSessionLog {
     log: Arc<CommandLog>,
+    /// The pre-images of a snapshot in progress.
+    shadow: Arc<Shadow>,
     /// Where the stream must be durable before the last commit is
     /// acknowledged.
     pending: Option<LogPos>,
@@ -106,9 +117,10 @@ pub(super) struct CommandSessionLog {
 }
 
 impl CommandSessionLog {
-    pub fn new(log: Arc<CommandLog>) -> Self {
+    pub fn new(log: Arc<CommandLog>, shadow: Arc<Shadow>) -> Self {
         CommandSessionLog {
             log,
+            shadow,
             pending: None,
             waits: true,
             buf: Vec::new(),
@@ -128,6 +140,10 @@ impl SessionLog for CommandSessionLog {
     fn page_log(&self) -> &dyn PageLog {
         // Pages are never logged: recovery runs the calls again.
         &self.page_log
+    }
+
+    fn before_install(&self, table: u32, key: &[u8], current: Option<(Tid, &[u8])>) {
+        self.shadow.register(table, key, current);
     }
 
     fn on_commit(&mut self, commit: &CommitView<'_>) -> Result<()> {

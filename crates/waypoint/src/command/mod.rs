@@ -21,23 +21,30 @@
 //! and bound at open, before the replay; `create_index` takes the
 //! registered one (an index without one is refused).
 //!
-//! Not built yet (docs/decisions/030-command-logging.md): snapshots (the
-//! log grows until a clean close), executor threads that own their
-//! partitions, parallel replay, checks that a procedure keeps to its
-//! partition.
+//! Transaction-consistent copy-on-write snapshots (`snapshot`, seed 001
+//! §II-C1) bound the log: once one is installed, the log before its point
+//! is deleted, and a recovery loads it into empty trees, rebuilds the
+//! indexes and re-executes only the log from its point on.
+//!
+//! Not built yet (docs/decisions/030-command-logging.md): executor
+//! threads that own their partitions, parallel replay, checks that a
+//! procedure keeps to its partition.
 //!
 //! Invariant: after a crash, the recovered state is the state of the
-//! calls of a prefix of each generation's log, run again in order, and
-//! every acknowledged call is among them.
+//! installed snapshot (or the last clean close) plus the calls of a
+//! prefix of each generation's log from its point on, run again in
+//! order, and every acknowledged call is among them.
 
 mod log;
 mod options;
 mod record;
 mod replay;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
-pub use options::CommandOptions;
+pub use options::{CommandOptions, CommandSnapshot};
+pub use snapshot::{SnapshotStage, StageHook as SnapshotHook};
 
 use crate::buffer::{BufferPool, PageWritePolicy};
 use crate::db::Database;
@@ -79,6 +86,28 @@ pub struct CommandStats {
     pub replayed_calls: u64,
     pub replayed_catalog_changes: u64,
     pub recovered_bytes: u64,
+    /// Recovery at open from a snapshot: time loading it, its rows and
+    /// bytes, the call its point follows, and the log records before the
+    /// point left out of the replay.
+    pub snapshot_load: Duration,
+    pub snapshot_load_rows: u64,
+    pub snapshot_load_bytes: u64,
+    pub snapshot_base_sequence: u64,
+    pub records_below_snapshot: u64,
+    /// Snapshots since the open: started, installed, failed, abandoned (a
+    /// table dropped while it was written); bytes written; the last one's
+    /// bytes, rows, point (sequence number) and pre-images kept; log
+    /// bytes deleted after installs.
+    pub snapshots_started: u64,
+    pub snapshots_installed: u64,
+    pub snapshots_failed: u64,
+    pub snapshots_abandoned: u64,
+    pub snapshot_bytes: u64,
+    pub last_snapshot_bytes: u64,
+    pub last_snapshot_rows: u64,
+    pub last_snapshot_sequence: u64,
+    pub last_snapshot_pre_images: u64,
+    pub log_bytes_deleted: u64,
 }
 
 impl CommandStats {
@@ -106,8 +135,13 @@ pub(crate) fn open(ctx: &OpenContext<'_>, options: &CommandOptions) -> Result<Bo
     } else {
         None
     };
+    let found = if recovering && journal.is_none() {
+        snapshot::load::find(storage, &dir)?
+    } else {
+        None
+    };
     let scanned = if recovering && journal.is_none() {
-        replay::scan(storage, &dir, ctx.procedures)?
+        replay::scan(storage, &dir, ctx.procedures, found.as_ref().map(|f| &f.point))?
     } else {
         replay::Scanned::default()
     };
@@ -116,6 +150,7 @@ pub(crate) fn open(ctx: &OpenContext<'_>, options: &CommandOptions) -> Result<Bo
         dir,
         recovering,
         journal,
+        found,
         scanned: Some(scanned),
         generation: 0,
     }))
@@ -128,6 +163,8 @@ struct CommandOpening {
     recovering: bool,
     /// The pages of an interrupted clean close, to finish it with.
     journal: Option<Vec<(u64, Vec<u8>)>>,
+    /// The installed snapshot, the base of the replay.
+    found: Option<snapshot::load::Found>,
     scanned: Option<replay::Scanned>,
     /// The generation this run logs to (set by `prepare`).
     generation: u64,
@@ -150,16 +187,28 @@ impl Opening for CommandOpening {
         }
         if self.recovering && self.journal.is_none() {
             replay::sync_generations(storage, &self.dir)?;
+            // Snapshots never installed, or replaced by one whose pruning
+            // a crash interrupted.
+            let keep = self.found.as_ref().map(|f| f.point.id);
+            snapshot::remove_other_snapshots(storage, &self.dir, keep)?;
+            if let Some(f) = &self.found {
+                // Every TID in the snapshot is of an epoch up to this.
+                ctx.epoch.raise_to(f.point.epoch + 1);
+            }
         } else {
             // Closed cleanly (or just finished from the journal): nothing
             // logged counts. The logs go first: a crash before the journal
-            // is gone applies it again, the same pages.
+            // is gone applies it again, the same pages. The snapshot meta
+            // file goes before the snapshots it names.
             for (_, path) in &found {
                 resident::remove_synced(storage, path)?;
             }
+            resident::remove_synced(storage, &self.dir.join(snapshot::META_FILE))?;
+            resident::remove_synced(storage, &self.dir.join(snapshot::SNAPSHOTS_DIR))?;
             resident::remove_synced(storage, &journal::path(&self.dir))?;
         }
         resident::remove_synced(storage, &journal::temp_path(&self.dir))?;
+        resident::remove_synced(storage, &self.dir.join(snapshot::META_TEMP))?;
         resident::create_dir(storage, &self.dir)?;
         let newest = found.last().map_or(0, |(g, _)| *g);
         self.generation = newest + 1;
@@ -196,7 +245,31 @@ impl Opening for CommandOpening {
             scanned.last_sequence,
             Vec::new(),
         )?;
+        // Under a log limit, segments small enough that pruning (whole
+        // segments, never the newest) keeps the log near it.
+        if let CommandSnapshot::LogLimit(limit) = self.options.snapshot {
+            stream.set_segment_size((limit / 4).clamp(16 << 10, 16 << 20));
+        }
         let log = Arc::new(CommandLog::new(stream, scanned.last_sequence));
+        let loaded = match &self.found {
+            Some(found) => snapshot::load::load(ctx.storage, pool, found)?,
+            None => snapshot::load::Loaded::default(),
+        };
+        let order = Arc::new(SerialOrder::new(self.options.partitions));
+        let shadow = Arc::new(snapshot::Shadow::default());
+        let last_id = snapshot::snapshots(storage.as_ref(), &self.dir)?
+            .last()
+            .map_or(0, |(id, _)| *id);
+        let snapshotter = snapshot::Snapshotter::new(
+            Arc::clone(&storage),
+            self.dir.clone(),
+            Arc::clone(&log),
+            Arc::clone(&order),
+            Arc::clone(&shadow),
+            self.generation,
+            self.options.snapshot,
+            last_id,
+        );
         let report = RecoveryReport {
             partitions: 1,
             segments: scanned.segments,
@@ -208,15 +281,26 @@ impl Opening for CommandOpening {
             ..RecoveryReport::default()
         };
         let recovered = self.recovering;
+        let base = CommandStats {
+            snapshot_load: loaded.time,
+            snapshot_load_rows: loaded.rows,
+            snapshot_load_bytes: loaded.bytes,
+            snapshot_base_sequence: self.found.as_ref().map_or(0, |f| f.point.sequence),
+            records_below_snapshot: scanned.skipped,
+            ..CommandStats::default()
+        };
         Ok(Arc::new(CommandScheme {
             pool: Arc::clone(pool),
             storage,
             dir: self.dir.clone(),
             log,
-            order: SerialOrder::new(self.options.partitions),
+            order,
+            shadow,
+            snapshotter,
+            stale_indexes: loaded.stale,
             generation: self.generation,
             floor: ctx.floor,
-            to_replay: Mutex::new(recovered.then_some((report, scanned))),
+            to_replay: Mutex::new(recovered.then_some((report, scanned, base))),
             report: OnceLock::new(),
             recovery: OnceLock::new(),
         }))
@@ -230,13 +314,17 @@ pub struct CommandScheme {
     storage: Arc<dyn Storage>,
     dir: PathBuf,
     log: Arc<CommandLog>,
-    order: SerialOrder,
+    order: Arc<SerialOrder>,
+    shadow: Arc<snapshot::Shadow>,
+    snapshotter: Arc<snapshot::Snapshotter>,
+    /// Indexes the loaded snapshot left empty: rebuilt before the replay.
+    stale_indexes: Vec<String>,
     generation: u64,
     /// The log floor the database was opened with: no page GSN moves
     /// under this scheme, which logs no pages.
     floor: Gsn,
     /// What the open found to re-execute, until `replay_after_open`.
-    to_replay: Mutex<Option<(RecoveryReport, replay::Scanned)>>,
+    to_replay: Mutex<Option<(RecoveryReport, replay::Scanned, CommandStats)>>,
     report: OnceLock<RecoveryReport>,
     /// Recovery's part of the stats.
     recovery: OnceLock<CommandStats>,
@@ -249,6 +337,39 @@ impl CommandScheme {
     #[cfg(feature = "testing")]
     pub fn set_broken_commit_ack_for_tests(&self, broken: bool) {
         self.log.broken_ack.store(broken, Ordering::Relaxed);
+    }
+
+    /// Register no pre-images while a snapshot is written, so the writer
+    /// sees values of calls after its point: a broken variant the
+    /// snapshot tests must catch (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn set_broken_snapshot_shadow_for_tests(&self, broken: bool) {
+        self.shadow.broken.store(broken, Ordering::Relaxed);
+    }
+
+    /// Take, install and prune a snapshot now, on the caller's thread
+    /// (waiting for one in progress); the sequence number of the call its
+    /// point follows, or `None` if it was given up (closing, or a table
+    /// dropped while it was written).
+    pub fn snapshot_now(&self) -> Result<Option<u64>> {
+        Ok(self.snapshotter.snapshot_now()?.map(|p| p.sequence))
+    }
+
+    /// Call `hook` at each stage of every snapshot (on the snapshotting
+    /// thread); `None` removes it. For tests that crash at each stage.
+    pub fn set_snapshot_hook(&self, hook: Option<snapshot::StageHook>) {
+        *self.snapshotter.hook.lock() = hook;
+    }
+
+    /// Roll the command log over to a new segment every `bytes` (tests
+    /// that show pruning with small logs).
+    pub fn set_log_segment_bytes_for_tests(&self, bytes: u64) {
+        self.log.stream.set_segment_size(bytes);
+    }
+
+    /// Command-log bytes on disk (the current generation's files).
+    pub fn log_disk_bytes(&self) -> u64 {
+        self.log.stream.disk_bytes()
     }
 
     /// Wait until every record appended so far is durable. For tests.
@@ -272,7 +393,10 @@ impl Scheme for CommandScheme {
     }
 
     fn session_log(&self, _slot: u16) -> Result<Box<dyn SessionLog>> {
-        Ok(Box::new(CommandSessionLog::new(Arc::clone(&self.log))))
+        Ok(Box::new(CommandSessionLog::new(
+            Arc::clone(&self.log),
+            Arc::clone(&self.shadow),
+        )))
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -283,16 +407,40 @@ impl Scheme for CommandScheme {
         self.report.get()
     }
 
-    fn stop_services(&self) {}
+    fn start_services(&self, db: &Database) -> Result<()> {
+        self.snapshotter.start(db.shared_weak())
+    }
+
+    fn stop_services(&self) {
+        self.snapshotter.stop();
+    }
+
+    fn indexes_to_rebuild(&self) -> &[String] {
+        &self.stale_indexes
+    }
 
     fn command_order(&self) -> Option<&SerialOrder> {
         Some(&self.order)
     }
 
     fn replay_after_open(&self, db: &Database) -> Result<()> {
-        let Some((report, scanned)) = self.to_replay.lock().take() else {
+        let Some((report, scanned, base)) = self.to_replay.lock().take() else {
             return Ok(());
         };
+        // The snapshot holds no index entries: rebuilt from the tables
+        // before the calls that read them run again.
+        let shared = db.shared_weak().upgrade().ok_or(Error::Closed)?;
+        for name in &self.stale_indexes {
+            let extractor = shared.procedures.extractor(name).cloned().ok_or_else(|| {
+                Error::Unsupported {
+                    what: format!(
+                        "index {name:?} of the snapshot has no key extractor registered with the procedures; the command scheme rebuilds it from its table at recovery"
+                    ),
+                }
+            })?;
+            db.open_index(name, extractor)?;
+        }
+        drop(shared);
         self.log.replaying.store(true, Ordering::Release);
         let replayed = replay::run(db, scanned.records);
         self.log.replaying.store(false, Ordering::Release);
@@ -309,7 +457,7 @@ impl Scheme for CommandScheme {
             replayed_calls: replayed.calls,
             replayed_catalog_changes: replayed.catalog_changes,
             recovered_bytes: scanned.bytes,
-            ..CommandStats::default()
+            ..base
         });
         Ok(())
     }
@@ -322,6 +470,7 @@ impl Scheme for CommandScheme {
     }
 
     fn seal_for_clean_close(&self) -> Result<Gsn> {
+        self.snapshotter.stop();
         self.log.stream.shutdown()?;
         Ok(self.floor)
     }
@@ -331,6 +480,7 @@ impl Scheme for CommandScheme {
     }
 
     fn shutdown(&self) {
+        self.snapshotter.stop();
         if let Err(e) = self.log.stream.shutdown() {
             tracing::warn!(error = %e, "stopping the command log failed");
         }
@@ -347,6 +497,7 @@ impl Scheme for CommandScheme {
             ..crate::wal::WalStats::default()
         };
         let recovery = self.recovery.get().cloned().unwrap_or_default();
+        let c = self.snapshotter.counters.lock().clone();
         PersistenceStats {
             scheme: SchemeKind::Command,
             log,
@@ -356,6 +507,16 @@ impl Scheme for CommandScheme {
                 catalog_changes_logged: self.log.catalog_changes.load(Ordering::Relaxed),
                 last_sequence: self.log.last_sequence(),
                 generation: self.generation,
+                snapshots_started: c.started,
+                snapshots_installed: c.installed,
+                snapshots_failed: c.failed,
+                snapshots_abandoned: c.abandoned,
+                snapshot_bytes: c.bytes,
+                last_snapshot_bytes: c.last_bytes,
+                last_snapshot_rows: c.last_rows,
+                last_snapshot_sequence: c.last_sequence,
+                last_snapshot_pre_images: c.last_pre_images,
+                log_bytes_deleted: c.log_bytes_deleted,
                 ..recovery
             },
             ..PersistenceStats::default()

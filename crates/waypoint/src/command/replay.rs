@@ -16,11 +16,19 @@
 //! lost. A damaged record followed by one written after it was durable is
 //! corruption naming file and offset (`logstore::scan`).
 //!
-//! Invariant: the calls replayed are a prefix of each generation's log,
-//! with strictly increasing sequence numbers across generations; the
-//! replayed state is the state those calls produced when they ran.
+//! With an installed snapshot (`snapshot`) the base is the snapshot, and
+//! only what the log holds from its point on is replayed: generations
+//! before the point's are skipped (a crash between install and pruning
+//! leaves them), and in the point's generation every record before the
+//! point's position; the first call replayed must follow the point's.
+//!
+//! Invariant: the calls replayed are a prefix of each generation's log
+//! (from the snapshot's point on), with strictly increasing sequence
+//! numbers across generations; the replayed state is the state those
+//! calls produced when they ran.
 
 use super::record::{Record, Records};
+use super::snapshot::Point;
 use crate::db::Database;
 use crate::error::{Error, Result};
 use crate::io::{OpenMode, Storage};
@@ -59,6 +67,8 @@ pub(super) struct Scanned {
     pub torn_tails: usize,
     pub last_sequence: u64,
     pub newest_generation: u64,
+    /// Records before the snapshot's point, not replayed.
+    pub skipped: u64,
     pub scan_time: Duration,
 }
 
@@ -70,9 +80,29 @@ fn corrupt(path: &Path, offset: u64, detail: String) -> Error {
     }
 }
 
-/// Scan one generation's segments into `out`, up to its end.
-fn scan_generation(storage: &dyn Storage, dir: &Path, out: &mut Scanned) -> Result<()> {
+/// Scan one generation's segments into `out`, up to its end, from
+/// stream position `from` on (a snapshot's point; `None`: all of it).
+fn scan_generation(
+    storage: &dyn Storage,
+    dir: &Path,
+    from: Option<u64>,
+    out: &mut Scanned,
+) -> Result<()> {
     let segments = list_segments(storage, dir)?;
+    if let (Some((start, path)), Some(from)) = (segments.first(), from) {
+        // Pruning keeps every segment holding a record at or after the
+        // point: one that begins later means records were lost.
+        if start.get() > from {
+            return Err(corrupt(
+                path,
+                0,
+                format!(
+                    "the oldest segment begins at {}, after the snapshot's point at {from}",
+                    start.get()
+                ),
+            ));
+        }
+    }
     for (i, (start, path)) in segments.iter().enumerate() {
         let file = storage.open(path, OpenMode::ReadOnly)?;
         let mut whole = vec![0u8; file.len()? as usize];
@@ -101,6 +131,11 @@ fn scan_generation(storage: &dyn Storage, dir: &Path, out: &mut Scanned) -> Resu
         }
         out.bytes += scanned.valid_len;
         for (offset, record) in scanned.records {
+            if from.is_some_and(|f| start.get() + offset < f) {
+                // In the snapshot already.
+                out.skipped += 1;
+                continue;
+            }
             let offset = segment::HEADER_SIZE + offset;
             let logged = match record {
                 Record::Call {
@@ -145,12 +180,26 @@ fn scan_generation(storage: &dyn Storage, dir: &Path, out: &mut Scanned) -> Resu
 }
 
 /// Scan every generation below `dir` (the scheme's directory), oldest
-/// first, and check each call against `procedures`.
-pub(super) fn scan(storage: &dyn Storage, dir: &Path, procedures: &Procedures) -> Result<Scanned> {
+/// first, from the installed snapshot's point on (`point`), and check
+/// each call against `procedures`.
+pub(super) fn scan(
+    storage: &dyn Storage,
+    dir: &Path,
+    procedures: &Procedures,
+    point: Option<&Point>,
+) -> Result<Scanned> {
     let began = Instant::now();
-    let mut out = Scanned::default();
+    let mut out = Scanned {
+        last_sequence: point.map_or(0, |p| p.sequence),
+        ..Scanned::default()
+    };
+    let first = point.map_or(0, |p| p.generation);
     for (g, gdir) in generations(storage, dir)? {
-        scan_generation(storage, &gdir, &mut out)?;
+        if g < first {
+            continue;
+        }
+        let from = point.filter(|p| p.generation == g).map(|p| p.position);
+        scan_generation(storage, &gdir, from, &mut out)?;
         out.newest_generation = g;
     }
     for at in &out.records {

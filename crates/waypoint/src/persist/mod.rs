@@ -13,7 +13,7 @@
 //! durable.
 
 mod none;
-pub(crate) mod resident;
+pub mod resident;
 mod scheme;
 
 pub(crate) use none::NoneOpening;
@@ -44,6 +44,13 @@ pub trait SessionLog: Send {
     fn wants_index_writes(&self) -> bool {
         false
     }
+    /// A committing transaction is about to change `key` of table `table`,
+    /// whose committed image (TID, value) is `current` (`None`: absent).
+    /// Called for each written key once the images are read under the
+    /// write locks, before any placeholder or install: a scheme that
+    /// snapshots copy-on-write (`command`) keeps the pre-image here, so a
+    /// snapshot writer never reads a newer value without its shadow.
+    fn before_install(&self, _table: u32, _key: &[u8], _current: Option<(Tid, &[u8])>) {}
     /// A catalog change is about to be committed through this (system)
     /// log: a scheme that does not log pages logs it here.
     fn on_catalog_change(&mut self, _change: &CatalogChange) -> Result<()> {

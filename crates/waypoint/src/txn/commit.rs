@@ -210,6 +210,12 @@ impl Transaction<'_> {
             }
             plans.push((key, w, current, index_changes, hint));
         }
+        // Pre-images for a copy-on-write snapshot: before anything below
+        // changes a tree (`SessionLog::before_install`).
+        for (key, w, current, _, _) in &plans {
+            let current = current.as_ref().map(|(tid, v)| (*tid, v.as_slice()));
+            self.session.log.before_install(w.table.id, key, current);
+        }
         // Placeholders for records and index entries this commit creates.
         for (key, w, current, index_changes, hint) in &plans {
             // Each undo entry is pushed before its change, and undo is

@@ -16,6 +16,7 @@
 //! every generation before it, so the name order is the log order.
 
 pub(crate) mod journal;
+pub(crate) mod load;
 pub mod snapshot_file;
 
 use crate::error::Result;
@@ -54,6 +55,28 @@ pub(crate) fn create_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Replace `dir/name` by a file holding `bytes`, durably and atomically:
+/// written whole under `temp` (in `dir`), synced, renamed over the old
+/// one, the directory synced. A crash leaves the old file or the new.
+pub(crate) fn write_renamed(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    temp: &str,
+    bytes: &[u8],
+) -> Result<()> {
+    let temp = dir.join(temp);
+    if storage.exists(&temp) {
+        storage.remove(&temp)?;
+    }
+    let file = storage.open(&temp, crate::io::OpenMode::CreateNew)?;
+    file.write_at(bytes, 0)?;
+    file.sync_data()?;
+    drop(file);
+    storage.rename(&temp, &dir.join(name))?;
+    storage.sync_dir(dir)
 }
 
 /// Remove `path` (a file or a directory with its contents) if present,

@@ -1,29 +1,21 @@
 //! Loading the installed checkpoint at recovery (seed 002 §4.3): the
 //! checkpoint, not the data file of the last clean close, is the base the
-//! logs replay onto. So every table and index the data file holds is
-//! dropped first (its pages freed in memory: the data file is not written
-//! until the next clean close), the checkpoint's catalog is created with
-//! its ids, and each part file is loaded by a thread of its own.
+//! logs replay onto. Finding it is the pepoch file's and this module's;
+//! loading it into empty trees, a thread per file, is
+//! `persist::resident::load`'s, shared with the `command` scheme's
+//! snapshots.
 //!
-//! Why start from empty tables rather than merge into the data file's
-//! trees: a key deleted since the last clean close is in the data file
-//! and not in the checkpoint, and its tombstone may be in a pruned log
-//! segment; merging would bring it back.
-//!
-//! Invariant: after loading, the trees hold exactly the checkpoint's rows
-//! with their TIDs, under the checkpoint's catalog.
+//! Invariant: the checkpoint loaded is the one the pepoch file names,
+//! with the el it names.
 
 use super::walk::decode_meta;
 use super::{checkpoint_dir, checkpoints, CATALOG_FILE};
-use crate::btree::{BTree, NoLog};
 use crate::buffer::BufferPool;
-use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::io::Storage;
-use crate::persist::resident::snapshot_file::{self, Record};
+use crate::persist::resident::load::{self as base, SnapshotCatalog};
 use crate::persist::SchemeKind;
 use crate::silor::pepoch::Installed;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,11 +30,8 @@ pub(in crate::silor) struct Found {
     pub catalog_from: (u64, u64),
     /// The catalog's next id when the checkpoint was taken.
     pub next_id: u32,
-    pub tables: Vec<(u32, String)>,
-    /// (id, name, table, stale).
-    pub indexes: Vec<(u32, String, String, bool)>,
+    pub catalog: SnapshotCatalog,
     pub parts: Vec<PathBuf>,
-    pub catalog_bytes: u64,
 }
 
 /// Read the catalog file of the checkpoint `installed` names.
@@ -58,29 +47,17 @@ pub(in crate::silor) fn find(storage: &dyn Storage, silor: &Path, installed: Ins
             ),
         });
     }
-    let mut tables = Vec::new();
-    let mut indexes = Vec::new();
-    let mut meta = None;
-    let read = snapshot_file::read(storage, &catalog_path, SchemeKind::Silor, &mut |r| {
-        match r {
-            Record::Table { id, name } => tables.push((id, name)),
-            Record::Index {
-                id,
-                name,
-                table,
-                stale,
-            } => indexes.push((id, name, table, stale)),
-            Record::Meta(bytes) => meta = decode_meta(bytes),
-            Record::Row { .. } | Record::End { .. } => {}
-        }
-        Ok(())
-    })?;
+    let catalog = base::read_catalog(storage, &catalog_path, SchemeKind::Silor)?;
     let corrupt = |detail: String| Error::Corruption {
         path: catalog_path.clone(),
         offset: 0,
         detail,
     };
-    let (generation, pos, el, next_id) = meta.ok_or_else(|| corrupt("no meta record".into()))?;
+    let (generation, pos, el, next_id) = catalog
+        .meta
+        .as_deref()
+        .and_then(decode_meta)
+        .ok_or_else(|| corrupt("no meta record".into()))?;
     if el != installed.el {
         return Err(corrupt(format!(
             "the checkpoint says el = {el}, the pepoch file {}",
@@ -102,10 +79,8 @@ pub(in crate::silor) fn find(storage: &dyn Storage, silor: &Path, installed: Ins
         dir,
         catalog_from: (generation, pos),
         next_id,
-        tables,
-        indexes,
+        catalog,
         parts,
-        catalog_bytes: read.bytes,
     })
 }
 
@@ -131,96 +106,19 @@ pub(in crate::silor) fn load(
     found: &Found,
 ) -> Result<Loaded> {
     let began = Instant::now();
-    let log = NoLog;
-    let mut catalog = Catalog::load(pool)?;
-    let names: Vec<String> = catalog.tables.keys().cloned().collect();
-    for name in names {
-        catalog.remove_table(pool, &log, &name)?;
-    }
-    let mut trees: HashMap<u32, BTree> = HashMap::new();
-    for (id, name) in &found.tables {
-        let t = catalog.add_table(pool, &log, name, Some(*id))?;
-        trees.insert(*id, t.tree);
-    }
-    // Ids given before the checkpoint to tables dropped since are in no
-    // catalog entry now: not to be given again.
-    catalog.reserve_ids_below(pool, &log, found.next_id)?;
-    let mut stale = Vec::new();
-    for (id, name, table, is_stale) in &found.indexes {
-        let t = catalog.tables.get(table).cloned().ok_or_else(|| Error::Corruption {
-            path: found.dir.join(CATALOG_FILE),
-            offset: 0,
-            detail: format!("index {name:?} of missing table {table:?}"),
-        })?;
-        let i = catalog.add_index(pool, &log, name, &t, None, Some(*id))?;
-        trees.insert(*id, i.tree);
-        if *is_stale {
-            stale.push(name.clone());
-        }
-    }
-    let results: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = found
-            .parts
-            .iter()
-            .map(|path| {
-                let trees = &trees;
-                s.spawn(move || load_file(storage.as_ref(), pool, trees, path))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "a checkpoint loader panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
-    let mut out = Loaded {
-        bytes: found.catalog_bytes,
-        stale,
-        ..Loaded::default()
-    };
-    for r in results {
-        let (rows, bytes) = r?;
-        out.rows += rows;
-        out.bytes += bytes;
-    }
-    out.time = began.elapsed();
-    Ok(out)
-}
-
-fn load_file(
-    storage: &dyn Storage,
-    pool: &BufferPool,
-    trees: &HashMap<u32, BTree>,
-    path: &Path,
-) -> Result<(u64, u64)> {
-    let read = snapshot_file::read(storage, path, SchemeKind::Silor, &mut |r| {
-        let Record::Row {
-            table,
-            tid,
-            key,
-            value,
-        } = r
-        else {
-            return Ok(());
-        };
-        let tree = trees.get(&table).ok_or_else(|| Error::Corruption {
-            path: path.to_path_buf(),
-            offset: 0,
-            detail: format!("a row of table id {table}, which the checkpoint's catalog lacks"),
-        })?;
-        // Each key is in one file only; the check keeps a duplicate
-        // (damage) from failing the insert, largest TID wins.
-        let (current, hint) = tree.get(pool, key, None)?;
-        match current {
-            None => tree.insert(pool, &NoLog, key, tid, value, hint),
-            Some((t, _)) if t < tid => tree.update(pool, &NoLog, key, tid, value, hint).map(|_| ()),
-            Some(_) => Ok(()),
-        }
-    })?;
-    Ok((read.rows, read.bytes))
+    let loaded = base::load(
+        storage,
+        pool,
+        SchemeKind::Silor,
+        &found.dir.join(CATALOG_FILE),
+        &found.catalog,
+        found.next_id,
+        &found.parts,
+    )?;
+    Ok(Loaded {
+        rows: loaded.rows,
+        bytes: found.catalog.bytes + loaded.bytes,
+        time: began.elapsed(),
+        stale: loaded.stale,
+    })
 }
