@@ -139,6 +139,10 @@ pub struct BenchArgs {
     /// `silor`: logger threads, each with its own log files [default: 1].
     #[arg(long)]
     pub loggers: Option<usize>,
+    /// `command`: when to take a snapshot: periodic=DUR (500ms, 10s, 5m),
+    /// log-limit=SIZE or off [default: log-limit=256MiB].
+    #[arg(long)]
+    pub snapshot: Option<String>,
     /// Threads for redo and undo when the database needs recovery
     /// (analysis runs a thread per log partition) [default: the cores the process may use].
     #[arg(long)]
@@ -222,6 +226,7 @@ struct FileOptions {
     checkpoint_threads: Option<usize>,
     checkpointers: Option<usize>,
     loggers: Option<usize>,
+    snapshot: Option<String>,
     recovery_threads: Option<usize>,
     wal_archive: Option<PathBuf>,
     direct_io: Option<bool>,
@@ -292,6 +297,7 @@ impl BenchArgs {
             checkpoint_threads,
             checkpointers,
             loggers,
+            snapshot,
             recovery_threads,
             wal_archive,
             log_direct_io,
@@ -413,6 +419,12 @@ impl BenchArgs {
             checkpoint,
             checkpointers: self.checkpointers.unwrap_or(d.checkpointers),
         })
+    }
+
+    /// The `command` scheme's snapshot trigger: `--snapshot
+    /// periodic=DUR|log-limit=SIZE|off`; refused with another scheme.
+    pub fn command_snapshot(&self) -> Result<waypoint::CommandSnapshot> {
+        parse_command_snapshot(self.snapshot.as_deref(), self.scheme_name())
     }
 
     /// `--sync-interval`, or the engine's default.
@@ -621,4 +633,19 @@ fn is_central(name: &str) -> bool {
         waypoint::SchemeKind::parse(name),
         Some(waypoint::SchemeKind::Aries | waypoint::SchemeKind::Aether)
     )
+}
+
+/// `--snapshot`, which only `--scheme command` takes.
+pub fn parse_command_snapshot(
+    given: Option<&str>,
+    scheme: &str,
+) -> Result<waypoint::CommandSnapshot> {
+    let Some(s) = given else {
+        return Ok(waypoint::CommandSnapshot::default());
+    };
+    if scheme != waypoint::SchemeKind::Command.name() {
+        bail!("--snapshot is an option of --scheme command, not of --scheme {scheme}");
+    }
+    waypoint::CommandSnapshot::parse(s, |v| parse_size("snapshot", v).ok().map(|b| b as u64))
+        .map_err(|e| anyhow::anyhow!("--snapshot: {e}"))
 }

@@ -225,6 +225,7 @@ impl Crasher for ChildCrasher {
             max_run_ms: 3_600_000,
             phantom_ack: false,
             silor: config.silor.clone(),
+            command_snapshot: config.command_snapshot,
         };
         let killed = run_child_until_killed(&self.exe, &spec, &stderr_path, &mut |n| stop(n));
         let _ = std::fs::remove_file(&stderr_path);

@@ -63,6 +63,9 @@ pub struct CrashChildArgs {
     pub checkpointers: usize,
     #[arg(long)]
     pub loggers: usize,
+    /// `command`: the snapshot trigger, as `CommandSnapshot::name` writes it.
+    #[arg(long)]
+    pub command_snapshot: String,
     /// Exit by itself after this long (a safety net if the parent vanished).
     #[arg(long)]
     pub max_run_ms: u64,
@@ -123,7 +126,21 @@ pub(crate) fn open_options(
     buffer: usize,
     wal_limit: u64,
     silor: &waypoint::SilorOptions,
+    command_snapshot: waypoint::CommandSnapshot,
 ) -> Options {
+    if scheme == SchemeKind::Command {
+        return Options {
+            create_if_missing: false,
+            buffer_pool_bytes: buffer,
+            persistence: Persistence::Command(waypoint::CommandOptions {
+                snapshot: command_snapshot,
+                ..waypoint::CommandOptions::default()
+            }),
+            // A command log is replayed by running its calls again.
+            procedures: waypoint_bench::procedures(),
+            ..Options::default()
+        };
+    }
     if scheme == SchemeKind::Silor {
         return Options {
             create_if_missing: false,
@@ -174,6 +191,8 @@ pub fn child(args: CrashChildArgs) -> Result<()> {
             checkpointers: args.checkpointers,
             loggers: args.loggers,
         },
+        waypoint::CommandSnapshot::parse(&args.command_snapshot, |s| s.parse().ok())
+            .map_err(|e| anyhow::anyhow!(e))?,
     );
     let db = Database::open(&args.dir, options).context("open")?;
     let workload = registry::reopen(&db, &args.workload)?;
@@ -330,6 +349,7 @@ pub(crate) struct ChildSpec<'a> {
     pub max_run_ms: u64,
     pub phantom_ack: bool,
     pub silor: waypoint::SilorOptions,
+    pub command_snapshot: waypoint::CommandSnapshot,
 }
 
 /// Start `waypoint crash-child` (`exe`) with `spec`, wait for it to be
@@ -365,6 +385,7 @@ pub(crate) fn run_child_until_killed(
         .args(["--silor-checkpoint", &spec.silor.checkpoint.name()])
         .args(["--checkpointers", &spec.silor.checkpointers.to_string()])
         .args(["--loggers", &spec.silor.loggers.to_string()])
+        .args(["--command-snapshot", &spec.command_snapshot.name()])
         .args(["--max-run-ms", &spec.max_run_ms.to_string()])
         .args(spec.phantom_ack.then_some("--phantom-ack"))
         .stdin(Stdio::null())

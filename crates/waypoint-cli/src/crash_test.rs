@@ -106,6 +106,10 @@ pub struct CrashTestArgs {
     /// `silor`'s logger threads [default: 1].
     #[arg(long)]
     pub loggers: Option<usize>,
+    /// `command`'s snapshot trigger: periodic=DUR (500ms, 10s, 5m),
+    /// log-limit=SIZE or off [default: log-limit=256MiB].
+    #[arg(long)]
+    pub snapshot: Option<String>,
     /// Rows at load: TPC-B accounts, YCSB records, Voter phone numbers
     /// [default: 10000].
     #[arg(long)]
@@ -228,6 +232,7 @@ struct Run<'a> {
     buffer: usize,
     wal_limit: u64,
     silor: waypoint::SilorOptions,
+    command_snapshot: waypoint::CommandSnapshot,
     /// Every acknowledged id of every cycle.
     acked: HashSet<[u8; 24]>,
     /// Acknowledged ids found missing (reported once).
@@ -262,6 +267,7 @@ impl Run<'_> {
             max_run_ms: hi.max(lo) + 120_000,
             phantom_ack: a.unsafe_phantom_ack,
             silor: self.silor.clone(),
+            command_snapshot: self.command_snapshot,
         };
         let mut ready_at = None;
         let acks = run_child_until_killed(&self.exe, &spec, &self.stderr_path, &mut |_| {
@@ -286,6 +292,7 @@ impl Run<'_> {
                 self.buffer,
                 self.wal_limit,
                 &self.silor,
+                self.command_snapshot,
             ),
         )
         .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
@@ -383,9 +390,10 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     let buffer = crate::args::parse_size("buffer", &args.buffer)?;
     let wal_limit = crate::args::parse_size("wal-limit", &args.wal_limit)? as u64;
     let silor = silor_options(&args, scheme)?;
+    let snapshot = crate::args::parse_command_snapshot(args.snapshot.as_deref(), scheme.name())?;
     // The children's options (an even cycle's smaller buffer is valid
     // when this one is: at least 16 pages, at most 2 MiB).
-    open_options(scheme, commit, buffer, wal_limit, &silor)
+    open_options(scheme, commit, buffer, wal_limit, &silor, snapshot)
         .validate()
         .map_err(|e| crate::args::name_flag(e, flags))?;
     if args.records == Some(0) || args.scale == Some(0) {
@@ -458,6 +466,10 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
         buffer,
         wal_limit,
         silor: silor_options(&args, scheme_kind(&args.scheme)?)?,
+        command_snapshot: crate::args::parse_command_snapshot(
+            args.snapshot.as_deref(),
+            scheme_kind(&args.scheme)?.name(),
+        )?,
         acked: HashSet::new(),
         lost: HashSet::new(),
     };

@@ -160,6 +160,9 @@ fn recover(
     let r = db.recovery_report().cloned().unwrap_or_default();
     // `silor`: the checkpoint load and the log replay, apart (seed 002 §4.3).
     let silor = (db.scheme() == waypoint::SchemeKind::Silor).then(|| db.stats().persistence.silor);
+    // `command`: the snapshot load and the re-execution, apart (seed 001 §III-B).
+    let command =
+        (db.scheme() == waypoint::SchemeKind::Command).then(|| db.stats().persistence.command);
     if json {
         let silor_json = silor.as_ref().map(|s| {
             serde_json::json!({
@@ -174,8 +177,23 @@ fn recover(
                 "below_checkpoint_entries": s.below_checkpoint_entries,
             })
         });
+        let command_json = command.as_ref().map(|c| {
+            serde_json::json!({
+                "snapshot_load_seconds": c.snapshot_load.as_secs_f64(),
+                "snapshot_load_rows": c.snapshot_load_rows,
+                "snapshot_load_bytes": c.snapshot_load_bytes,
+                "snapshot_base_sequence": c.snapshot_base_sequence,
+                "records_below_snapshot": c.records_below_snapshot,
+                "log_read_seconds": c.log_read.as_secs_f64(),
+                "replay_seconds": c.replay.as_secs_f64(),
+                "replayed_calls": c.replayed_calls,
+                "replayed_catalog_changes": c.replayed_catalog_changes,
+                "replayed_calls_per_sec": c.replayed_calls_per_sec(),
+            })
+        });
         let v = serde_json::json!({
             "silor": silor_json,
+            "command": command_json,
             "partitions": r.partitions, "segments": r.segments, "records": r.records,
             "log_bytes": r.log_bytes, "torn_tails": r.torn_tails, "winners": r.winners,
             "losers": r.losers, "pages_redone": r.pages_redone, "records_redone": r.records_redone,
@@ -238,6 +256,24 @@ fn recover(
                 s.below_checkpoint_entries,
                 s.recovered_bytes,
                 s.log_replay_gb_per_sec()
+            );
+        }
+        if let Some(c) = &command {
+            println!(
+                "  command snapshot load {:>10.3} ms   {} rows, {} bytes, up to call {}",
+                c.snapshot_load.as_secs_f64() * 1e3,
+                c.snapshot_load_rows,
+                c.snapshot_load_bytes,
+                c.snapshot_base_sequence
+            );
+            println!(
+                "  command replay        {:>10.3} ms   {} calls, {} catalog changes, {:.0} calls/s ({} log records before the snapshot skipped; log read {:.3} ms)",
+                c.replay.as_secs_f64() * 1e3,
+                c.replayed_calls,
+                c.replayed_catalog_changes,
+                c.replayed_calls_per_sec(),
+                c.records_below_snapshot,
+                c.log_read.as_secs_f64() * 1e3
             );
         }
     }

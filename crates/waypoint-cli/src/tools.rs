@@ -248,6 +248,7 @@ fn to_json(i: &DatabaseInfo) -> serde_json::Value {
         },
         "partitions": partitions,
         "silor": silor_json(&i.silor),
+        "command": command_json(&i.command),
     })
 }
 
@@ -330,6 +331,63 @@ fn silor_json(f: &waypoint::silor::checkpoint::SilorFiles) -> serde_json::Value 
     json!({ "pepoch": pepoch, "checkpoints": checkpoints })
 }
 
+/// The `command` scheme's installed snapshot and snapshot files, if any.
+fn command_text(f: &waypoint::command::snapshot::CommandFiles) -> String {
+    let mut out = String::new();
+    match &f.installed {
+        None => {}
+        Some(Err(e)) => out += &format!("  command snapshot meta file: unreadable: {e}\n"),
+        Some(Ok((id, g, pos, seq))) => {
+            out += &format!(
+                "  command installed snapshot {id}: after call {seq} (generation {g}, log position {pos})\n"
+            );
+        }
+    }
+    for s in &f.snapshots {
+        out += &format!(
+            "  command snapshot {}{}\n",
+            s.id,
+            if s.installed {
+                " (installed)"
+            } else {
+                " (not installed)"
+            }
+        );
+        for (path, bytes, rows) in &s.files {
+            let rows = match rows {
+                Ok(n) => format!("{n} rows"),
+                Err(e) => format!("unreadable: {e}"),
+            };
+            out += &format!("    {} {} {rows}\n", path.display(), size(*bytes));
+        }
+    }
+    out
+}
+
+fn command_json(f: &waypoint::command::snapshot::CommandFiles) -> serde_json::Value {
+    let installed = match &f.installed {
+        None => json!(null),
+        Some(Err(e)) => json!({ "error": e }),
+        Some(Ok((id, g, pos, seq))) => {
+            json!({ "id": id, "generation": g, "position": pos, "sequence": seq })
+        }
+    };
+    let snapshots: Vec<serde_json::Value> = f
+        .snapshots
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.id, "installed": s.installed,
+                "files": s.files.iter().map(|(p, b, r)| match r {
+                    Ok(rows) => json!({ "path": p, "bytes": b, "rows": rows }),
+                    Err(e) => json!({ "path": p, "bytes": b, "error": e }),
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "installed": installed, "snapshots": snapshots })
+}
+
 fn to_text(i: &DatabaseInfo) -> String {
     let sb = &i.superblock;
     let mut out = format!("waypoint database {}\n", i.dir.display());
@@ -375,6 +433,7 @@ fn to_text(i: &DatabaseInfo) -> String {
         i.log_floor, sb.log_floor
     );
     out += &silor_text(&i.silor);
+    out += &command_text(&i.command);
     out += &format!(
         "  log: {} partitions, {} segments, {}\n",
         i.partitions.len(),

@@ -51,6 +51,9 @@ pub struct DatabaseInfo {
     /// The `silor` scheme's pepoch file and checkpoints (empty when it
     /// left none).
     pub silor: crate::silor::checkpoint::SilorFiles,
+    /// The `command` scheme's installed snapshot and snapshot files
+    /// (empty when it left none).
+    pub command: crate::command::snapshot::CommandFiles,
 }
 
 impl DatabaseInfo {
@@ -248,6 +251,7 @@ pub fn inspect_with(storage: &dyn Storage, dir: &Path) -> Result<DatabaseInfo> {
         log_floor,
         partitions,
         silor: crate::silor::checkpoint::inspect(storage, dir)?,
+        command: crate::command::snapshot::inspect(storage, dir)?,
     })
 }
 
