@@ -71,6 +71,7 @@ engine_modules! {
 }
 #[cfg(feature = "internals")]
 pub mod inspect;
+mod parallel;
 mod sync;
 
 pub use buffer::page::DEFAULT_PAGE_SIZE;
