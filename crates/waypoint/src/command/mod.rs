@@ -23,8 +23,9 @@
 //!
 //! Not built yet (docs/decisions/030-command-logging.md): snapshots (the
 //! log grows until a clean close), executor threads that own their
-//! partitions, parallel replay, checks that a procedure keeps to its
-//! partition.
+//! partitions, parallel replay. A single-partition call's rows are
+//! checked against the tables' registered partitioning keys
+//! (`procedure::partition`).
 //!
 //! Invariant: after a crash, the recovered state is the state of the
 //! calls of a prefix of each generation's log, run again in order, and
