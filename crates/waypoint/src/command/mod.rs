@@ -27,8 +27,9 @@
 //! indexes and re-executes only the log from its point on.
 //!
 //! Not built yet (docs/decisions/030-command-logging.md): executor
-//! threads that own their partitions, parallel replay, checks that a
-//! procedure keeps to its partition.
+//! threads that own their partitions, parallel replay. A single-partition
+//! call's rows are checked against the tables' registered partitioning
+//! keys (`procedure::partition`).
 //!
 //! Invariant: after a crash, the recovered state is the state of the
 //! installed snapshot (or the last clean close) plus the calls of a

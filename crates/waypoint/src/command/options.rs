@@ -82,8 +82,10 @@ impl CommandSnapshot {
 pub struct CommandOptions {
     /// Partitions of the serial order (1 to 1024): calls of one partition
     /// run one after another; a multi-partition call runs alone. A
-    /// single-partition procedure must touch only rows of its partition
-    /// (not checked), or the log order may not be the order that ran.
+    /// single-partition procedure must touch only rows of its partition,
+    /// or the log order may not be the order that ran: checked for the
+    /// tables whose partitioning key is registered
+    /// (`Procedures::partition_key`).
     pub partitions: usize,
     /// When to take a snapshot (default: a 256 MiB log limit).
     pub snapshot: CommandSnapshot,

@@ -22,6 +22,7 @@ use crate::buffer::BufferPool;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::io::Storage;
+use crate::parallel::on_threads;
 use crate::persist::SchemeKind;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -113,31 +114,14 @@ pub(crate) fn load(
             stale.push(name.clone());
         }
     }
-    let results: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = parts
-            .iter()
-            .map(|path| {
-                let trees = &trees;
-                s.spawn(move || load_file(storage.as_ref(), pool, scheme, trees, path))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "a snapshot loader panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
+    let results = on_threads("snapshot load", parts, |_, path| {
+        load_file(storage.as_ref(), pool, scheme, &trees, path)
+    })?;
     let mut out = Loaded {
         stale,
         ..Loaded::default()
     };
-    for r in results {
-        let (rows, bytes) = r?;
+    for (rows, bytes) in results {
         out.rows += rows;
         out.bytes += bytes;
     }
