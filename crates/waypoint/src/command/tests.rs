@@ -48,3 +48,45 @@ fn records_round_trip_and_any_damage_is_refused() {
         assert!(scanned.records.len() < 3, "damage at {at} went unseen");
     }
 }
+
+#[test]
+fn snapshot_triggers_read_back_what_they_write_and_are_checked() {
+    use super::options::{CommandOptions, CommandSnapshot};
+    use std::time::Duration;
+    let size = |s: &str| s.parse::<u64>().ok();
+    for t in [
+        CommandSnapshot::Off,
+        CommandSnapshot::Periodic {
+            interval: Duration::from_millis(250),
+        },
+        CommandSnapshot::LogLimit(1 << 20),
+    ] {
+        assert_eq!(CommandSnapshot::parse(&t.name(), size), Ok(t));
+    }
+    assert_eq!(
+        CommandSnapshot::parse("periodic=10s", size),
+        Ok(CommandSnapshot::Periodic {
+            interval: Duration::from_secs(10)
+        })
+    );
+    assert_eq!(
+        CommandSnapshot::parse("periodic=5m", size),
+        Ok(CommandSnapshot::Periodic {
+            interval: Duration::from_secs(300)
+        })
+    );
+    for bad in ["", "periodic", "periodic=", "periodic=5h", "log-limit=x", "continuous"] {
+        assert!(CommandSnapshot::parse(bad, size).is_err(), "{bad:?}");
+    }
+    let with = |snapshot| CommandOptions {
+        snapshot,
+        ..CommandOptions::default()
+    };
+    assert!(with(CommandSnapshot::LogLimit(1024)).validate().is_err());
+    assert!(with(CommandSnapshot::Periodic {
+        interval: Duration::from_millis(1)
+    })
+    .validate()
+    .is_err());
+    assert!(with(CommandSnapshot::default()).validate().is_ok());
+}
