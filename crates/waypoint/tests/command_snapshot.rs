@@ -737,3 +737,62 @@ fn a_clean_close_removes_the_snapshots() {
     assert!(digest(&db) == expected);
     db.close().unwrap();
 }
+
+/// Catalog changes while a snapshot is written: a table created after the
+/// point is not in it (its creation is replayed), and a table dropped
+/// before the writer finished it abandons the snapshot (the next one
+/// installs). Either way the recovery gives the state before the crash.
+#[test]
+fn catalog_changes_during_a_snapshot_are_replayed_or_abandon_it() {
+    let sim = SimStorage::new(4);
+    let db = Arc::new(Database::open(DIR, options(&sim, CommandSnapshot::Off)).unwrap());
+    create(&db);
+    db.create_table("scratch").unwrap();
+    let mut s = db.session();
+    for i in 0..30 {
+        nth_call(&mut s, i, true).unwrap().wait().unwrap();
+    }
+    let command = db.command().unwrap();
+    let accounts_id = db.table("accounts").unwrap().id();
+    let (db2, fired) = (Arc::clone(&db), Arc::new(AtomicBool::new(false)));
+    let f = Arc::clone(&fired);
+    command.set_snapshot_hook(Some(Arc::new(move |stage| {
+        if matches!(stage, SnapshotStage::Batch { table, .. } if table == accounts_id)
+            && !f.swap(true, Ordering::SeqCst)
+        {
+            db2.create_table("created_after_the_point").unwrap();
+            // Written after accounts (table order is by name).
+            db2.drop_table("scratch").unwrap();
+        }
+    })));
+    assert_eq!(command.snapshot_now().unwrap(), None, "not abandoned");
+    assert!(fired.load(Ordering::SeqCst));
+    command.set_snapshot_hook(None);
+    assert_eq!(db.stats().persistence.command.snapshots_abandoned, 1);
+    let fired = Arc::new(AtomicBool::new(false));
+    let (db2, f) = (Arc::clone(&db), Arc::clone(&fired));
+    command.set_snapshot_hook(Some(Arc::new(move |stage| {
+        if stage == SnapshotStage::Marked && !f.swap(true, Ordering::SeqCst) {
+            db2.create_table("created_during_the_write").unwrap();
+        }
+    })));
+    command.snapshot_now().unwrap().unwrap();
+    command.set_snapshot_hook(None);
+    for i in 30..50 {
+        nth_call(&mut s, i, true).unwrap().wait().unwrap();
+    }
+    drop(s);
+    let expected = digest(&db);
+    let snapshot = installed_snapshot(&sim).unwrap();
+    assert!(!snapshot.contains_key("created_during_the_write"));
+    assert!(snapshot.contains_key("created_after_the_point"));
+    command.wait_all_durable().unwrap();
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::DropAll);
+    let db = Database::open(DIR, options(&sim, CommandSnapshot::Off)).unwrap();
+    assert!(digest(&db) == expected);
+    assert!(db.table("created_during_the_write").is_ok());
+    assert!(db.table("scratch").is_err());
+    db.check_integrity().unwrap();
+    db.close().unwrap();
+}
