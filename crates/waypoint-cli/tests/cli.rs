@@ -110,6 +110,32 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
         "--checkpoint-shards 0 is out of range",
     );
     fails_with_one_line(&["bench", "ycsb", "--segment-size", "big"], "is not a size");
+    fails_with_one_line(
+        &["bench", "ycsb", "--snapshot", "off"],
+        "--snapshot is an option of --scheme command",
+    );
+    fails_with_one_line(
+        &[
+            "bench",
+            "voter",
+            "--scheme",
+            "command",
+            "--snapshot",
+            "sometimes",
+        ],
+        "unknown snapshot trigger",
+    );
+    fails_with_one_line(
+        &[
+            "bench",
+            "voter",
+            "--scheme",
+            "command",
+            "--snapshot",
+            "log-limit=1KiB",
+        ],
+        "below the smallest log limit",
+    );
     fails_with_one_line(&["bench", "ycsb", "--disjoint"], "`updates` workload only");
     fails_with_one_line(&["bench", "ycsb", "--wal-preallocate", "maybe"], "maybe");
     fails_with_one_line(&["bench", "ycsb", "--wal-zero-fill", "2"], "2");
@@ -1051,7 +1077,18 @@ fn crash_test_under_silor_loses_nothing() {
 fn voter_under_the_command_scheme_runs_and_loses_nothing_to_kills() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let stdout = tiny_run("voter", &["--scheme", "command", "--workers", "2"], &out);
+    let stdout = tiny_run(
+        "voter",
+        &[
+            "--scheme",
+            "command",
+            "--workers",
+            "2",
+            "--snapshot",
+            "periodic=100ms",
+        ],
+        &out,
+    );
     assert!(stdout.contains("scheme command"), "{stdout}");
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
@@ -1063,6 +1100,8 @@ fn voter_under_the_command_scheme_runs_and_loses_nothing_to_kills() {
         "voter",
         "--scheme",
         "command",
+        "--snapshot",
+        "periodic=50ms",
         "--cycles",
         "2",
         "--kill-after-ms",

@@ -87,9 +87,10 @@ pub struct CommandStats {
     pub replayed_calls: u64,
     pub replayed_catalog_changes: u64,
     pub recovered_bytes: u64,
-    /// Recovery at open from a snapshot: time loading it, its rows and
-    /// bytes, the call its point follows, and the log records before the
-    /// point left out of the replay.
+    /// Recovery at open from a snapshot: time loading it (and rebuilding
+    /// the indexes from the loaded tables), its rows and bytes, the call
+    /// its point follows, and the log records before the point left out
+    /// of the replay.
     pub snapshot_load: Duration,
     pub snapshot_load_rows: u64,
     pub snapshot_load_bytes: u64,
@@ -425,11 +426,12 @@ impl Scheme for CommandScheme {
     }
 
     fn replay_after_open(&self, db: &Database) -> Result<()> {
-        let Some((report, scanned, base)) = self.to_replay.lock().take() else {
+        let Some((report, scanned, mut base)) = self.to_replay.lock().take() else {
             return Ok(());
         };
         // The snapshot holds no index entries: rebuilt from the tables
-        // before the calls that read them run again.
+        // before the calls that read them run again (counted as loading).
+        let rebuild = std::time::Instant::now();
         let shared = db.shared_weak().upgrade().ok_or(Error::Closed)?;
         for name in &self.stale_indexes {
             let extractor = shared.procedures.extractor(name).cloned().ok_or_else(|| {
@@ -442,6 +444,7 @@ impl Scheme for CommandScheme {
             db.open_index(name, extractor)?;
         }
         drop(shared);
+        base.snapshot_load += rebuild.elapsed();
         self.log.replaying.store(true, Ordering::Release);
         let replayed = replay::run(db, scanned.records);
         self.log.replaying.store(false, Ordering::Release);
