@@ -97,8 +97,10 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
             },
             checkpointers: plan.silor_checkpointers(),
         }),
+        // Digests on: a replay that goes another way is caught at the call.
         SchemeKind::Command => Persistence::Command(waypoint::CommandOptions {
             partitions: plan.command_partitions(),
+            digests: true,
         }),
     };
     Options {

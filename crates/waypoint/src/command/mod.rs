@@ -197,7 +197,11 @@ impl Opening for CommandOpening {
             scanned.last_sequence,
             Vec::new(),
         )?;
-        let log = Arc::new(CommandLog::new(stream, scanned.last_sequence));
+        let log = Arc::new(CommandLog::new(
+            stream,
+            scanned.last_sequence,
+            self.options.digests,
+        ));
         let report = RecoveryReport {
             partitions: 1,
             segments: scanned.segments,
@@ -295,7 +299,7 @@ impl Scheme for CommandScheme {
             return Ok(());
         };
         self.log.replaying.store(true, Ordering::Release);
-        let replayed = replay::run(db, scanned.records);
+        let replayed = replay::run(db, &self.log, scanned.records);
         self.log.replaying.store(false, Ordering::Release);
         let replayed = replayed?;
         let _ = self.report.set(RecoveryReport {
