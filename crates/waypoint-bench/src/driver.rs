@@ -208,6 +208,7 @@ impl DriverConfig {
                     .workers
                     .clamp(1, waypoint::CommandOptions::MAX_PARTITIONS),
                 snapshot: self.command_snapshot,
+                digests: false,
             });
         }
         Persistence::of(

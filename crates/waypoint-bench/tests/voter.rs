@@ -169,6 +169,7 @@ fn a_power_loss_under_the_command_log_keeps_acknowledged_votes_and_the_invariant
             buffer_pool_bytes: 4096 * 4096,
             persistence: waypoint::Persistence::Command(waypoint::CommandOptions {
                 partitions: 2,
+                digests: true,
                 ..Default::default()
             }),
             procedures: waypoint_bench::procedures(),

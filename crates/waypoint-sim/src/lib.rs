@@ -97,12 +97,14 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
             },
             checkpointers: plan.silor_checkpointers(),
         }),
-        // Snapshots as often as allowed, so crashes land inside them.
+        // Snapshots as often as allowed, so crashes land inside them;
+        // digests on: a replay that goes another way is caught at the call.
         SchemeKind::Command => Persistence::Command(waypoint::CommandOptions {
             partitions: plan.command_partitions(),
             snapshot: waypoint::CommandSnapshot::Periodic {
                 interval: waypoint::CommandOptions::MIN_INTERVAL,
             },
+            digests: true,
         }),
     };
     Options {

@@ -124,6 +124,7 @@ fn open(dir: &std::path::Path, persistence: Persistence) -> Database {
 fn command() -> Persistence {
     Persistence::Command(CommandOptions {
         partitions: PARTITIONS as usize,
+        digests: false,
         ..CommandOptions::default()
     })
 }

@@ -252,7 +252,11 @@ impl Opening for CommandOpening {
         if let CommandSnapshot::LogLimit(limit) = self.options.snapshot {
             stream.set_segment_size((limit / 4).clamp(16 << 10, 16 << 20));
         }
-        let log = Arc::new(CommandLog::new(stream, scanned.last_sequence));
+        let log = Arc::new(CommandLog::new(
+            stream,
+            scanned.last_sequence,
+            self.options.digests,
+        ));
         let loaded = match &self.found {
             Some(found) => snapshot::load::load(ctx.storage, pool, found)?,
             None => snapshot::load::Loaded::default(),
@@ -446,7 +450,7 @@ impl Scheme for CommandScheme {
         drop(shared);
         base.snapshot_load += rebuild.elapsed();
         self.log.replaying.store(true, Ordering::Release);
-        let replayed = replay::run(db, scanned.records);
+        let replayed = replay::run(db, &self.log, scanned.records);
         self.log.replaying.store(false, Ordering::Release);
         let replayed = replayed?;
         let _ = self.report.set(RecoveryReport {

@@ -89,6 +89,14 @@ pub struct CommandOptions {
     pub partitions: usize,
     /// When to take a snapshot (default: a 256 MiB log limit).
     pub snapshot: CommandSnapshot,
+    /// Log a digest of each call's write set with its record (CRC32C of
+    /// the rows it wrote, 4 bytes), and have recovery check that every
+    /// re-executed call wrote the same rows: a procedure that is not
+    /// deterministic given its parameters is then reported at the call
+    /// where the replay went another way (`Error::Corruption` naming the
+    /// record), instead of leaving a different database. Costs a checksum
+    /// over each write set; off by default, on in the crash tests.
+    pub digests: bool,
 }
 
 impl Default for CommandOptions {
@@ -96,6 +104,7 @@ impl Default for CommandOptions {
         CommandOptions {
             partitions: 1,
             snapshot: CommandSnapshot::default(),
+            digests: false,
         }
     }
 }
