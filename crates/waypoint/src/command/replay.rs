@@ -126,7 +126,15 @@ fn scan_generation(
                 return Ok(());
             }
         }
-        let body = &whole[segment::HEADER_SIZE as usize..];
+        // A segment ends where the next one starts: a full segment made
+        // from a recycled file keeps that file's old records after its
+        // own (`logstore::stream::files`), which would read as a torn
+        // tail and end the generation early, losing the later segments.
+        let next_start = segments.get(i + 1).map(|(s, _)| s.get());
+        let mut body = &whole[segment::HEADER_SIZE as usize..];
+        if let Some(limit) = next_start.and_then(|n| usize::try_from(n.saturating_sub(start.get())).ok()) {
+            body = &body[..limit.min(body.len())];
+        }
         let scanned = scan::scan::<Records>(body, *start);
         if let Some(e) = scanned.end.to_error(path, segment::HEADER_SIZE) {
             return Err(e);
@@ -173,7 +181,6 @@ fn scan_generation(
                 logged,
             });
         }
-        let next_start = segments.get(i + 1).map(|(s, _)| s.get());
         let ends_short = next_start.is_some_and(|n| start.get() + scanned.valid_len < n);
         if matches!(scanned.end, ScanEnd::TornTail { .. }) || ends_short {
             out.torn_tails += 1;
