@@ -26,9 +26,9 @@ pub struct SimulateArgs {
     /// command or none) on every seed instead of the one each seed draws
     /// (none in one seed in eight, aries in one in four of the others,
     /// aether in one in three of the rest, silor in one in four of what
-    /// remains; command is never drawn: only bank and toggles run as
-    /// stored procedures, and with `--scheme command` the seeds that drew
-    /// another workload run bank).
+    /// remains; command is never drawn: only bank, toggles and tpcc run
+    /// as stored procedures, and with `--scheme command` the seeds that
+    /// drew updates run bank).
     #[arg(long)]
     pub scheme: Option<String>,
     /// UNSAFE, to show that the simulator catches lost commits: acknowledge

@@ -112,8 +112,11 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         buffer_pool_bytes: buffer_pages(plan) * plan::PAGE_SIZE,
         storage: Some(Arc::new(sim.clone())),
         persistence,
-        // The bank's transfers run as procedures under `command`.
-        procedures: bank::procedures(),
+        // The bank's transfers and TPC-C's transactions (loaded through
+        // the bench's loader procedure) run as procedures under `command`.
+        procedures: waypoint_bench::load::register(bank::procedures())
+            .and_then(waypoint_bench::tpcc::procedures::register)
+            .expect("the simulator's procedure names are distinct"),
         ..Options::default()
     }
 }

@@ -45,9 +45,9 @@ impl Workload {
 
     /// Is the workload written as stored procedures too (so it can run
     /// under the `command` scheme, which `--scheme command` forces)? The
-    /// bank's transfers are.
+    /// bank's transfers and TPC-C's five transactions are.
     pub fn runs_as_procedures(self) -> bool {
-        matches!(self, Workload::Bank | Workload::Toggles)
+        matches!(self, Workload::Bank | Workload::Toggles | Workload::Tpcc)
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -268,7 +268,7 @@ impl Plan {
             SchemeKind::Silor
         } else {
             // `command` is not drawn: it runs only the workloads written as
-            // stored procedures (bank, toggles), and a seed's choices must
+            // stored procedures (bank, toggles, tpcc), and a seed's choices must
             // not depend on its workload. `--scheme command` forces it.
             SchemeKind::PerWorker
         };
@@ -303,7 +303,9 @@ impl Plan {
                 }
             }
         }
-        if workload == Workload::Tpcc {
+        // Under `command` a TPC-C transaction writes one small record and
+        // no page: unscaled, the faults land in the workload as the bank's do.
+        if workload == Workload::Tpcc && scheme != SchemeKind::Command {
             freeze.after *= TPCC_FAULT_SCALE;
             if let Some(f) = &mut early_fault {
                 f.after *= TPCC_FAULT_SCALE;

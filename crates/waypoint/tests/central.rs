@@ -325,3 +325,56 @@ fn a_central_log_refuses_rfa() {
         "{e}"
     );
 }
+
+/// With threads to spare, analysis reads and decodes a partition's
+/// segments several at a time (a central log has one partition); what it
+/// decides is what reading them one by one decides, also across torn
+/// tails and segments written past the end of the durable log.
+#[test]
+fn analysis_reading_segments_in_parallel_decides_as_reading_them_one_by_one() {
+    use waypoint::ids::Gsn;
+    use waypoint::wal::recovery::Analysis;
+    let mut many_segments = 0;
+    for seed in 0..6 {
+        let sim = SimStorage::new(seed);
+        let db = Database::open(
+            DIR,
+            aries_with(&sim, |l| {
+                l.wal_segment_bytes = 16 << 10;
+                l.checkpoint = CheckpointMode::None;
+            }),
+        )
+        .unwrap();
+        commit_from_threads(&db, 2, 600);
+        std::mem::forget(db);
+        sim.crash(CrashPolicy::Random {
+            keep: 0.5,
+            tear: true,
+        });
+        let log_dir = Path::new(DIR).join(waypoint::db::WAL_DIR);
+        let read = |threads| {
+            Analysis::read_for(SchemeKind::Aries, &sim, &log_dir, Gsn::ZERO, threads)
+                .map(|a| {
+                    let r = a.report().clone();
+                    let ends: Vec<_> = a
+                        .partitions()
+                        .into_iter()
+                        .map(|p| (p.id, p.end, p.clock, p.segments))
+                        .collect();
+                    (ends, r.segments, r.records, r.log_bytes, r.torn_tails)
+                })
+                .map_err(|e| e.to_string())
+        };
+        let one = read(1);
+        if let Ok((ends, ..)) = &one {
+            many_segments += usize::from(ends[0].3.len() > 8);
+        }
+        for threads in [2, 3, 8] {
+            assert_eq!(read(threads), one, "seed {seed}, {threads} threads");
+        }
+    }
+    assert!(
+        many_segments >= 3,
+        "logs of many segments: {many_segments} of 6"
+    );
+}

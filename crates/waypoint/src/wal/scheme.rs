@@ -60,6 +60,7 @@ pub(crate) fn open(
         ctx.superblock,
         ctx.checkpoint,
         ctx.floor,
+        ctx.recovery_threads,
     )?;
     let wal_limit = checkpoint::limit_for_disk(
         options.wal_limit_bytes,
@@ -219,6 +220,7 @@ fn check_log(
     superblock: &Superblock,
     checkpoint: Option<&meta::Meta>,
     floor: Gsn,
+    threads: usize,
 ) -> Result<Analysis> {
     let log_dir = dir.join(WAL_DIR);
     let required = !superblock.clean && superblock.log_required;
@@ -256,7 +258,7 @@ fn check_log(
             });
         }
     }
-    let analysis = Analysis::read_for(scheme, storage, &log_dir, floor)?;
+    let analysis = Analysis::read_for(scheme, storage, &log_dir, floor, threads)?;
     if required {
         analysis.check_synced(&checkpoint.map(|m| m.synced.clone()).unwrap_or_default())?;
     }

@@ -30,6 +30,11 @@ pub struct Analysis {
 }
 
 impl Analysis {
+    /// What analysis found so far (redo and undo fill in the rest).
+    pub fn report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
     /// Where each partition ends and its GSN clock: what the log manager
     /// continues from (redo changes neither).
     pub fn partitions(&self) -> Vec<RecoveredPartition> {
@@ -40,21 +45,26 @@ impl Analysis {
     /// decide the winners. Reads only; records with a GSN at or below
     /// `floor` are ignored.
     pub fn read(storage: &dyn Storage, log_dir: &Path, floor: Gsn) -> Result<Analysis> {
-        Self::read_for(SchemeKind::PerWorker, storage, log_dir, floor)
+        Self::read_for(SchemeKind::PerWorker, storage, log_dir, floor, 1)
     }
 
     /// [`Analysis::read`] of `scheme`'s log: a segment of another scheme
-    /// is refused ([`Error::LogSchemeMismatch`]).
+    /// is refused ([`Error::LogSchemeMismatch`]). `threads` are shared out
+    /// among the partitions: each partition reads and decodes that many
+    /// segments at a time (at least one), so a log of few partitions (a
+    /// central log has one) still uses every thread.
     pub fn read_for(
         scheme: SchemeKind,
         storage: &dyn Storage,
         log_dir: &Path,
         floor: Gsn,
+        threads: usize,
     ) -> Result<Analysis> {
         let t0 = Instant::now();
         let ids = partition_ids(storage, log_dir)?;
+        let per_partition = (threads / ids.len().max(1)).max(1);
         let logs = on_threads("log analysis", &ids, |_, &id| {
-            analyze_partition(storage, log_dir, scheme, id, floor)
+            analyze_partition(storage, log_dir, scheme, id, floor, per_partition)
         })?;
         let mut report = RecoveryReport {
             partitions: logs.len(),

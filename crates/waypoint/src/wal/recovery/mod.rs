@@ -1,7 +1,8 @@
 //! Restart after a crash: analysis, redo, undo (seed 000 §3.7, Fig. 7).
 //!
-//! - **Analysis** ([`Analysis::read`]), one thread per partition: read every
-//!   segment, stop at the torn tail (records that stop exactly where the
+//! - **Analysis** ([`Analysis::read_for`]), a thread per partition, each
+//!   reading and decoding a window of segments in parallel when the
+//!   recovery threads outnumber the partitions: read every segment, stop at the torn tail (records that stop exactly where the
 //!   next segment starts are that segment's end, followed by a recycled
 //!   file's old bytes), refuse corruption in the middle and missing
 //!   segments; collect page records, commit records (with their dependency
@@ -88,7 +89,7 @@ impl Recovery {
         threads: usize,
         floor: Gsn,
     ) -> Result<Recovery> {
-        let analysis = Analysis::read(storage, log_dir, floor)?;
+        let analysis = Analysis::read_for(crate::persist::SchemeKind::PerWorker, storage, log_dir, floor, threads)?;
         analysis.apply(storage)?;
         analysis.redo(pool, threads)
     }

@@ -14,6 +14,7 @@ use crate::logstore::frame;
 use crate::logstore::scan::ScanEnd;
 use crate::logstore::segment;
 use crate::logstore::segment::parse_segment_name;
+use crate::parallel::on_threads;
 use crate::persist::SchemeKind;
 use crate::wal::partition::partition_dir;
 use crate::wal::record::{self, RecordBody, RecordKind};
@@ -151,7 +152,9 @@ pub(super) fn analyze_partition(
     scheme: SchemeKind,
     id: u32,
     floor: Gsn,
+    window: usize,
 ) -> Result<PartitionLog> {
+    assert!(window >= 1, "at least one segment at a time");
     let dir = partition_dir(log_dir, id);
     let mut starts: Vec<(LogPos, PathBuf)> = Vec::new();
     for path in storage.list_dir(&dir)? {
@@ -196,23 +199,76 @@ pub(super) fn analyze_partition(
     // Then the segment ended there, and what follows its records in the
     // file is a recycled file's previous life (spare.rs), not a torn write.
     let mut stopped: Option<(PathBuf, u64)> = None;
-    let mut whole: Vec<u8> = Vec::new();
-    for (start, path) in starts {
+    // `window` segments at a time are read and decoded in parallel (the
+    // checksums and record decoding are most of analysis' time); what
+    // follows is decided in stream order. One buffer per slot of the
+    // window, reused: a fresh one per segment costs the kernel's zeroing
+    // of its pages again each time.
+    let mut buffers: Vec<Vec<u8>> = vec![Vec::new(); window.min(starts.len()).max(1)];
+    for chunk in starts.chunks(window) {
+        on_threads(
+            "log analysis read",
+            buffers.iter_mut().zip(chunk),
+            |_, (whole, (_, path))| {
+                let file = storage.open(path, OpenMode::ReadOnly)?;
+                let file_len = file.len()?;
+                whole.clear();
+                whole.resize(file_len as usize, 0);
+                file.read_at(whole, 0)
+            },
+        )?;
+        // A segment whose header turns out torn or foreign is decoded for
+        // nothing, which is harmless: decoding is total on any bytes.
+        let scans = on_threads(
+            "log analysis decode",
+            buffers.iter().zip(chunk),
+            |_, (whole, (start, _))| {
+                let body = whole.get(segment::HEADER_SIZE as usize..).unwrap_or(&[]);
+                Ok(record::scan_segment(body, *start))
+            },
+        )?;
+        for ((start, path), (whole, scan)) in chunk.iter().zip(buffers.iter().zip(scans)) {
+            let (start, path) = (*start, path.clone());
+            analyze_segment(
+                &mut log,
+                &mut ended,
+                &mut stopped,
+                (id, scheme, floor),
+                start,
+                path,
+                whole,
+                scan,
+            )?;
+        }
+    }
+    if let Some((torn, offset)) = stopped {
+        log.note_torn_tail(&torn, offset);
+    }
+    Ok(log)
+}
+
+/// One segment of `log`'s partition `id`, in stream order, read into
+/// `whole` and decoded as `scan`: keep its records, or decide it lies
+/// beyond the end of the durable log.
+#[allow(clippy::too_many_arguments)] // the walk's state, passed apart
+fn analyze_segment(
+    log: &mut PartitionLog,
+    ended: &mut bool,
+    stopped: &mut Option<(PathBuf, u64)>,
+    (id, scheme, floor): (u32, SchemeKind, Gsn),
+    start: LogPos,
+    path: PathBuf,
+    whole: &[u8],
+    scan: record::SegmentScan<'_>,
+) -> Result<()> {
+    {
         if let Some((torn, offset)) = stopped.take() {
             if start != log.recovered.end {
                 log.note_torn_tail(&torn, offset);
-                ended = true;
+                *ended = true;
             }
         }
-        let file = storage.open(&path, OpenMode::ReadOnly)?;
-        let file_len = file.len()?;
-        // One buffer for every segment: a fresh one per segment costs the
-        // kernel's zeroing of its pages again each time.
-        whole.clear();
-        whole.resize(file_len as usize, 0);
-        file.read_at(&mut whole, 0)?;
-        drop(file);
-        match segment::decode_header(&path, &whole, scheme)? {
+        match segment::decode_header(&path, whole, scheme)? {
             segment::Header::Valid { stream, start: s } if stream == id && s == start => {}
             segment::Header::Valid {
                 stream: partition,
@@ -231,15 +287,14 @@ pub(super) fn analyze_partition(
                     path,
                     why: "a log segment whose header was never synced",
                 });
-                ended = true;
-                continue;
+                *ended = true;
+                return Ok(());
             }
         }
         // Offsets below are within `buf`; file offsets are `HEADER_SIZE` more.
         let buf = &whole[segment::HEADER_SIZE as usize..];
         let len = buf.len() as u64;
-        let scan = record::scan_segment(buf, start);
-        if ended || start != log.recovered.end {
+        if *ended || start != log.recovered.end {
             let end = log.recovered.end;
             if let Some((offset, rec)) = scan.records.iter().find(|(_, r)| r.header.watermark > end)
             {
@@ -263,8 +318,8 @@ pub(super) fn analyze_partition(
                 path,
                 why: "a log segment written after the end of the durable log",
             });
-            ended = true;
-            continue;
+            *ended = true;
+            return Ok(());
         }
         if let Some(err) = scan.end.to_error(&path, segment::HEADER_SIZE) {
             return Err(err);
@@ -272,7 +327,7 @@ pub(super) fn analyze_partition(
         let mut valid = scan.valid_len;
         let mut records = scan.records.as_slice();
         if let ScanEnd::TornTail { offset, .. } = &scan.end {
-            stopped = Some((path.clone(), *offset));
+            *stopped = Some((path.clone(), *offset));
         }
         // A structure modification is appended and synced whole, so one
         // without its last record can only be a tail a crash cut short.
@@ -280,9 +335,9 @@ pub(super) fn analyze_partition(
             valid = records[cut].0;
             records = &records[..cut];
             tracing::info!(path = %path.display(), offset = valid, "log ends inside a structure modification");
-            stopped = None;
+            *stopped = None;
             log.torn_tails += 1;
-            ended = true;
+            *ended = true;
         }
         let mut max_gsn = Gsn::ZERO;
         let mut in_smo = false;
@@ -374,8 +429,5 @@ pub(super) fn analyze_partition(
         log.recovered.segments.push((start, valid, max_gsn));
         log.recovered.end = start.advance(valid);
     }
-    if let Some((torn, offset)) = stopped {
-        log.note_torn_tail(&torn, offset);
-    }
-    Ok(log)
+    Ok(())
 }
