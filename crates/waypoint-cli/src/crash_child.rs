@@ -132,8 +132,11 @@ pub(crate) fn open_options(
         return Options {
             create_if_missing: false,
             buffer_pool_bytes: buffer,
+            // Write-set digests: every replayed call is checked to write
+            // what it wrote before the kill.
             persistence: Persistence::Command(waypoint::CommandOptions {
                 snapshot: command_snapshot,
+                digests: true,
                 ..waypoint::CommandOptions::default()
             }),
             // A command log is replayed by running its calls again.
