@@ -24,11 +24,11 @@
 //! snapshot is durable.
 
 use super::write::{Point, Written};
-use super::{snapshots, Snapshotter, META_FILE, META_TEMP};
+use super::{Snapshotter, META_FILE, META_TEMP};
 use crate::error::{Error, Result};
 use crate::ids::LogPos;
 use crate::io::{OpenMode, Storage};
-use crate::persist::resident::{generations, remove_synced, write_renamed};
+use crate::persist::resident::{dir_bytes, generations, remove_numbered_but, remove_synced, write_renamed};
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"WPCMDSNP";
@@ -126,26 +126,7 @@ pub(crate) fn remove_other_snapshots(
     command: &Path,
     keep: Option<u64>,
 ) -> Result<()> {
-    for (id, path) in snapshots(storage, command)? {
-        if Some(id) != keep {
-            remove_synced(storage, &path)?;
-        }
-    }
-    Ok(())
-}
-
-/// Bytes of the files below `dir` (for the stats; 0 where unreadable).
-fn dir_bytes(storage: &dyn Storage, dir: &Path) -> u64 {
-    let Ok(entries) = storage.list_dir(dir) else {
-        return 0;
-    };
-    entries
-        .iter()
-        .map(|p| match storage.open(p, OpenMode::ReadOnly) {
-            Ok(f) => f.len().unwrap_or(0),
-            Err(_) => dir_bytes(storage, p),
-        })
-        .sum()
+    remove_numbered_but(storage, &command.join(super::SNAPSHOTS_DIR), 's', keep)
 }
 
 #[cfg(test)]

@@ -62,20 +62,7 @@ pub fn table_file(dir: &Path, id: u32) -> PathBuf {
 
 /// The snapshot directories below `command/`, by id, ascending.
 pub fn snapshots(storage: &dyn Storage, command: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let dir = command.join(SNAPSHOTS_DIR);
-    if !storage.exists(&dir) {
-        return Ok(Vec::new());
-    }
-    let mut out: Vec<(u64, PathBuf)> = storage
-        .list_dir(&dir)?
-        .into_iter()
-        .filter_map(|p| {
-            let id = p.file_name()?.to_str()?.strip_prefix('s')?.parse().ok()?;
-            Some((id, p))
-        })
-        .collect();
-    out.sort();
-    Ok(out)
+    crate::persist::resident::numbered_dirs(storage, &command.join(SNAPSHOTS_DIR), 's')
 }
 
 /// Where a snapshot is, for tests that crash at each point.

@@ -30,20 +30,60 @@ pub(crate) fn generation_dir(root: &Path, g: u64) -> PathBuf {
 
 /// The generations found below `root`, ascending.
 pub(crate) fn generations(storage: &dyn Storage, root: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    if !storage.exists(root) {
+    numbered_dirs(storage, root, 'g')
+}
+
+/// The entries of `dir` named `prefix` and a number (generations `g…`,
+/// checkpoints `c…`, snapshots `s…`), by number, ascending; none if
+/// `dir` is missing. Other names are not theirs and are left out.
+pub(crate) fn numbered_dirs(
+    storage: &dyn Storage,
+    dir: &Path,
+    prefix: char,
+) -> Result<Vec<(u64, PathBuf)>> {
+    if !storage.exists(dir) {
         return Ok(Vec::new());
     }
     let mut out: Vec<(u64, PathBuf)> = storage
-        .list_dir(root)?
+        .list_dir(dir)?
         .into_iter()
         .filter_map(|p| {
-            let name = p.file_name()?.to_str()?;
-            let g = name.strip_prefix('g')?.parse().ok()?;
-            Some((g, p))
+            let n = p.file_name()?.to_str()?.strip_prefix(prefix)?.parse().ok()?;
+            Some((n, p))
         })
         .collect();
     out.sort();
     Ok(out)
+}
+
+/// Remove every numbered entry of `dir` (see [`numbered_dirs`]) but
+/// `keep`, each removal synced.
+pub(crate) fn remove_numbered_but(
+    storage: &dyn Storage,
+    dir: &Path,
+    prefix: char,
+    keep: Option<u64>,
+) -> Result<()> {
+    for (n, path) in numbered_dirs(storage, dir, prefix)? {
+        if Some(n) != keep {
+            remove_synced(storage, &path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of the files below `dir` (for the stats; 0 where unreadable).
+pub(crate) fn dir_bytes(storage: &dyn Storage, dir: &Path) -> u64 {
+    let Ok(entries) = storage.list_dir(dir) else {
+        return 0;
+    };
+    entries
+        .iter()
+        .map(|p| match storage.open(p, crate::io::OpenMode::ReadOnly) {
+            Ok(f) => f.len().unwrap_or(0),
+            Err(_) => dir_bytes(storage, p),
+        })
+        .sum()
 }
 
 /// Create `dir` if missing, with its entry synced in the parent.

@@ -11,10 +11,10 @@
 //! epoch is ≥ el.
 
 use super::walk::Taken;
-use super::{checkpoints, Checkpointer};
+use super::Checkpointer;
 use crate::error::Result;
 use crate::io::Storage;
-use crate::persist::resident::{generation_dir, generations, remove_synced};
+use crate::persist::resident::{dir_bytes, generation_dir, generations, remove_numbered_but, remove_synced};
 use crate::silor::pepoch::Installed;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -83,24 +83,6 @@ pub(crate) fn remove_other_checkpoints(
     silor: &Path,
     keep: Option<u64>,
 ) -> Result<()> {
-    for (id, path) in checkpoints(storage, silor)? {
-        if Some(id) != keep {
-            remove_synced(storage, &path)?;
-        }
-    }
-    Ok(())
+    remove_numbered_but(storage, &silor.join(super::CHECKPOINTS_DIR), 'c', keep)
 }
 
-/// Bytes of the files below `dir` (for the stats; 0 where unreadable).
-fn dir_bytes(storage: &dyn Storage, dir: &Path) -> u64 {
-    let Ok(entries) = storage.list_dir(dir) else {
-        return 0;
-    };
-    entries
-        .iter()
-        .map(|p| match storage.open(p, crate::io::OpenMode::ReadOnly) {
-            Ok(f) => f.len().unwrap_or(0),
-            Err(_) => dir_bytes(storage, p),
-        })
-        .sum()
-}

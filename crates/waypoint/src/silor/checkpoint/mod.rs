@@ -55,20 +55,7 @@ pub fn part_file(dir: &Path, part: usize) -> PathBuf {
 
 /// The checkpoint directories below `silor/`, by id, ascending.
 pub fn checkpoints(storage: &dyn Storage, silor: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let dir = silor.join(CHECKPOINTS_DIR);
-    if !storage.exists(&dir) {
-        return Ok(Vec::new());
-    }
-    let mut out: Vec<(u64, PathBuf)> = storage
-        .list_dir(&dir)?
-        .into_iter()
-        .filter_map(|p| {
-            let id = p.file_name()?.to_str()?.strip_prefix('c')?.parse().ok()?;
-            Some((id, p))
-        })
-        .collect();
-    out.sort();
-    Ok(out)
+    crate::persist::resident::numbered_dirs(storage, &silor.join(CHECKPOINTS_DIR), 'c')
 }
 
 /// Where a checkpoint is, for tests that crash at each point.
