@@ -489,6 +489,45 @@ fn the_log_stays_bounded_with_a_log_limit() {
     log_stays_bounded(SilorCheckpoint::LogLimit(64 << 10), 42);
 }
 
+/// After a crash the older generation's log files stay on disk until the
+/// first install; the log limit counts them, so a database reopened with
+/// more log than its limit checkpoints without new writes.
+#[test]
+fn the_log_limit_counts_the_logs_of_older_generations() {
+    let sim = SimStorage::new(44);
+    bank(&sim);
+    let db = Database::open(DIR, off(&sim)).unwrap();
+    let mut x = 44;
+    transfers(&db, &mut x, 3000);
+    assert!(db
+        .silor()
+        .unwrap()
+        .wait_all_durable(Duration::from_secs(10)));
+    let logged = db.stats().persistence.log.disk_bytes;
+    let limit = logged / 2;
+    assert!(
+        limit >= SilorOptions::MIN_LOG_LIMIT,
+        "{logged} bytes logged"
+    );
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::DropAll);
+    let db = Database::open(DIR, options(&sim, SilorCheckpoint::LogLimit(limit), 1)).unwrap();
+    let mut installed = 0;
+    for _ in 0..100 {
+        installed = db.stats().persistence.silor.checkpoints_installed;
+        if installed > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        installed > 0,
+        "{logged} bytes of the older generation against a limit of {limit}: no checkpoint"
+    );
+    let stats = db.stats().persistence.silor;
+    assert!(stats.log_bytes_deleted >= logged / 2, "{stats:?}");
+}
+
 #[test]
 fn options_are_validated_by_name() {
     let sim = SimStorage::new(51);

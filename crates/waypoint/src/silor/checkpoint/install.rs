@@ -71,10 +71,22 @@ pub(super) fn prune(ck: &Checkpointer, installed: &Installed) -> Result<()> {
             remove_synced(storage, &path)?;
         }
     }
+    ck.sealed_log_bytes.store(0, Ordering::Relaxed);
     debug_assert!(storage.exists(&generation_dir(&ck.dir, current)));
     remove_other_checkpoints(storage, &ck.dir, Some(installed.id))?;
     ck.counters.lock().log_bytes_deleted += deleted;
     Ok(())
+}
+
+/// Bytes of the generations older than the one being written.
+pub(super) fn sealed_generation_bytes(ck: &Checkpointer) -> Result<u64> {
+    let storage = ck.storage.as_ref();
+    let current = ck.loggers.generation();
+    Ok(generations(storage, &ck.dir)?
+        .into_iter()
+        .filter(|(g, _)| *g < current)
+        .map(|(_, path)| dir_bytes(storage, &path))
+        .sum())
 }
 
 /// Remove every checkpoint directory but `keep`'s.

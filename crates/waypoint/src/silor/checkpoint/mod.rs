@@ -37,7 +37,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-
 /// The checkpoints' directory inside `silor/`.
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
 /// The catalog file of a checkpoint.
@@ -117,6 +116,10 @@ pub(super) struct Checkpointer {
     wake: Condvar,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub counters: Mutex<Counters>,
+    /// Bytes of the older generations' log files (left by crashes since
+    /// the last clean close), counted towards `SilorCheckpoint::LogLimit`
+    /// until the first install deletes them.
+    sealed_log_bytes: AtomicU64,
     /// Test-only: prune the logs below eh + 1 instead of el.
     pub broken_prune: AtomicBool,
     pub hook: Mutex<Option<StageHook>>,
@@ -143,6 +146,7 @@ impl Checkpointer {
             wake: Condvar::new(),
             thread: Mutex::new(None),
             counters: Mutex::new(Counters::default()),
+            sealed_log_bytes: AtomicU64::new(0),
             broken_prune: AtomicBool::new(false),
             hook: Mutex::new(None),
         })
@@ -163,8 +167,13 @@ impl Checkpointer {
     /// `SilorCheckpoint::Off`).
     pub fn start(self: &Arc<Self>, db: Weak<DbShared>) -> Result<()> {
         *self.db.lock() = Some(db);
-        if self.options.checkpoint == SilorCheckpoint::Off {
-            return Ok(());
+        match self.options.checkpoint {
+            SilorCheckpoint::Off => return Ok(()),
+            SilorCheckpoint::LogLimit(_) => {
+                let bytes = install::sealed_generation_bytes(self)?;
+                self.sealed_log_bytes.store(bytes, Ordering::Relaxed);
+            }
+            SilorCheckpoint::Continuous { .. } => {}
         }
         let me = Arc::clone(self);
         let handle = std::thread::Builder::new()
@@ -188,13 +197,16 @@ impl Checkpointer {
         }
     }
 
-    /// Log bytes on disk in the loggers' current files.
+    /// Log bytes on disk: the loggers' current files and (under the log
+    /// limit) the older generations' until an install deletes them.
     pub fn log_bytes(&self) -> u64 {
-        self.loggers
+        let current: u64 = self
+            .loggers
             .loggers
             .iter()
             .map(|l| l.stream.disk_bytes())
-            .sum()
+            .sum();
+        current + self.sealed_log_bytes.load(Ordering::Relaxed)
     }
 
     fn due(&self, last_start: Option<Instant>) -> bool {
