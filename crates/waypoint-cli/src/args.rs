@@ -255,6 +255,13 @@ fn read_file(path: &Path) -> Result<FileOptions> {
     })
 }
 
+/// `--checkpoint` under `--scheme silor` (`bench`, `crash-test`,
+/// `simulate`): `continuous`, `continuous=MS`, `log-limit=SIZE` or `off`.
+pub fn silor_checkpoint(text: &str) -> Result<waypoint::SilorCheckpoint> {
+    waypoint::SilorCheckpoint::parse(text, |s| parse_size("checkpoint", s).ok().map(|b| b as u64))
+        .map_err(|e| anyhow::anyhow!("--checkpoint: {e}"))
+}
+
 impl BenchArgs {
     /// Fill every option not given on the command line from `--config`.
     pub fn merge_config_file(mut self) -> Result<Self> {
@@ -403,10 +410,7 @@ impl BenchArgs {
         }
         let checkpoint = match self.checkpoint.as_deref() {
             None => d.checkpoint,
-            Some(c) => waypoint::SilorCheckpoint::parse(c, |s| {
-                parse_size("checkpoint", s).ok().map(|b| b as u64)
-            })
-            .map_err(|e| anyhow::anyhow!("--checkpoint: {e}"))?,
+            Some(c) => silor_checkpoint(c)?,
         };
         Ok(waypoint::SilorOptions {
             loggers: self.loggers.unwrap_or(d.loggers),

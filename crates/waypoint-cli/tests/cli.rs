@@ -676,6 +676,76 @@ fn simulate_reports_failures_with_a_reproduction_command() {
     fails_with_one_line(&["simulate", "--scheme", "ariel"], "unknown --scheme");
 }
 
+/// `simulate --scheme silor` takes the checkpoint trigger and thread
+/// counts `bench` and `crash-test` take (drawn per seed otherwise), names
+/// them in each seed's choices and reproduction command, counts the
+/// crashes that landed inside checkpoints and recovery, and refuses them
+/// without `--scheme silor` or out of range.
+#[test]
+fn simulate_takes_silors_checkpoint_options() {
+    let o = waypoint(&[
+        "simulate",
+        "--scheme",
+        "silor",
+        "--seeds",
+        "3",
+        "--checkpoint",
+        "log-limit=64KiB",
+        "--checkpointers",
+        "2",
+        "--loggers",
+        "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && stdout.contains("3 seeds, 0 failures"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("passing seeds that crashed again inside recovery: ")
+            && stdout.contains("passing silor seeds whose crash landed inside a checkpoint: "),
+        "{stdout}"
+    );
+    let o = waypoint(&[
+        "simulate",
+        "--seed",
+        "5",
+        "--scheme",
+        "silor",
+        "--checkpoint",
+        "off",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("scheme silor, ") && stdout.contains("checkpoint off by "),
+        "{stdout}"
+    );
+    fails_with_one_line(&["simulate", "--checkpoint", "off"], "need --scheme silor");
+    fails_with_one_line(
+        &["simulate", "--scheme", "aries", "--loggers", "2"],
+        "need --scheme silor",
+    );
+    fails_with_one_line(
+        &["simulate", "--scheme", "silor", "--checkpoint", "sometimes"],
+        "unknown checkpoint trigger",
+    );
+    fails_with_one_line(
+        &[
+            "simulate",
+            "--scheme",
+            "silor",
+            "--checkpoint",
+            "log-limit=1KiB",
+        ],
+        "checkpoint",
+    );
+    fails_with_one_line(
+        &["simulate", "--scheme", "silor", "--checkpointers", "0"],
+        "checkpointers",
+    );
+}
+
 /// Every file below `dir` with its bytes.
 fn files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
