@@ -31,6 +31,15 @@ pub(super) fn install(ck: &Checkpointer, taken: &Taken) -> Result<Option<Install
             return Ok(None);
         }
     }
+    // pepoch ≥ eh: every commit that was installing during the walk has
+    // ended (its epoch bound, at most eh, is withdrawn only after a
+    // rollback counts itself). One rolled back may have had a value
+    // walked that never committed: this checkpoint cannot be trusted.
+    if ck.loggers.install_rollbacks.load(Ordering::SeqCst) != taken.rollbacks {
+        ck.counters.lock().abandoned += 1;
+        tracing::debug!(id = taken.id, "silor checkpoint abandoned: a commit rolled back after installing during the walk");
+        return Ok(None);
+    }
     let installed = Installed {
         id: taken.id,
         el: taken.el,

@@ -92,12 +92,17 @@ pub(super) struct Counters {
     pub started: u64,
     pub installed: u64,
     pub failed: u64,
+    /// Given up before the install: a commit rolled back after its
+    /// install began while the walk ran.
+    pub abandoned: u64,
     /// Bytes of every checkpoint file written.
     pub bytes: u64,
     pub last_bytes: u64,
     pub last_rows: u64,
     pub last_el: u64,
     pub last_eh: u64,
+    /// The last installed one's time from its start to its install.
+    pub last_duration: Duration,
     pub log_bytes_deleted: u64,
 }
 
@@ -258,6 +263,7 @@ impl Checkpointer {
     /// Take, install and prune one checkpoint; `None` if stopped first.
     pub fn checkpoint(&self, db: &DbShared) -> Result<Option<super::pepoch::Installed>> {
         let _one = self.running.lock();
+        let started = Instant::now();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.counters.lock().started += 1;
         let Some(taken) = walk::take(self, db, id)? else {
@@ -267,6 +273,7 @@ impl Checkpointer {
         let Some(installed) = install::install(self, &taken)? else {
             return Ok(None);
         };
+        self.counters.lock().last_duration = started.elapsed();
         self.stage(CheckpointStage::Installed);
         install::prune(self, &installed)?;
         self.stage(CheckpointStage::Pruned);
