@@ -223,6 +223,7 @@ impl DriverConfig {
                 partitions: self
                     .workers
                     .clamp(1, waypoint::CommandOptions::MAX_PARTITIONS),
+                digests: false,
             });
         }
         Persistence::of(

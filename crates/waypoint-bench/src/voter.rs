@@ -61,23 +61,28 @@ pub struct Vote {
 }
 
 /// Register Voter's stored procedure, partitioned by phone number (the
-/// phone's count row is its partition's; the contestants and area codes
+/// phone's count row is its partition's, and its table is partitioned by
+/// phone under `command`'s check; the contestants and area codes
 /// are only read; a count stripe shared by partitions is read and written
 /// by each call, so OCC orders any two calls that meet there).
 pub fn register(procedures: Procedures) -> waypoint::Result<Procedures> {
-    procedures.single(
-        VOTE_PROCEDURE,
-        |v: &Vote| v.phone,
-        |tx: &mut Transaction<'_>, v: &Vote| {
-            let t = Tables::of(tx)?;
-            let outcome = vote(tx, &t, v)?;
-            if let Some((table, key)) = &v.ack {
-                let acks = tx.table(table)?;
-                tx.insert(&acks, key, &[])?;
-            }
-            Ok(outcome)
-        },
-    )
+    procedures
+        .partition_key(PHONE_VOTES, |k: &[u8]| {
+            k.try_into().map_or(0, u64::from_be_bytes)
+        })?
+        .single(
+            VOTE_PROCEDURE,
+            |v: &Vote| v.phone,
+            |tx: &mut Transaction<'_>, v: &Vote| {
+                let t = Tables::of(tx)?;
+                let outcome = vote(tx, &t, v)?;
+                if let Some((table, key)) = &v.ack {
+                    let acks = tx.table(table)?;
+                    tx.insert(&acks, key, &[])?;
+                }
+                Ok(outcome)
+            },
+        )
 }
 
 const CONTESTANTS: &str = "voter_contestants";

@@ -167,7 +167,10 @@ fn a_power_loss_under_the_command_log_keeps_acknowledged_votes_and_the_invariant
         let config = small();
         let options = || Options {
             buffer_pool_bytes: 4096 * 4096,
-            persistence: waypoint::Persistence::Command(waypoint::CommandOptions { partitions: 2 }),
+            persistence: waypoint::Persistence::Command(waypoint::CommandOptions {
+                partitions: 2,
+                digests: true,
+            }),
             procedures: waypoint_bench::procedures(),
             ..sim_options(&sim)
         };

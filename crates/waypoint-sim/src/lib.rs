@@ -110,8 +110,10 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         SchemeKind::Aether => Persistence::Aether(CentralOptions::from_log(log)),
         SchemeKind::None => Persistence::None,
         SchemeKind::Silor => Persistence::Silor(plan.silor.clone()),
+        // Digests on: a replay that goes another way is caught at the call.
         SchemeKind::Command => Persistence::Command(waypoint::CommandOptions {
             partitions: plan.command_partitions(),
+            digests: true,
         }),
     };
     Options {

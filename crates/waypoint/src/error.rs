@@ -228,6 +228,21 @@ pub enum Error {
     /// Reads and read-only transactions are allowed.
     #[error("this database runs the {scheme} scheme, which logs only stored-procedure calls: write inside a procedure (Session::call)")]
     ProcedureRequired { scheme: crate::persist::SchemeKind },
+    /// Under a scheme that runs calls serially per partition (`command`),
+    /// a single-partition call of procedure `name`, routed to partition
+    /// `home`, read or wrote a row of `table` that the table's
+    /// partitioning key (`Procedures::partition_key`) puts in partition
+    /// `row`. Its result could depend on the other partition's concurrent
+    /// calls, so replay might not repeat it: the call is rolled back and
+    /// logged nowhere. Route it to the row's partition, or register it as
+    /// multi-partition.
+    #[error("stored procedure {name:?} runs in partition {home} but touched a row of table {table:?} in partition {row}: a single-partition procedure must keep to its partition (register it as multi-partition, or fix its routing)")]
+    ProcedurePartition {
+        name: String,
+        table: String,
+        home: usize,
+        row: usize,
+    },
     /// The operation is not built for this database's persistence scheme;
     /// `what` says which and why.
     #[error("not supported: {what}")]

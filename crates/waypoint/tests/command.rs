@@ -97,6 +97,7 @@ fn command(sim: &SimStorage, pool_pages: usize) -> Options {
         storage: Some(Arc::new(sim.clone())),
         persistence: Persistence::Command(CommandOptions {
             partitions: PARTITIONS as usize,
+            digests: true,
         }),
         procedures: procedures(),
         ..Options::default()

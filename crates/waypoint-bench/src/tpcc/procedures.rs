@@ -11,7 +11,9 @@
 //! function of [`super::txns`] that the direct path runs too
 //! ([`Drawn::run`]): one piece of code per transaction.
 //!
-//! Routing: a call runs in the partition of its home warehouse; a
+//! Routing: a call runs in the partition of its home warehouse (the
+//! tables keyed by warehouse register it as their partitioning key, so
+//! `command` checks that a call keeps to it); a
 //! New-Order with a line supplied by another warehouse, or a Payment of
 //! another warehouse's customer, touches two warehouses and is a
 //! multi-partition call ([`waypoint::Partition::All`]). The item table
@@ -262,6 +264,12 @@ impl Tables {
     }
 }
 
+/// The warehouse a row's key starts with (`schema`: big-endian `u16`).
+fn warehouse_of_key(key: &[u8]) -> u64 {
+    key.get(..2)
+        .map_or(0, |w| u64::from(u16::from_be_bytes([w[0], w[1]])))
+}
+
 fn add<A: Args>(procedures: Procedures, name: &str) -> waypoint::Result<Procedures> {
     procedures.add(
         name,
@@ -288,9 +296,23 @@ fn add<A: Args>(procedures: Procedures, name: &str) -> waypoint::Result<Procedur
 /// secondary indexes (a scheme that re-executes calls needs them at
 /// open).
 pub fn register(procedures: Procedures) -> waypoint::Result<Procedures> {
-    let procedures = procedures
+    let mut procedures = procedures
         .index(CUSTOMER_BY_NAME, super::name_extractor())?
         .index(ORDER_BY_CUSTOMER, super::order_extractor())?;
+    // Every table whose key starts with the warehouse is partitioned by
+    // it, so a home-warehouse call that strays is refused under
+    // `command`; item (only read) and history (keyed by terminal) are not.
+    for table in [
+        WAREHOUSE,
+        DISTRICT,
+        CUSTOMER,
+        NEW_ORDER_TABLE,
+        ORDER,
+        ORDER_LINE,
+        STOCK,
+    ] {
+        procedures = procedures.partition_key(table, warehouse_of_key)?;
+    }
     let procedures = add::<NewOrderArgs>(procedures, PROCEDURES[NEW_ORDER])?;
     let procedures = add::<PaymentArgs>(procedures, PROCEDURES[PAYMENT])?;
     let procedures = add::<OrderStatusInput>(procedures, PROCEDURES[ORDER_STATUS])?;

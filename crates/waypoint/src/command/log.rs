@@ -26,6 +26,11 @@ pub(super) struct CommandLog {
     /// Set while the open re-executes the log: calls and catalog changes
     /// are already in it.
     pub replaying: AtomicBool,
+    /// Log each call's write-set digest (`CommandOptions::digests`).
+    digests: bool,
+    /// While replaying: the digest of the last re-executed commit's write
+    /// set, for `replay` to compare with the logged one.
+    pub replayed_digest: Mutex<Option<u32>>,
     pub calls: AtomicU64,
     pub catalog_changes: AtomicU64,
     /// Test-only: acknowledge without waiting for durability.
@@ -34,11 +39,13 @@ pub(super) struct CommandLog {
 }
 
 impl CommandLog {
-    pub fn new(stream: Arc<Stream>, last_sequence: u64) -> Self {
+    pub fn new(stream: Arc<Stream>, last_sequence: u64, digests: bool) -> Self {
         CommandLog {
             stream,
             sequence: Mutex::new(last_sequence),
             replaying: AtomicBool::new(false),
+            digests,
+            replayed_digest: Mutex::new(None),
             calls: AtomicU64::new(0),
             catalog_changes: AtomicU64::new(0),
             #[cfg(feature = "testing")]
@@ -50,11 +57,17 @@ impl CommandLog {
         *self.sequence.lock()
     }
 
-    fn append_call(&self, buf: &mut Vec<u8>, name: &str, params: &[u8]) -> Result<LogPos> {
+    fn append_call(
+        &self,
+        buf: &mut Vec<u8>,
+        name: &str,
+        params: &[u8],
+        digest: Option<u32>,
+    ) -> Result<LogPos> {
         let mut sequence = self.sequence.lock();
         let next = *sequence + 1;
         buf.clear();
-        record::encode_call(buf, self.stream.durable(), next, name, params);
+        record::encode_call(buf, self.stream.durable(), next, name, params, digest);
         let end = self.stream.append_frames(buf, 1, next)?;
         *sequence = next;
         self.calls.fetch_add(1, Ordering::Relaxed);
@@ -132,6 +145,9 @@ impl SessionLog for CommandSessionLog {
 
     fn on_commit(&mut self, commit: &CommitView<'_>) -> Result<()> {
         if self.log.replaying.load(Ordering::Acquire) {
+            // Already logged; what it wrote this time is for replay to
+            // check against the logged digest (cheap beside re-execution).
+            *self.log.replayed_digest.lock() = Some(record::write_set_digest(commit.writes()));
             return Ok(());
         }
         if commit.writes().is_empty() {
@@ -146,7 +162,13 @@ impl SessionLog for CommandSessionLog {
                 scheme: SchemeKind::Command,
             });
         };
-        let end = self.log.append_call(&mut self.buf, call.name, call.params)?;
+        let digest = self
+            .log
+            .digests
+            .then(|| record::write_set_digest(commit.writes()));
+        let end = self
+            .log
+            .append_call(&mut self.buf, call.name, call.params, digest)?;
         self.logged(end);
         Ok(())
     }

@@ -23,8 +23,9 @@
 //!
 //! Not built yet (docs/decisions/030-command-logging.md): snapshots (the
 //! log grows until a clean close), executor threads that own their
-//! partitions, parallel replay, checks that a procedure keeps to its
-//! partition.
+//! partitions, parallel replay. A single-partition call's rows are
+//! checked against the tables' registered partitioning keys
+//! (`procedure::partition`).
 //!
 //! Invariant: after a crash, the recovered state is the state of the
 //! calls of a prefix of each generation's log, run again in order, and
@@ -196,7 +197,11 @@ impl Opening for CommandOpening {
             scanned.last_sequence,
             Vec::new(),
         )?;
-        let log = Arc::new(CommandLog::new(stream, scanned.last_sequence));
+        let log = Arc::new(CommandLog::new(
+            stream,
+            scanned.last_sequence,
+            self.options.digests,
+        ));
         let report = RecoveryReport {
             partitions: 1,
             segments: scanned.segments,
@@ -294,7 +299,7 @@ impl Scheme for CommandScheme {
             return Ok(());
         };
         self.log.replaying.store(true, Ordering::Release);
-        let replayed = replay::run(db, scanned.records);
+        let replayed = replay::run(db, &self.log, scanned.records);
         self.log.replaying.store(false, Ordering::Release);
         let replayed = replayed?;
         let _ = self.report.set(RecoveryReport {

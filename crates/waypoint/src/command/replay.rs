@@ -20,6 +20,7 @@
 //! with strictly increasing sequence numbers across generations; the
 //! replayed state is the state those calls produced when they ran.
 
+use super::log::CommandLog;
 use super::record::{Record, Records};
 use crate::db::Database;
 use crate::error::{Error, Result};
@@ -38,6 +39,7 @@ pub(super) enum Logged {
         sequence: u64,
         name: String,
         params: Vec<u8>,
+        digest: Option<u32>,
     },
     Catalog(CatalogChange),
 }
@@ -107,6 +109,7 @@ fn scan_generation(storage: &dyn Storage, dir: &Path, out: &mut Scanned) -> Resu
                     sequence,
                     name,
                     params,
+                    digest,
                 } => {
                     if sequence <= out.last_sequence {
                         return Err(corrupt(
@@ -124,6 +127,7 @@ fn scan_generation(storage: &dyn Storage, dir: &Path, out: &mut Scanned) -> Resu
                         sequence,
                         name: name.to_string(),
                         params: params.to_vec(),
+                        digest,
                     }
                 }
                 Record::Catalog(change) => Logged::Catalog(change),
@@ -219,16 +223,36 @@ fn apply_catalog(db: &Database, change: &CatalogChange) -> Result<()> {
     }
 }
 
-/// Run the logged records again, in order, on one session of `db`.
-pub(super) fn run(db: &Database, records: Vec<At>) -> Result<Replayed> {
+/// Run the logged records again, in order, on one session of `db`; a
+/// call logged with a write-set digest must write the same rows again.
+pub(super) fn run(db: &Database, log: &CommandLog, records: Vec<At>) -> Result<Replayed> {
     let began = Instant::now();
     let mut replayed = Replayed::default();
     let mut session = db.session();
     for at in records {
         let result = match &at.logged {
-            Logged::Call { name, params, .. } => {
+            Logged::Call {
+                sequence,
+                name,
+                params,
+                digest,
+            } => {
                 replayed.calls += 1;
-                session.call_encoded(name, params).map(|_| ())
+                *log.replayed_digest.lock() = None;
+                session.call_encoded(name, params).and_then(|_| {
+                    let again = log.replayed_digest.lock().take();
+                    match (digest, again) {
+                        (Some(logged), again) if again != Some(*logged) => Err(corrupt(
+                            &at.path,
+                            at.offset,
+                            format!(
+                                "replaying call {sequence} of procedure {name:?} wrote other rows than when it ran (write-set digest {} against {logged:#010x} logged): the procedure is not deterministic given its parameters, or is not the one that was logged",
+                                again.map_or("none".into(), |d| format!("{d:#010x}"))
+                            ),
+                        )),
+                        _ => Ok(()),
+                    }
+                })
             }
             Logged::Catalog(change) => {
                 replayed.catalog_changes += 1;
@@ -236,6 +260,9 @@ pub(super) fn run(db: &Database, records: Vec<At>) -> Result<Replayed> {
             }
         };
         if let Err(e) = result {
+            if matches!(e, Error::Corruption { .. }) {
+                return Err(e);
+            }
             // A full pool or a failing disk is what it is; anything else
             // means the call did not do what it did when it ran.
             if matches!(e, Error::MemoryFull { .. } | Error::Io { .. } | Error::LogFull { .. }) {

@@ -14,8 +14,8 @@ fn records_round_trip_and_any_damage_is_refused() {
             id: 3,
         },
     );
-    encode_call(&mut log, LogPos::ZERO, 1, "vote", &[1, 2, 3]);
-    encode_call(&mut log, LogPos::ZERO, 2, "vote", &[]);
+    encode_call(&mut log, LogPos::ZERO, 1, "vote", &[1, 2, 3], None);
+    encode_call(&mut log, LogPos::ZERO, 2, "vote", &[], Some(0xDEAD_BEEF));
     crate::logstore::frame::place_at(&mut log, LogPos::ZERO);
     let scanned = scan::<Records>(&log, LogPos::ZERO);
     assert_eq!(scanned.end, ScanEnd::Clean);
@@ -30,12 +30,14 @@ fn records_round_trip_and_any_damage_is_refused() {
             Record::Call {
                 sequence: 1,
                 name: "vote",
-                params: &[1, 2, 3]
+                params: &[1, 2, 3],
+                digest: None,
             },
             Record::Call {
                 sequence: 2,
                 name: "vote",
-                params: &[]
+                params: &[],
+                digest: Some(0xDEAD_BEEF),
             },
         ]
     );

@@ -8,7 +8,7 @@
 //! durability (so the partition's next call can run while this one's
 //! record is synced: group commit).
 
-use super::Output;
+use super::{Output, Partition};
 use crate::error::{Error, Result};
 use crate::txn::{PendingCommit, Session};
 use serde::Serialize;
@@ -83,11 +83,16 @@ impl Session {
         let procedure = Arc::clone(self.db.procedures.get(name)?);
         let call = procedure.decode(params)?;
         let scheme = Arc::clone(&self.db.scheme);
-        let _serial = scheme.command_order().map(|o| o.enter(call.partition()));
+        let partition = call.partition();
+        let order = scheme.command_order();
+        let _serial = order.map(|o| o.enter(partition));
         let mut tx = self.begin()?;
         tx.call = Some((Arc::clone(&procedure.name), params.to_vec()));
         // An error drops the transaction: rolled back, nothing logged.
         let out = call.run(&mut tx)?;
+        if let (Some(order), Partition::Key(routed)) = (order, partition) {
+            super::partition::check(order, name, routed, &tx)?;
+        }
         let pending = tx.commit_then(wait_now)?;
         Ok((out, pending))
     }

@@ -30,10 +30,12 @@
 
 mod call;
 mod order;
+pub(crate) mod partition;
 #[cfg(test)]
 mod tests;
 
 pub use order::SerialOrder;
+pub use partition::PartitionKey;
 
 use crate::catalog::KeyExtractor;
 use crate::error::{Error, Result};
@@ -170,6 +172,8 @@ pub struct Procedures {
     by_name: Arc<BTreeMap<String, Arc<Procedure>>>,
     /// Secondary indexes' key extractors, by index name.
     extractors: Arc<BTreeMap<String, KeyExtractor>>,
+    /// Tables' partitioning keys, by table name (`partition`).
+    partition_keys: Arc<BTreeMap<String, PartitionKey>>,
 }
 
 impl std::fmt::Debug for Procedures {
@@ -177,6 +181,10 @@ impl std::fmt::Debug for Procedures {
         f.debug_struct("Procedures")
             .field("procedures", &self.by_name.keys().collect::<Vec<_>>())
             .field("indexes", &self.extractors.keys().collect::<Vec<_>>())
+            .field(
+                "partition_keys",
+                &self.partition_keys.keys().collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -259,6 +267,27 @@ impl Procedures {
             )));
         }
         Arc::make_mut(&mut self.extractors).insert(name.to_string(), extractor);
+        Ok(self)
+    }
+
+    /// Register table `table`'s partitioning key: its row with primary
+    /// key `k` is in the partition of routing key `key(k)`, the number
+    /// single-partition procedures are routed by. Under a scheme with a
+    /// serial order (`command`), a single-partition call that reads,
+    /// scans or writes a row of such a table in another partition is
+    /// refused (`Error::ProcedurePartition`; see `procedure::partition`
+    /// for what is not checked). Tables without one are not checked.
+    pub fn partition_key(
+        mut self,
+        table: &str,
+        key: impl Fn(&[u8]) -> u64 + Send + Sync + 'static,
+    ) -> Result<Self> {
+        if self.partition_keys.contains_key(table) {
+            return Err(Error::InvalidOptions(format!(
+                "table {table:?} has its partitioning key registered twice"
+            )));
+        }
+        Arc::make_mut(&mut self.partition_keys).insert(table.to_string(), Arc::new(key));
         Ok(self)
     }
 

@@ -33,6 +33,7 @@ use crate::ids::{LogPos, Tid};
 use crate::io::{OpenMode, Storage};
 use crate::logstore::scan::{self, ScanEnd};
 use crate::logstore::segment::{self, list_segments};
+use crate::parallel::on_threads;
 use crate::persist::{CatalogChange, SchemeKind};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -205,33 +206,15 @@ pub(super) fn scan_logs(
     // does not change the result, only how often a winner is replaced.
     files.sort_by_key(|f| std::cmp::Reverse((f.generation, f.start)));
     let threads = threads.clamp(1, files.len().max(1));
-    let parts: Vec<Result<Scanned>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let mine: Vec<&SegmentFile> = files.iter().skip(t).step_by(threads).collect();
-                s.spawn(move || {
-                    let mut out = Scanned::default();
-                    for f in mine {
-                        scan_file(storage.as_ref(), f, floor, &mut out)?;
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "a log scan thread panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
+    let parts = on_threads("log scan", 0..threads, |_, t| {
+        let mut out = Scanned::default();
+        for f in files.iter().skip(t).step_by(threads) {
+            scan_file(storage.as_ref(), f, floor, &mut out)?;
+        }
+        Ok(out)
+    })?;
     let mut all = Scanned::default();
     for part in parts {
-        let part = part?;
         all.segments += part.segments;
         all.entries += part.entries;
         all.skipped += part.skipped;
@@ -305,59 +288,40 @@ pub(super) fn replay(pool: &BufferPool, scanned: Scanned, threads: usize) -> Res
     let winners: Vec<_> = scanned.winners.into_iter().collect();
     let threads = threads.clamp(1, winners.len().max(1));
     let chunk = winners.len().div_ceil(threads).max(1);
-    let counts: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = winners
-            .chunks(chunk)
-            .map(|part| {
-                let trees = &trees;
-                s.spawn(move || {
-                    let (mut written, mut removed) = (0, 0);
-                    for ((table, key), (tid, value)) in part {
-                        // A table dropped later in the log.
-                        let Some(tree) = trees.get(table) else {
-                            continue;
-                        };
-                        let (current, hint) = tree.get(pool, key, None)?;
-                        if current.as_ref().is_some_and(|(t, _)| t >= tid) {
-                            continue;
-                        }
-                        match (value, current) {
-                            (Some(v), Some(_)) => {
-                                tree.update(pool, &NoLog, key, *tid, v, hint)?;
-                                written += 1;
-                            }
-                            (Some(v), None) => {
-                                tree.insert(pool, &NoLog, key, *tid, v, hint)?;
-                                written += 1;
-                            }
-                            (None, Some(_)) => {
-                                tree.remove(pool, &NoLog, key, hint)?;
-                                removed += 1;
-                            }
-                            (None, None) => {}
-                        }
+    let counts = on_threads("log replay", winners.chunks(chunk), |_, part| {
+            let (mut written, mut removed) = (0, 0);
+            for ((table, key), (tid, value)) in part {
+                // A table dropped later in the log.
+                let Some(tree) = trees.get(table) else {
+                    continue;
+                };
+                let (current, hint) = tree.get(pool, key, None)?;
+                if current.as_ref().is_some_and(|(t, _)| t >= tid) {
+                    continue;
+                }
+                match (value, current) {
+                    (Some(v), Some(_)) => {
+                        tree.update(pool, &NoLog, key, *tid, v, hint)?;
+                        written += 1;
                     }
-                    Ok((written, removed))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "a log replay thread panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
+                    (Some(v), None) => {
+                        tree.insert(pool, &NoLog, key, *tid, v, hint)?;
+                        written += 1;
+                    }
+                    (None, Some(_)) => {
+                        tree.remove(pool, &NoLog, key, hint)?;
+                        removed += 1;
+                    }
+                    (None, None) => {}
+                }
+            }
+            Ok((written, removed))
+    })?;
     let mut out = Replayed {
         created_indexes,
         ..Replayed::default()
     };
-    for c in counts {
-        let (w, r) = c?;
+    for (w, r) in counts {
         out.keys_written += w;
         out.keys_removed += r;
     }

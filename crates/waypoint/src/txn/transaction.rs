@@ -30,7 +30,7 @@ pub(super) struct ScanRead {
     pub(super) tree: BTree,
     /// Table whose lock stripes cover the scanned records (for an index:
     /// its base table; index keys end with the primary key).
-    pub(super) lock_table: u32,
+    pub(super) table: Arc<TableInfo>,
     pub(super) is_index: bool,
     pub(super) lower: Bound<Vec<u8>>,
     pub(super) upper: Bound<Vec<u8>>,
@@ -386,7 +386,7 @@ impl Transaction<'_> {
         )?;
         self.scans.push(ScanRead {
             tree: table.info.tree,
-            lock_table: id,
+            table: Arc::clone(&table.info),
             is_index: false,
             lower: to_owned_bound(lower),
             upper: to_owned_bound(upper),
@@ -457,7 +457,7 @@ impl Transaction<'_> {
         }
         self.scans.push(ScanRead {
             tree: index.info.tree,
-            lock_table: index.info.table.id,
+            table: Arc::clone(&index.info.table),
             is_index: true,
             lower,
             upper,
@@ -471,6 +471,34 @@ impl Transaction<'_> {
     /// Abort: discard everything. Also what dropping the transaction does.
     pub fn abort(mut self) {
         self.finish_abort();
+    }
+
+    /// The stored procedures the database was opened with.
+    pub(crate) fn procedures(&self) -> &crate::procedure::Procedures {
+        &self.db().procedures
+    }
+
+    /// Every row this transaction read, scanned or wrote, as (table,
+    /// primary key): what a scheme with a serial order checks against the
+    /// call's partition (`procedure::partition`). An index scan's rows
+    /// are named by the primary key their index key ends with; a scan's
+    /// range itself is not a row (an empty range names nothing).
+    pub(crate) fn touched_rows(&self) -> impl Iterator<Item = (&TableInfo, &[u8])> {
+        let reads = self.reads.iter().map(|r| (&*r.table, r.key.as_slice()));
+        let writes = self
+            .writes
+            .iter()
+            .map(|((_, k), w)| (&*w.table, k.as_slice()));
+        let scans = self.scans.iter().flat_map(|s| {
+            s.observed.iter().filter_map(move |(k, _)| {
+                if s.is_index {
+                    catalog::split_index_key(k).map(|(_, primary)| (&*s.table, primary))
+                } else {
+                    Some((&*s.table, k.as_slice()))
+                }
+            })
+        });
+        reads.chain(writes).chain(scans)
     }
 
     pub(super) fn finish_abort(&mut self) {

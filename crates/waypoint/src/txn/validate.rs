@@ -93,7 +93,7 @@ impl Transaction<'_> {
                 };
                 if db
                     .locks
-                    .locked_by_other(LockTable::stripe(s.lock_table, primary), lock_owner)
+                    .locked_by_other(LockTable::stripe(s.table.id, primary), lock_owner)
                 {
                     return Err(Error::Conflict);
                 }

@@ -19,6 +19,7 @@ use crate::btree::{BTree, NoLog};
 use crate::buffer::BufferPool;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::parallel::on_threads;
 use crate::io::Storage;
 use crate::persist::resident::snapshot_file::{self, Record};
 use crate::persist::SchemeKind;
@@ -158,33 +159,15 @@ pub(in crate::silor) fn load(
             stale.push(name.clone());
         }
     }
-    let results: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = found
-            .parts
-            .iter()
-            .map(|path| {
-                let trees = &trees;
-                s.spawn(move || load_file(storage.as_ref(), pool, trees, path))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "a checkpoint loader panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
+    let results = on_threads("checkpoint load", &found.parts, |_, path| {
+        load_file(storage.as_ref(), pool, &trees, path)
+    })?;
     let mut out = Loaded {
         bytes: found.catalog_bytes,
         stale,
         ..Loaded::default()
     };
-    for r in results {
-        let (rows, bytes) = r?;
+    for (rows, bytes) in results {
         out.rows += rows;
         out.bytes += bytes;
     }

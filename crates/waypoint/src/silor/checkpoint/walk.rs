@@ -18,7 +18,8 @@
 
 use super::{checkpoint_dir, part_file, CheckpointStage, Checkpointer, CATALOG_FILE};
 use crate::btree::BTree;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::parallel::on_threads;
 use crate::ids::Tid;
 use crate::persist::resident::create_dir;
 use crate::persist::resident::snapshot_file::SnapshotWriter;
@@ -125,28 +126,13 @@ pub(super) fn take(ck: &Checkpointer, db: &DbShared, id: u64) -> Result<Option<T
             });
         }
     }
-    let results: Vec<Result<Option<(u64, u64)>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..parts)
-            .map(|part| {
-                let (trees, splits, dir) = (&trees, &splits, &dir);
-                s.spawn(move || walk_part(ck, db, trees, splits, part, &part_file(dir, part)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "a checkpoint walker panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
+    let results = on_threads("checkpoint walk", 0..parts, |_, part| {
+        walk_part(ck, db, &trees, &splits, part, &part_file(&dir, part))
+    })?;
     let eh = ck.loggers.clock.current();
     let mut rows = 0;
     for r in results {
-        match r? {
+        match r {
             Some((b, n)) => {
                 bytes += b;
                 rows += n;

@@ -10,6 +10,7 @@ use super::report::{RecoveredPartition, RecoveryReport};
 use super::Recovery;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
+use crate::parallel::on_threads;
 use crate::ids::{Gsn, LogPos};
 use crate::io::Storage;
 use crate::persist::SchemeKind;
@@ -52,23 +53,9 @@ impl Analysis {
     ) -> Result<Analysis> {
         let t0 = Instant::now();
         let ids = partition_ids(storage, log_dir)?;
-        let results: Vec<Result<PartitionLog>> = std::thread::scope(|s| {
-            let handles: Vec<_> = ids
-                .iter()
-                .map(|&id| s.spawn(move || analyze_partition(storage, log_dir, scheme, id, floor)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(Error::Internal {
-                            what: "a log analysis thread panicked".into(),
-                        })
-                    })
-                })
-                .collect()
-        });
-        let logs: Vec<PartitionLog> = results.into_iter().collect::<Result<_>>()?;
+        let logs = on_threads("log analysis", &ids, |_, &id| {
+            analyze_partition(storage, log_dir, scheme, id, floor)
+        })?;
         let mut report = RecoveryReport {
             partitions: logs.len(),
             segments: logs.iter().map(|l| l.recovered.segments.len()).sum(),
@@ -165,20 +152,7 @@ impl Analysis {
     /// segment kept. Afterwards every partition's log is durable up to its
     /// end ([`Analysis::synced_ends`]).
     pub fn apply(&self, storage: &dyn Storage) -> Result<()> {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .logs
-                .iter()
-                .map(|l| s.spawn(move || l.apply(storage)))
-                .collect();
-            handles.into_iter().try_for_each(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "a log analysis thread panicked".into(),
-                    })
-                })
-            })
-        })?;
+        on_threads("log analysis", &self.logs, |_, l| l.apply(storage))?;
         if self.logs.is_empty() {
             return Ok(());
         }
@@ -210,34 +184,22 @@ impl Analysis {
         }
         let ended: FxHashSet<u64> = logs.iter().flat_map(|l| l.ended.iter().copied()).collect();
         // A partition each: a look-up or two per record is redo-sized work.
-        let per_log: Vec<FxHashSet<u64>> = std::thread::scope(|s| {
-            let handles: Vec<_> = logs
-                .iter()
-                .map(|l| {
-                    let (winners, beyond_gap, ended) = (&winners, &beyond_gap, &ended);
-                    s.spawn(move || {
-                        let mut losers = FxHashSet::default();
-                        let mut last = None;
-                        for r in &l.records {
-                            // A transaction's records are mostly adjacent.
-                            if last == Some(r.txn) {
-                                continue;
-                            }
-                            last = Some(r.txn);
-                            let winner = winners.contains(&r.txn) && !beyond_gap.contains(&r.txn);
-                            if !winner && !ended.contains(&r.txn) {
-                                losers.insert(r.txn);
-                            }
-                        }
-                        losers
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a loser scan does not panic"))
-                .collect()
-        });
+        let per_log = on_threads("loser scan", &logs, |_, l| {
+            let mut losers = FxHashSet::default();
+            let mut last = None;
+            for r in &l.records {
+                // A transaction's records are mostly adjacent.
+                if last == Some(r.txn) {
+                    continue;
+                }
+                last = Some(r.txn);
+                let winner = winners.contains(&r.txn) && !beyond_gap.contains(&r.txn);
+                if !winner && !ended.contains(&r.txn) {
+                    losers.insert(r.txn);
+                }
+            }
+            Ok(losers)
+        })?;
         let mut losers = FxHashSet::default();
         for part in per_log {
             losers.extend(part);

@@ -9,7 +9,8 @@ use super::{corruption, Recovery};
 use crate::btree::tree::encode_value;
 use crate::btree::{BTree, PageLog};
 use crate::buffer::BufferPool;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::parallel::on_threads;
 use crate::wal::record::{self, RecordBody, RecordKind};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -65,33 +66,17 @@ impl Recovery {
         }
         let undone = AtomicU64::new(0);
         let this = &*self;
-        std::thread::scope(|s| {
-            let handles: Vec<_> = logs
-                .iter_mut()
-                .zip(work)
-                .map(|(log, groups)| {
-                    let undone = &undone;
-                    s.spawn(move || -> Result<()> {
-                        for group in groups {
-                            for &(pi, ri) in &group.records {
-                                let r = &this.logs[pi].records[ri];
-                                log.begin_undo(r.txn);
-                                if this.undo_record(pool, log.page_log(), pi, r)? {
-                                    undone.fetch_add(1, Ordering::Relaxed);
-                                }
-                            }
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles.into_iter().try_for_each(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "an undo thread panicked".into(),
-                    })
-                })
-            })
+        on_threads("undo", logs.iter_mut().zip(work), |_, (log, groups)| {
+            for group in groups {
+                for &(pi, ri) in &group.records {
+                    let r = &this.logs[pi].records[ri];
+                    log.begin_undo(r.txn);
+                    if this.undo_record(pool, log.page_log(), pi, r)? {
+                        undone.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Ok(())
         })?;
         // A loser's end record may become durable only after every
         // compensation record is: threads log into different partitions

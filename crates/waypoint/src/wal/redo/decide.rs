@@ -10,7 +10,8 @@
 //! decide every log both ways and assert that they agree.
 
 use super::shards::Shard;
-use super::{continues, on_threads, page_corruption, OnDisk};
+use super::{continues, page_corruption, OnDisk};
+use crate::parallel::on_threads;
 use crate::buffer::BufferPool;
 use crate::error::Result;
 use crate::ids::Gsn;
@@ -91,7 +92,7 @@ pub(super) fn decide(
     pool: &BufferPool,
     floor: Gsn,
 ) -> Result<Decided> {
-    let decided = on_threads(shards, |_, shard| Ok(per_page(logs, shard, floor)))?;
+    let decided = on_threads("redo decision", shards, |_, shard| Ok(per_page(logs, shard, floor)))?;
     let mut groups: FxHashMap<(u32, u32), bool> = FxHashMap::default();
     for d in &decided {
         for &(group, ok) in &d.members {
@@ -109,7 +110,7 @@ pub(super) fn decide(
         .iter()
         .map(|l| (0..l.records.len()).map(|_| AtomicBool::new(false)).collect())
         .collect();
-    on_threads(shards, |s, shard| {
+    on_threads("redo decision", shards, |s, shard| {
         for (e, &ok) in shard.entries.iter().zip(&decided[s].applied) {
             applied[e.part as usize][e.rec as usize].store(ok, Ordering::Relaxed);
         }

@@ -66,6 +66,7 @@ use crate::buffer::page;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::ids::Gsn;
+use crate::parallel::on_threads;
 use rustc_hash::FxHashSet;
 use shards::Shard;
 
@@ -119,34 +120,6 @@ fn continues(prev: Gsn, current: Gsn, floor: Gsn) -> bool {
     prev == current || (prev <= floor && current <= floor)
 }
 
-/// Run `work` on every item, each on a thread of its own; the first error
-/// (in item order) wins.
-fn on_threads<I: Sync, T: Send>(
-    items: &[I],
-    work: impl Fn(usize, &I) -> Result<T> + Sync,
-) -> Result<Vec<T>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                let work = &work;
-                s.spawn(move || work(i, item))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal {
-                        what: "a redo thread panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    })
-}
-
 pub(super) fn redo(
     logs: &[PartitionLog],
     pool: &BufferPool,
@@ -158,7 +131,7 @@ pub(super) fn redo(
     let t1 = std::time::Instant::now();
     let decided = decide::decide(logs, &shards, pool, floor)?;
     let t2 = std::time::Instant::now();
-    let redone: u64 = on_threads(&shards, |s, shard| {
+    let redone: u64 = on_threads("redo", &shards, |s, shard| {
         apply_shard(logs, pool, shard, &decided.by_entry[s], floor)
     })?
     .into_iter()

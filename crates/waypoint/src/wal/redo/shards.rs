@@ -8,7 +8,8 @@
 //! Invariant: a page's records all lie in one shard, sorted by GSN, and
 //! each record's [`OnDisk`] relation to that page is decided here once.
 
-use super::{log_corruption, on_threads, OnDisk};
+use super::{log_corruption, OnDisk};
+use crate::parallel::on_threads;
 use crate::buffer::page;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
@@ -61,7 +62,7 @@ pub(super) fn build(logs: &[PartitionLog], pool: &BufferPool, shards: usize) -> 
     }
     let t0 = std::time::Instant::now();
     let slices: Vec<usize> = (0..shards).collect();
-    let scattered = on_threads(&slices, |_, &t| {
+    let scattered = on_threads("redo scatter", &slices, |_, &t| {
         let mut out: Vec<Vec<Entry>> = (0..shards).map(|_| Vec::new()).collect();
         let mut max_page = 0;
         for (part, l) in logs.iter().enumerate() {
@@ -96,7 +97,7 @@ pub(super) fn build(logs: &[PartitionLog], pool: &BufferPool, shards: usize) -> 
     );
     let parts: Vec<std::sync::Mutex<Vec<Vec<Entry>>>> =
         parts.into_iter().map(std::sync::Mutex::new).collect();
-    on_threads(&parts, |_, part| {
+    on_threads("redo shard", &parts, |_, part| {
         let buckets = std::mem::take(&mut *part.lock().expect("taken once"));
         shard(logs, pool, buckets, shards)
     })
