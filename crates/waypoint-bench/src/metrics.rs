@@ -118,6 +118,8 @@ pub struct Snapshot {
     /// zero for other schemes).
     pub log_groups: u64,
     pub log_group_inserts: u64,
+    /// The `silor` scheme's figures (`None` under another scheme).
+    pub silor: Option<waypoint::SilorStats>,
 }
 
 impl Snapshot {
@@ -146,6 +148,8 @@ impl Snapshot {
             log_latch_wait_us: stats.persistence.log_latch.waited.as_micros() as u64,
             log_groups: stats.persistence.consolidation.groups,
             log_group_inserts: stats.persistence.consolidation.inserts,
+            silor: (stats.persistence.scheme == waypoint::SchemeKind::Silor)
+                .then(|| stats.persistence.silor.clone()),
         }
     }
 

@@ -100,6 +100,106 @@ pub struct Summary {
     /// needed it (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoverySummary>,
+    /// The `silor` scheme's checkpoints, pepoch and loggers (absent under
+    /// another scheme).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub silor: Option<SilorSummary>,
+}
+
+/// What the `silor` scheme did: counts and bytes over the measured window,
+/// the last checkpoint's figures and the pepoch lag at its end.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct SilorSummary {
+    pub loggers: usize,
+    /// The trigger, as `--checkpoint` takes it.
+    pub checkpoint: String,
+    pub checkpointers: usize,
+    pub checkpoints_started: u64,
+    pub checkpoints_installed: u64,
+    pub checkpoints_failed: u64,
+    /// Given up before the install: a commit rolled back after its
+    /// install began during the walk.
+    pub checkpoints_abandoned: u64,
+    /// Bytes of the checkpoint files installed in the window.
+    pub checkpoint_bytes: u64,
+    /// The last installed checkpoint (in the window or before): bytes,
+    /// rows, and milliseconds from its start to its install.
+    pub last_checkpoint_bytes: u64,
+    pub last_checkpoint_rows: u64,
+    pub last_checkpoint_ms: f64,
+    /// Log bytes deleted after installs.
+    pub log_bytes_deleted: u64,
+    /// Epochs between the global epoch and pepoch at the end (each
+    /// `waypoint::EPOCH_INTERVAL`): how far acknowledgement lagged.
+    pub pepoch_lag: u64,
+    pub pepoch_writes: u64,
+    /// Per logger: bytes appended and syncs.
+    pub logger_bytes: Vec<u64>,
+    pub logger_syncs: Vec<u64>,
+}
+
+impl SilorSummary {
+    /// The window from `b` to `e` under `options`.
+    pub fn of(
+        options: &waypoint::SilorOptions,
+        b: &waypoint::SilorStats,
+        e: &waypoint::SilorStats,
+    ) -> Self {
+        let per_logger = |f: fn(&waypoint::LoggerStats) -> u64| -> Vec<u64> {
+            e.loggers
+                .iter()
+                .enumerate()
+                .map(|(i, l)| f(l) - b.loggers.get(i).map_or(0, f))
+                .collect()
+        };
+        SilorSummary {
+            loggers: options.loggers,
+            checkpoint: options.checkpoint.name(),
+            checkpointers: options.checkpointers,
+            checkpoints_started: e.checkpoints_started - b.checkpoints_started,
+            checkpoints_installed: e.checkpoints_installed - b.checkpoints_installed,
+            checkpoints_failed: e.checkpoints_failed - b.checkpoints_failed,
+            checkpoints_abandoned: e.checkpoints_abandoned - b.checkpoints_abandoned,
+            checkpoint_bytes: e.checkpoint_bytes - b.checkpoint_bytes,
+            last_checkpoint_bytes: e.last_checkpoint_bytes,
+            last_checkpoint_rows: e.last_checkpoint_rows,
+            last_checkpoint_ms: e.last_checkpoint_duration.as_secs_f64() * 1e3,
+            log_bytes_deleted: e.log_bytes_deleted - b.log_bytes_deleted,
+            pepoch_lag: e.pepoch_lag,
+            pepoch_writes: e.pepoch_writes - b.pepoch_writes,
+            logger_bytes: per_logger(|l| l.appended_bytes),
+            logger_syncs: per_logger(|l| l.syncs),
+        }
+    }
+
+    /// Two lines for people.
+    pub fn lines(&self) -> String {
+        let loggers: Vec<String> = self
+            .logger_bytes
+            .iter()
+            .zip(&self.logger_syncs)
+            .map(|(b, s)| format!("{} / {s} syncs", mib(*b)))
+            .collect();
+        format!(
+            "silor: {} loggers, checkpoint {} by {} threads; checkpoints {} started, {} installed, {} failed, {} abandoned, {} written; last {} ({} rows) in {:.1} ms; log deleted {}\n\
+             silor: pepoch lag {} epochs at the end, {} pepoch writes; loggers {}\n",
+            self.loggers,
+            self.checkpoint,
+            self.checkpointers,
+            self.checkpoints_started,
+            self.checkpoints_installed,
+            self.checkpoints_failed,
+            self.checkpoints_abandoned,
+            mib(self.checkpoint_bytes),
+            mib(self.last_checkpoint_bytes),
+            self.last_checkpoint_rows,
+            self.last_checkpoint_ms,
+            mib(self.log_bytes_deleted),
+            self.pepoch_lag,
+            self.pepoch_writes,
+            loggers.join(", ")
+        )
+    }
 }
 
 /// The per-second throughput after the warm-up against its median (issue
@@ -270,6 +370,13 @@ impl Summary {
         config["scheme"] = i.driver.scheme.name().into();
         config["commit"] = i.driver.commit.name().into();
         config["checkpoint"] = i.driver.checkpoint.name().into();
+        if i.driver.scheme == waypoint::SchemeKind::Silor {
+            // The per-worker log's options do not apply; silor's do.
+            let o = &i.driver.silor;
+            config["checkpoint"] = o.checkpoint.name().into();
+            config["loggers"] = o.loggers.into();
+            config["checkpointers"] = o.checkpointers.into();
+        }
         config["pin"] = pin_name(i.driver.pin).into();
         config["pinned"] = i.pinned.into();
         config["workload"] = i.workload_config;
@@ -341,6 +448,10 @@ impl Summary {
             close_seconds: i.close_seconds,
             data_dir_bytes: i.data_dir_bytes,
             recovery: i.recovery,
+            silor: match (&b.silor, &e.silor) {
+                (Some(b), Some(e)) => Some(SilorSummary::of(&i.driver.silor, b, e)),
+                _ => None,
+            },
         }
     }
 
@@ -420,6 +531,9 @@ impl Summary {
         );
         if let Some(r) = &self.recovery {
             out += &r.lines();
+        }
+        if let Some(s) = &self.silor {
+            out += &s.lines();
         }
         if let Some(v) = &self.verify {
             out += &format!("verified: {v}\n");

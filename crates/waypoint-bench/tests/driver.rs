@@ -385,3 +385,18 @@ fn a_run_that_recovers_the_database_reports_the_recovery() {
     let next = tpcb_run(dir.path(), 20).summary;
     assert!(next.recovery.is_none(), "{:?}", next.recovery);
 }
+
+/// `silor` acknowledges once per 40 ms epoch, so its default window is one
+/// no worker fills within an epoch; the other schemes keep 128.
+#[test]
+fn the_default_window_in_flight_depends_on_the_scheme() {
+    use waypoint::SchemeKind;
+    assert_eq!(
+        DriverConfig::default_in_flight(SchemeKind::Silor),
+        driver::SILOR_IN_FLIGHT
+    );
+    const { assert!(driver::SILOR_IN_FLIGHT >= 65_536) };
+    for scheme in [SchemeKind::PerWorker, SchemeKind::Aries, SchemeKind::Aether] {
+        assert_eq!(DriverConfig::default_in_flight(scheme), 128);
+    }
+}

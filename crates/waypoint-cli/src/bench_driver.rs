@@ -15,6 +15,7 @@ use waypoint_bench::ycsb::{KeyDistribution, Ycsb, YcsbConfig};
 
 pub(crate) fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
     let d = DriverConfig::default();
+    let scheme = args.scheme()?;
     Ok(DriverConfig {
         dir: args.dir.clone(),
         out: args.out.clone(),
@@ -22,10 +23,12 @@ pub(crate) fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         duration_secs: args.duration(),
         warmup_secs: args.warmup.unwrap_or(d.warmup_secs),
         max_txns: args.txns,
-        in_flight: args.in_flight.unwrap_or(d.in_flight),
+        in_flight: args
+            .in_flight
+            .unwrap_or_else(|| DriverConfig::default_in_flight(scheme)),
         buffer_bytes: args.buffer_bytes()?,
         page_size: args.page_size_bytes()?,
-        scheme: args.scheme()?,
+        scheme,
         commit: args.commit()?,
         checkpoint: args.checkpoint()?,
         wal_limit_bytes: args.wal_limit_bytes()? as u64,
@@ -166,8 +169,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let log_options = if config.scheme == waypoint::SchemeKind::Silor {
         let s = &config.silor;
         format!(
-            "{} loggers, checkpoint {:?} by {} threads",
-            s.loggers, s.checkpoint, s.checkpointers
+            "{} loggers, checkpoint {} by {} threads",
+            s.loggers,
+            s.checkpoint.name(),
+            s.checkpointers
         )
     } else {
         format!(

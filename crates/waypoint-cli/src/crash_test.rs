@@ -562,12 +562,7 @@ fn silor_options(
     }
     let checkpoint = match args.checkpoint.as_deref() {
         None => d.checkpoint,
-        Some(c) => waypoint::SilorCheckpoint::parse(c, |s| {
-            crate::args::parse_size("checkpoint", s)
-                .ok()
-                .map(|b| b as u64)
-        })
-        .map_err(|e| anyhow::anyhow!("--checkpoint: {e}"))?,
+        Some(c) => crate::args::silor_checkpoint(c)?,
     };
     Ok(waypoint::SilorOptions {
         loggers: args.loggers.unwrap_or(d.loggers),

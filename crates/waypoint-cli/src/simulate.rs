@@ -6,7 +6,7 @@
 use anyhow::{bail, Result};
 use std::time::Instant;
 use waypoint::SchemeKind;
-use waypoint_sim::{run_seed, SeedResult, SimOptions, Workload};
+use waypoint_sim::{run_seed, CheckpointAtCrash, SeedResult, SimOptions, Workload};
 
 #[derive(clap::Args)]
 pub struct SimulateArgs {
@@ -31,6 +31,28 @@ pub struct SimulateArgs {
     /// drew updates run bank).
     #[arg(long)]
     pub scheme: Option<String>,
+    /// `silor`'s checkpoint trigger on every seed: continuous,
+    /// continuous=MS, log-limit=SIZE or off [default: drawn per seed:
+    /// continuous with no pause in five of eight, log-limit=64KiB in two,
+    /// off in one].
+    #[arg(long)]
+    pub checkpoint: Option<String>,
+    /// `silor`'s checkpointer threads on every seed [default: one or two,
+    /// drawn per seed].
+    #[arg(long)]
+    pub checkpointers: Option<usize>,
+    /// `silor`'s logger threads on every seed [default: one or two, drawn
+    /// per seed].
+    #[arg(long)]
+    pub loggers: Option<usize>,
+    /// UNSAFE, to show that the simulator catches a scheme acknowledging
+    /// commits before they are durable (per-worker, aries, aether: before
+    /// the commit record's flush; silor: before pepoch covers the epoch;
+    /// command: before the record's sync). Failures are expected. Builds
+    /// with the `testing` feature only.
+    #[cfg(feature = "testing")]
+    #[arg(long, hide = true)]
+    pub broken_commit_ack: bool,
     /// UNSAFE, to show that the simulator catches lost commits: acknowledge
     /// commits before they are durable (`async`). Failures are expected.
     #[arg(long, hide = true)]
@@ -69,12 +91,34 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             );
         }
     }
+    let silor_given =
+        args.checkpoint.is_some() || args.checkpointers.is_some() || args.loggers.is_some();
+    if silor_given && scheme != Some(SchemeKind::Silor) {
+        bail!("--checkpoint, --checkpointers and --loggers need --scheme silor");
+    }
+    let silor_checkpoint = args
+        .checkpoint
+        .as_deref()
+        .map(crate::args::silor_checkpoint)
+        .transpose()?;
     let options = SimOptions {
         workload,
         scheme,
         unsafe_async: args.unsafe_async,
+        silor_checkpoint,
+        silor_checkpointers: args.checkpointers,
+        silor_loggers: args.loggers,
+        #[cfg(feature = "testing")]
+        broken_commit_ack: args.broken_commit_ack,
         ..SimOptions::default()
     };
+    // Out-of-range counts fail here, once, not as every seed's error.
+    if scheme == Some(SchemeKind::Silor) {
+        waypoint_sim::Plan::new(0, &options)
+            .silor
+            .validate()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     let mut extra = String::new();
     if let Some(w) = workload {
         extra.push_str(&format!(" --workload {}", w.name()));
@@ -82,8 +126,21 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     if let Some(k) = scheme {
         extra.push_str(&format!(" --scheme {}", k.name()));
     }
+    if let Some(c) = &args.checkpoint {
+        extra.push_str(&format!(" --checkpoint {c}"));
+    }
+    if let Some(n) = args.checkpointers {
+        extra.push_str(&format!(" --checkpointers {n}"));
+    }
+    if let Some(n) = args.loggers {
+        extra.push_str(&format!(" --loggers {n}"));
+    }
     if args.unsafe_async {
         extra.push_str(" --unsafe-async");
+    }
+    #[cfg(feature = "testing")]
+    if args.broken_commit_ack {
+        extra.push_str(" --broken-commit-ack");
     }
     let seeds: Vec<u64> = match args.seed {
         Some(s) => {
@@ -105,6 +162,10 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let mut failures: Vec<SeedResult> = Vec::new();
     let mut acked = 0u64;
     let mut refused = 0u64;
+    // Where the crashes landed: inside a silor checkpoint (by stage), and
+    // inside recovery.
+    let mut in_checkpoint = [0u64; 3];
+    let mut in_recovery = 0u64;
     let mut next_report = 1;
     for (i, &seed) in seeds.iter().enumerate() {
         let r = run_seed(seed, &options);
@@ -115,6 +176,14 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             Ok(s) => {
                 acked += s.acked;
                 refused += s.refused as u64;
+                if let Some(at) = s.checkpoint_at_crash {
+                    in_checkpoint[match at {
+                        CheckpointAtCrash::Walking => 0,
+                        CheckpointAtCrash::Installing => 1,
+                        CheckpointAtCrash::Pruning => 2,
+                    }] += 1;
+                }
+                in_recovery += s.crashed_in_recovery as u64;
             }
             Err(_) => failures.push(r),
         }
@@ -137,6 +206,13 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         failures.len(),
         started.elapsed().as_secs_f64()
     );
+    println!("passing seeds that crashed again inside recovery: {in_recovery}");
+    if scheme == Some(SchemeKind::Silor) || in_checkpoint.iter().any(|&n| n > 0) {
+        println!(
+            "passing silor seeds whose crash landed inside a checkpoint: {} while walking, {} between its files and its install, {} between its install and the end of pruning",
+            in_checkpoint[0], in_checkpoint[1], in_checkpoint[2]
+        );
+    }
     for f in &failures {
         println!("seed {}: {}", f.seed, f.description);
         println!("  error: {}", f.outcome.as_ref().unwrap_err());

@@ -582,13 +582,80 @@ fn the_scheme_is_chosen_by_flag_or_config_and_reported() {
     assert!(v["wal_bytes"].as_u64().unwrap() > 0, "{v}");
     assert!(v["log_group_size"].as_f64().unwrap() >= 1.0, "{v}");
     assert!(stdout.contains("consolidation array: "), "{stdout}");
-    // SiloR's value log: no log options, the scheme recorded.
+    // SiloR's value log: its own options in the header and the config, a
+    // window of commits in flight that an epoch's acknowledgements do not
+    // cap, and its checkpoints, pepoch and loggers in the report.
     let out = dir.path().join("silor");
-    let stdout = tiny_run("tpcb", &["--scheme", "silor"], &out);
-    assert!(stdout.contains("scheme silor"), "{stdout}");
+    let stdout = tiny_run(
+        "tpcb",
+        &[
+            "--scheme",
+            "silor",
+            "--checkpoint",
+            "continuous",
+            "--loggers",
+            "2",
+        ],
+        &out,
+    );
+    assert!(
+        stdout.contains("65536 in flight each")
+            && stdout.contains("scheme silor, 2 loggers, checkpoint continuous by 1 threads"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("silor: 2 loggers, checkpoint continuous by 1 threads; checkpoints ")
+            && stdout.contains("silor: pepoch lag "),
+        "{stdout}"
+    );
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["config"]["scheme"], "silor");
+    assert_eq!(v["config"]["checkpoint"], "continuous");
+    assert_eq!(v["config"]["loggers"], 2);
+    assert_eq!(v["config"]["in_flight"], 65536);
+    let s = &v["silor"];
+    for field in [
+        "checkpoints_started",
+        "checkpoints_installed",
+        "checkpoints_failed",
+        "checkpoints_abandoned",
+        "checkpoint_bytes",
+        "last_checkpoint_bytes",
+        "last_checkpoint_rows",
+        "last_checkpoint_ms",
+        "log_bytes_deleted",
+        "pepoch_lag",
+        "pepoch_writes",
+    ] {
+        assert!(
+            s[field].is_number(),
+            "summary.json lacks silor.{field}: {v}"
+        );
+    }
+    let logged: u64 = s["logger_bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
+    assert!(
+        logged > 0 && s["logger_syncs"].as_array().unwrap().len() == 2,
+        "{v}"
+    );
+    // A window given is kept; other schemes keep the general default.
+    let out = dir.path().join("silor-window");
+    let stdout = tiny_run("tpcb", &["--scheme", "silor", "--in-flight", "4"], &out);
+    assert!(stdout.contains("4 in flight each"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["config"]["checkpoint"], "continuous=1000");
+    let v: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("aries").join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(v["config"]["in_flight"], 128);
+    assert!(v.get("silor").is_none(), "{v}");
 }
 
 #[test]
@@ -700,6 +767,76 @@ fn simulate_reports_failures_with_a_reproduction_command() {
     );
     fails_with_one_line(&["simulate", "--workload", "voter"], "unknown --workload");
     fails_with_one_line(&["simulate", "--scheme", "ariel"], "unknown --scheme");
+}
+
+/// `simulate --scheme silor` takes the checkpoint trigger and thread
+/// counts `bench` and `crash-test` take (drawn per seed otherwise), names
+/// them in each seed's choices and reproduction command, counts the
+/// crashes that landed inside checkpoints and recovery, and refuses them
+/// without `--scheme silor` or out of range.
+#[test]
+fn simulate_takes_silors_checkpoint_options() {
+    let o = waypoint(&[
+        "simulate",
+        "--scheme",
+        "silor",
+        "--seeds",
+        "3",
+        "--checkpoint",
+        "log-limit=64KiB",
+        "--checkpointers",
+        "2",
+        "--loggers",
+        "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && stdout.contains("3 seeds, 0 failures"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("passing seeds that crashed again inside recovery: ")
+            && stdout.contains("passing silor seeds whose crash landed inside a checkpoint: "),
+        "{stdout}"
+    );
+    let o = waypoint(&[
+        "simulate",
+        "--seed",
+        "5",
+        "--scheme",
+        "silor",
+        "--checkpoint",
+        "off",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("scheme silor, ") && stdout.contains("checkpoint off by "),
+        "{stdout}"
+    );
+    fails_with_one_line(&["simulate", "--checkpoint", "off"], "need --scheme silor");
+    fails_with_one_line(
+        &["simulate", "--scheme", "aries", "--loggers", "2"],
+        "need --scheme silor",
+    );
+    fails_with_one_line(
+        &["simulate", "--scheme", "silor", "--checkpoint", "sometimes"],
+        "unknown checkpoint trigger",
+    );
+    fails_with_one_line(
+        &[
+            "simulate",
+            "--scheme",
+            "silor",
+            "--checkpoint",
+            "log-limit=1KiB",
+        ],
+        "checkpoint",
+    );
+    fails_with_one_line(
+        &["simulate", "--scheme", "silor", "--checkpointers", "0"],
+        "checkpointers",
+    );
 }
 
 /// Every file below `dir` with its bytes.

@@ -49,6 +49,25 @@ pub struct Summary {
     /// `none` only: the reopen after the crash was refused
     /// (`NotRecoverable`: pages had been written since the clean close).
     pub refused: bool,
+    /// `silor` only: where a checkpoint was when the disk froze, if one
+    /// was under way.
+    pub checkpoint_at_crash: Option<CheckpointAtCrash>,
+    /// The disk froze during the first reopen (the planned second crash
+    /// landed inside recovery).
+    pub crashed_in_recovery: bool,
+}
+
+/// Where a `silor` checkpoint was when the disk froze.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointAtCrash {
+    /// Its walk had written rows; its files were not yet whole.
+    Walking,
+    /// Its files were whole; the pepoch file did not name it yet (waiting
+    /// for pepoch ≥ eh, or writing the pepoch file).
+    Installing,
+    /// Installed; the old logs, checkpoints and generations not yet all
+    /// deleted.
+    Pruning,
 }
 
 impl SeedResult {
@@ -90,13 +109,7 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
         SchemeKind::Aries => Persistence::Aries(CentralOptions::from_log(log)),
         SchemeKind::Aether => Persistence::Aether(CentralOptions::from_log(log)),
         SchemeKind::None => Persistence::None,
-        SchemeKind::Silor => Persistence::Silor(waypoint::SilorOptions {
-            loggers: plan.silor_loggers(),
-            checkpoint: waypoint::SilorCheckpoint::Continuous {
-                min_interval: std::time::Duration::ZERO,
-            },
-            checkpointers: plan.silor_checkpointers(),
-        }),
+        SchemeKind::Silor => Persistence::Silor(plan.silor.clone()),
         // Snapshots as often as allowed, so crashes land inside them;
         // digests on: a replay that goes another way is caught at the call.
         SchemeKind::Command => Persistence::Command(waypoint::CommandOptions {
@@ -241,6 +254,18 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
             none.set_broken_unclean_mark_for_tests(true);
         }
     }
+    // The stage of the last checkpoint reached before the disk froze
+    // (hooks run on the checkpointing thread; a stage that fails after
+    // the freeze never reports).
+    let stage: Arc<Mutex<Option<waypoint::silor::CheckpointStage>>> = Arc::default();
+    if let Some(silor) = db.silor() {
+        let (stage, sim) = (Arc::clone(&stage), sim.clone());
+        silor.set_checkpoint_hook(Some(Arc::new(move |s| {
+            if !sim.is_frozen() {
+                *stage.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+            }
+        })));
+    }
     let (n, per, seed) = (plan.sessions, plan.txns_per_session, plan.workload_seed);
     // TPC-C binds its tables through reads: before the faults, which are
     // meant for the workload.
@@ -283,13 +308,26 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
     }
     // Fails once frozen: that is the crash.
     let closed_cleanly = db.close().is_ok();
+    let checkpoint_at_crash = match *stage.lock().unwrap_or_else(|e| e.into_inner()) {
+        _ if closed_cleanly => None,
+        Some(waypoint::silor::CheckpointStage::Batch { .. }) => Some(CheckpointAtCrash::Walking),
+        Some(waypoint::silor::CheckpointStage::Written) => Some(CheckpointAtCrash::Installing),
+        Some(waypoint::silor::CheckpointStage::Installed) => Some(CheckpointAtCrash::Pruning),
+        Some(waypoint::silor::CheckpointStage::Pruned) | None => None,
+    };
     // 3. Power loss, sometimes again during recovery.
     sim.clear_faults();
     sim.crash(plan.crash);
+    let mut crashed_in_recovery = false;
     if let Some((at, policy)) = plan.recovery_crash {
         sim.inject(Fault::at(sim.op_count() + at, FaultKind::Freeze));
-        if let Ok(db) = Database::open(DIR, options(plan, &sim)) {
-            let _ = db.close();
+        match Database::open(DIR, options(plan, &sim)) {
+            // Recovery is over once open returns; a freeze in the close
+            // that follows is not inside it.
+            Ok(db) => {
+                let _ = db.close();
+            }
+            Err(_) => crashed_in_recovery = sim.is_frozen(),
         }
         sim.clear_faults();
         sim.crash(policy);
@@ -318,6 +356,8 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
             acked: 0,
             froze_in_workload,
             refused,
+            checkpoint_at_crash,
+            crashed_in_recovery,
         });
     };
     match &acked {
@@ -331,6 +371,8 @@ fn execute(plan: &Plan, options_in: &SimOptions) -> Result<Summary, String> {
         acked: acked.count(),
         froze_in_workload,
         refused: false,
+        checkpoint_at_crash,
+        crashed_in_recovery,
     })
 }
 

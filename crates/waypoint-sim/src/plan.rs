@@ -10,7 +10,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write;
 use waypoint::io::{CrashPolicy, FaultKind};
-use waypoint::{CentralOptions, CheckpointMode, CommitProtocol, PerWorkerOptions, SchemeKind};
+use waypoint::{
+    CentralOptions, CheckpointMode, CommitProtocol, PerWorkerOptions, SchemeKind, SilorCheckpoint,
+    SilorOptions,
+};
 
 /// The workloads a seed can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +93,11 @@ pub struct SimOptions {
     /// Run this persistence scheme on every seed instead of the one each
     /// seed draws.
     pub scheme: Option<SchemeKind>,
+    /// `silor` only: this checkpoint trigger, checkpointer and logger
+    /// count on every seed instead of the ones each seed draws.
+    pub silor_checkpoint: Option<SilorCheckpoint>,
+    pub silor_checkpointers: Option<usize>,
+    pub silor_loggers: Option<usize>,
 }
 
 /// A fault injected after the workload's database is open, `after`
@@ -146,6 +154,9 @@ pub struct Plan {
     /// through `CentralOptions::from_log`, `silor` ignores them). Drawn
     /// last, for the same reason.
     pub scheme: SchemeKind,
+    /// The `silor` scheme's options (`silor_options`), unused under
+    /// another scheme.
+    pub silor: SilorOptions,
 }
 
 pub const PAGE_SIZE: usize = 4096;
@@ -156,6 +167,34 @@ pub const PAGE_SIZE: usize = 4096;
 /// for the others and then placed this many times further in, where they
 /// land inside the workload as often.
 pub const TPCC_FAULT_SCALE: u64 = 16;
+
+// The `silor` choices come from bits of the workload's seed, not from
+// further draws, so the seeds of the other schemes keep their plans.
+
+/// The `silor` scheme's logger threads: one or two, by the seed.
+fn silor_loggers(workload_seed: u64) -> usize {
+    1 + (workload_seed % 2) as usize
+}
+
+/// The `silor` scheme's checkpoint threads: one or two, by the seed.
+fn silor_checkpointers(workload_seed: u64) -> usize {
+    1 + (workload_seed / 8 % 2) as usize
+}
+
+/// The `silor` scheme's checkpoint trigger, by the seed: continuous with
+/// no pause in five seeds of eight (so crashes land inside checkpoints
+/// and their installs), the log limit at its minimum in two (seed 000's
+/// baseline; the simulated runs log little, so few of them reach it), off
+/// in one (026's logs-only recovery).
+fn silor_checkpoint(workload_seed: u64) -> SilorCheckpoint {
+    match workload_seed / 16 % 8 {
+        0 => SilorCheckpoint::Off,
+        1 | 2 => SilorCheckpoint::LogLimit(SilorOptions::MIN_LOG_LIMIT),
+        _ => SilorCheckpoint::Continuous {
+            min_interval: std::time::Duration::ZERO,
+        },
+    }
+}
 
 /// Paths a freeze or an early fault may be aimed at.
 const PATHS: [&str; 3] = ["data.waypoint", ".wal", "checkpoint.waypoint"];
@@ -311,6 +350,17 @@ impl Plan {
                 f.after *= TPCC_FAULT_SCALE;
             }
         }
+        let silor = SilorOptions {
+            loggers: options
+                .silor_loggers
+                .unwrap_or_else(|| silor_loggers(workload_seed)),
+            checkpoint: options
+                .silor_checkpoint
+                .unwrap_or_else(|| silor_checkpoint(workload_seed)),
+            checkpointers: options
+                .silor_checkpointers
+                .unwrap_or_else(|| silor_checkpointers(workload_seed)),
+        };
         Plan {
             seed,
             workload,
@@ -332,18 +382,8 @@ impl Plan {
             direct_log,
             zero_fill,
             scheme,
+            silor,
         }
-    }
-
-    /// The `silor` scheme's logger threads: one or two, by the seed.
-    pub fn silor_loggers(&self) -> usize {
-        1 + (self.workload_seed % 2) as usize
-    }
-
-    /// The `silor` scheme's checkpoint threads: one or two, by the seed
-    /// (checkpoints run continuously, so crashes land inside them).
-    pub fn silor_checkpointers(&self) -> usize {
-        1 + (self.workload_seed / 8 % 2) as usize
     }
 
     /// The `command` scheme's partitions: one or two, by the seed.
@@ -365,9 +405,10 @@ impl Plan {
             SchemeKind::Silor => {
                 let _ = write!(
                     s,
-                    "scheme silor, {} loggers, continuous checkpoints by {} threads, ",
-                    self.silor_loggers(),
-                    self.silor_checkpointers()
+                    "scheme silor, {} loggers, checkpoint {} by {} threads, ",
+                    self.silor.loggers,
+                    self.silor.checkpoint.name(),
+                    self.silor.checkpointers
                 );
             }
             SchemeKind::Command => {

@@ -489,6 +489,96 @@ fn the_log_stays_bounded_with_a_log_limit() {
     log_stays_bounded(SilorCheckpoint::LogLimit(64 << 10), 42);
 }
 
+/// After a crash the older generation's log files stay on disk until the
+/// first install; the log limit counts them, so a database reopened with
+/// more log than its limit checkpoints without new writes.
+#[test]
+fn the_log_limit_counts_the_logs_of_older_generations() {
+    let sim = SimStorage::new(44);
+    bank(&sim);
+    let db = Database::open(DIR, off(&sim)).unwrap();
+    let mut x = 44;
+    transfers(&db, &mut x, 3000);
+    assert!(db
+        .silor()
+        .unwrap()
+        .wait_all_durable(Duration::from_secs(10)));
+    let logged = db.stats().persistence.log.disk_bytes;
+    let limit = logged / 2;
+    assert!(
+        limit >= SilorOptions::MIN_LOG_LIMIT,
+        "{logged} bytes logged"
+    );
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::DropAll);
+    let db = Database::open(DIR, options(&sim, SilorCheckpoint::LogLimit(limit), 1)).unwrap();
+    let mut installed = 0;
+    for _ in 0..100 {
+        installed = db.stats().persistence.silor.checkpoints_installed;
+        if installed > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        installed > 0,
+        "{logged} bytes of the older generation against a limit of {limit}: no checkpoint"
+    );
+    let stats = db.stats().persistence.silor;
+    assert!(stats.log_bytes_deleted >= logged / 2, "{stats:?}");
+}
+
+/// A commit whose log append fails after its writes are installed is
+/// rolled back, and a walk running meanwhile copies its value, which never
+/// committed. That checkpoint is abandoned (counted), so a recovery does
+/// not bring the value back; the next one is installed.
+#[test]
+#[cfg(feature = "testing")]
+fn a_checkpoint_that_walked_a_rolled_back_value_is_abandoned() {
+    let sim = SimStorage::new(45);
+    bank(&sim);
+    let one = |sim: &SimStorage| options(sim, SilorCheckpoint::Off, 1);
+    let db = Database::open(DIR, one(&sim)).unwrap();
+    let silor = db.silor().unwrap();
+    let (installed_tx, installed_rx) = std::sync::mpsc::channel::<()>();
+    let (walked_tx, walked_rx) = std::sync::mpsc::channel::<()>();
+    silor.set_checkpoint_hook(Some(Arc::new(move |s| {
+        if matches!(s, CheckpointStage::Batch { .. }) {
+            let _ = walked_tx.send(());
+        }
+    })));
+    // The append fails once the first batch, account 0 in it, is walked.
+    silor.fail_next_append_for_tests(move || {
+        installed_tx.send(()).unwrap();
+        walked_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    });
+    let taken = std::thread::scope(|s| {
+        let committer = s.spawn(|| {
+            let t = db.table("accounts").unwrap();
+            let mut session = db.session();
+            let mut tx = session.begin().unwrap();
+            tx.update(&t, &0u32.to_be_bytes(), &999_999u64.to_be_bytes())
+                .unwrap();
+            tx.commit().map(|_| ())
+        });
+        installed_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+        let taken = db.silor().unwrap().checkpoint_now().unwrap();
+        assert!(committer.join().unwrap().is_err());
+        taken
+    });
+    db.silor().unwrap().set_checkpoint_hook(None);
+    let stats = db.stats().persistence.silor;
+    let (db, got) = crash_and_check(&sim, db, one);
+    assert_eq!(sum(&got["accounts"]), ACCOUNTS as u64 * START);
+    assert_eq!(
+        taken, None,
+        "the checkpoint that walked the value was installed"
+    );
+    assert_eq!(stats.checkpoints_abandoned, 1, "{stats:?}");
+    db.silor().unwrap().checkpoint_now().unwrap().unwrap();
+    crash_and_check(&sim, db, one);
+}
+
 #[test]
 fn options_are_validated_by_name() {
     let sim = SimStorage::new(51);

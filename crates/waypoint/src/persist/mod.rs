@@ -70,6 +70,11 @@ pub trait SessionLog: Send {
     fn end_rollback(&mut self) -> Result<()> {
         Ok(())
     }
+    /// A commit that had begun installing its writes under its TID was
+    /// rolled back (a failure half-way through the install, or in
+    /// `on_commit`), before `on_abort`: readers may have seen values that
+    /// never committed (`silor`'s checkpoint walk must not keep them).
+    fn after_install_rolled_back(&mut self) {}
     /// Whether the next `on_commit` is followed at once by a wait for its
     /// durability (a blocking commit, `Transaction::commit`): the log then
     /// need not wake its writer thread for the session's own partition,

@@ -64,6 +64,12 @@ pub(super) struct Loggers {
     wake: Condvar,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub pepoch_writes: AtomicU64,
+    /// Commits rolled back after they began installing their writes
+    /// (`SessionLog::after_install_rolled_back`).
+    pub install_rollbacks: AtomicU64,
+    /// Test-only: the next append fails after calling this.
+    #[cfg(feature = "testing")]
+    pub fail_next_append: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// Test-only: acknowledge commits without waiting for pepoch (a broken
     /// variant the crash tests must catch).
     pub broken_ack: AtomicBool,
@@ -94,6 +100,9 @@ impl Loggers {
             wake: Condvar::new(),
             thread: Mutex::new(None),
             pepoch_writes: AtomicU64::new(0),
+            install_rollbacks: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            fail_next_append: Mutex::new(None),
             broken_ack: AtomicBool::new(false),
         });
         let me = Arc::clone(&shared);
@@ -124,6 +133,21 @@ impl Loggers {
             fence(Ordering::SeqCst);
             if self.clock.current() == a {
                 return;
+            }
+        }
+    }
+
+    /// Test-only: an injected append failure, if one is armed (its
+    /// closure runs first).
+    #[cfg(feature = "testing")]
+    pub fn take_injected_append_failure(&self) -> Result<()> {
+        match self.fail_next_append.lock().take() {
+            None => Ok(()),
+            Some(before) => {
+                before();
+                Err(Error::Internal {
+                    what: "injected append failure".into(),
+                })
             }
         }
     }

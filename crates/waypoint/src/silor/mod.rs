@@ -98,16 +98,22 @@ pub struct SilorStats {
     pub loggers: Vec<LoggerStats>,
     /// Checkpoints begun, installed and failed (abandoned ones, by a
     /// close, count as begun only), the bytes of the installed ones'
-    /// files, the last one's bytes, rows and epoch range [el, eh], and the
-    /// log bytes deleted after installs.
+    /// files, the last one's bytes, rows, epoch range [el, eh] and time
+    /// from its start to its install, and the log bytes deleted after
+    /// installs.
     pub checkpoints_started: u64,
     pub checkpoints_installed: u64,
     pub checkpoints_failed: u64,
+    /// Given up before the install because a commit was rolled back
+    /// after its install began during the walk (a value of it may have
+    /// been walked); the trigger takes the next one.
+    pub checkpoints_abandoned: u64,
     pub checkpoint_bytes: u64,
     pub last_checkpoint_bytes: u64,
     pub last_checkpoint_rows: u64,
     pub last_checkpoint_el: u64,
     pub last_checkpoint_eh: u64,
+    pub last_checkpoint_duration: Duration,
     pub log_bytes_deleted: u64,
     /// Recovery at open: time loading the installed checkpoint, its bytes
     /// and rows; time scanning and replaying the logs, the log bytes read,
@@ -443,6 +449,14 @@ impl SilorScheme {
         self.loggers.broken_ack.store(broken, Ordering::Relaxed);
     }
 
+    /// Make the next commit's log append fail after its writes are
+    /// installed (so it is rolled back), calling `before` first, on the
+    /// committing thread (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn fail_next_append_for_tests(&self, before: impl FnOnce() + Send + 'static) {
+        *self.loggers.fail_next_append.lock() = Some(Box::new(before));
+    }
+
     /// Prune the logs below eh + 1 instead of el after installing a
     /// checkpoint: a broken variant the checkpoint tests must catch
     /// (`testing` feature only).
@@ -614,11 +628,13 @@ impl Scheme for SilorScheme {
                 checkpoints_started: c.started,
                 checkpoints_installed: c.installed,
                 checkpoints_failed: c.failed,
+                checkpoints_abandoned: c.abandoned,
                 checkpoint_bytes: c.bytes,
                 last_checkpoint_bytes: c.last_bytes,
                 last_checkpoint_rows: c.last_rows,
                 last_checkpoint_el: c.last_el,
                 last_checkpoint_eh: c.last_eh,
+                last_checkpoint_duration: c.last_duration,
                 log_bytes_deleted: c.log_bytes_deleted,
                 ..self.recovery.clone()
             },

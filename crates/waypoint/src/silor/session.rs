@@ -41,15 +41,25 @@ impl SilorSessionLog {
     }
 
     /// Append the entry in `self.buf` to the logger's stream, then
-    /// withdraw the session's `active` bound.
+    /// withdraw the session's `active` bound. On failure the bound stays
+    /// until `on_abort`: the commit's installed writes are rolled back
+    /// first (`after_install_rolled_back`).
     fn append(&mut self, epoch: u64) -> Result<()> {
         let logger: &Logger = &self.loggers.loggers[self.logger];
-        let result = self.loggers.check_healthy().and_then(|()| {
-            let mut mark = logger.mark.lock();
-            *mark = (*mark).max(epoch);
-            logger.stream.append_frames(&self.buf, 1, *mark).map(|_| ())
-        });
-        self.active.store(IDLE, Ordering::Release);
+        #[cfg(feature = "testing")]
+        let injected = self.loggers.take_injected_append_failure();
+        #[cfg(not(feature = "testing"))]
+        let injected = Ok(());
+        let result = injected
+            .and_then(|()| self.loggers.check_healthy())
+            .and_then(|()| {
+                let mut mark = logger.mark.lock();
+                *mark = (*mark).max(epoch);
+                logger.stream.append_frames(&self.buf, 1, *mark).map(|_| ())
+            });
+        if result.is_ok() {
+            self.active.store(IDLE, Ordering::Release);
+        }
         self.buf.clear();
         result
     }
@@ -79,6 +89,12 @@ impl SessionLog for SilorSessionLog {
         self.active.store(IDLE, Ordering::Release);
     }
 
+    fn after_install_rolled_back(&mut self) {
+        // Counted while the bound is still published: a checkpoint whose
+        // install waits for pepoch ≥ eh sees the count (`install`).
+        self.loggers.install_rollbacks.fetch_add(1, Ordering::SeqCst);
+    }
+
     fn on_commit(&mut self, commit: &CommitView<'_>) -> Result<()> {
         let tid = commit.tid();
         if tid == Tid::ZERO {
@@ -106,7 +122,11 @@ impl SessionLog for SilorSessionLog {
         let epoch = self.loggers.clock.current();
         let watermark = self.loggers.loggers[self.logger].stream.durable();
         entry::encode_catalog(&mut self.buf, watermark, epoch, change);
-        self.append(epoch)?;
+        if let Err(e) = self.append(epoch) {
+            // Nothing to roll back: the change poisons the database.
+            self.active.store(IDLE, Ordering::Release);
+            return Err(e);
+        }
         self.pending = self.pending.max(epoch);
         Ok(())
     }

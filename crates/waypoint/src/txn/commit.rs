@@ -152,12 +152,16 @@ impl Transaction<'_> {
         // commit builds on what it left.
         db.check_open()?;
         let mut undo = Vec::new();
-        let mut result = self.install(&db, me, &mut undo);
+        let mut installing = false;
+        let mut result = self.install(&db, me, &mut undo, &mut installing);
         if result.is_err() {
             if let Err(full) = self.rollback(&db, &mut undo) {
                 // The rollback is complete in memory, but the log filled up
                 // meanwhile: say so rather than "conflict, retry".
                 result = Err(full);
+            }
+            if installing {
+                self.session.log.after_install_rolled_back();
             }
         }
         drop(locks);
@@ -165,7 +169,14 @@ impl Transaction<'_> {
     }
 
     /// Steps 2-5 of the protocol, under the write-set locks.
-    fn install(&mut self, db: &DbShared, me: u64, undo: &mut Vec<Undo>) -> Result<Tid> {
+    /// `installing` is set once writes under the new TID begin.
+    fn install(
+        &mut self,
+        db: &DbShared,
+        me: u64,
+        undo: &mut Vec<Undo>,
+        installing: &mut bool,
+    ) -> Result<Tid> {
         let placeholder = Tid::placeholder(me);
         let log = self.session.log.page_log();
         let pool = &db.pool;
@@ -261,6 +272,7 @@ impl Transaction<'_> {
         let log_index_writes = self.session.log.wants_index_writes();
         let mut index_writes = Vec::new();
         // Install.
+        *installing = true;
         for (key, w, current, index_changes, hint) in &plans {
             let tree = w.table.tree;
             match (&w.value, current) {

@@ -150,24 +150,107 @@ impl BTree {
     }
 }
 
+/// The deeper split stops at the first level with this many keys per
+/// part: each part then takes about as many subtrees, so the parts differ
+/// by about one subtree in this many.
+const SPLIT_KEYS_PER_PART: usize = 8;
+
+/// Optimistic tries of the deeper split before falling back to the root's
+/// separators (read under a shared latch).
+const SPLIT_TRIES: usize = 16;
+
 impl BTree {
     /// Up to `parts - 1` keys, ascending, that split the tree's key space
-    /// into about `parts` ranges of similar size: separators of the root
-    /// (none if the root is a leaf). Read under a shared latch; the tree
-    /// may change right after, which only makes the split less even. For
-    /// walkers that each take a range (`silor::checkpoint`).
+    /// into about `parts` ranges of similar size, for walkers that each
+    /// take a range (`silor::checkpoint`). The root's separators alone give
+    /// uneven parts (none when the root is a leaf, a handful when it has
+    /// few children), so this descends level by level, reading each level
+    /// whole, until a level holds [`SPLIT_KEYS_PER_PART`] keys per part or
+    /// is the leaves, and takes evenly spaced keys of that level. Nodes are
+    /// read optimistically and validated, restarting from the root when
+    /// one changed; the tree may change right after, which only makes the
+    /// split less even.
     pub fn split_keys(&self, pool: &BufferPool, parts: usize) -> Result<Vec<Vec<u8>>> {
+        let parts = parts.max(1);
+        if parts == 1 {
+            return Ok(Vec::new());
+        }
+        for _ in 0..SPLIT_TRIES {
+            if let Some(keys) = self.level_keys(pool, parts * SPLIT_KEYS_PER_PART)? {
+                return Ok(spaced(keys, parts));
+            }
+        }
         let guard = pool.shared(self.root)?;
         if super::page_kind(guard.data()) != Some(crate::buffer::page::PageKind::BtreeInner) {
             return Ok(Vec::new());
         }
         let n = Node::new(guard.data());
-        let count = n.count();
-        let parts = parts.max(1);
-        let mut out: Vec<Vec<u8>> = (1..parts)
-            .filter_map(|p| n.key(p * count / parts).map(<[u8]>::to_vec))
+        let keys = (0..n.count())
+            .filter_map(|i| n.key(i).map(<[u8]>::to_vec))
             .collect();
-        out.dedup();
-        Ok(out)
+        Ok(spaced(keys, parts))
     }
+
+    /// The keys, in order, of the first level from the root that holds at
+    /// least `want` of them, or of the leaves; `None` if a node changed
+    /// while read.
+    fn level_keys(&self, pool: &BufferPool, want: usize) -> Result<Option<Vec<Vec<u8>>>> {
+        use crate::buffer::page::PageKind;
+        let mut level = vec![pool.optimistic(self.root)?];
+        loop {
+            let mut keys = Vec::new();
+            let mut children = Vec::new();
+            let mut leaves = false;
+            for (j, g) in level.iter().enumerate() {
+                let n = Node::new(g.data());
+                match super::page_kind(g.data()) {
+                    Some(PageKind::BtreeLeaf) => leaves = true,
+                    Some(PageKind::BtreeInner) => {
+                        children.extend((0..=n.count()).map(|i| (n.child(i), j)));
+                    }
+                    _ => return Ok(None),
+                }
+                keys.extend((0..n.count()).filter_map(|i| n.key(i).map(<[u8]>::to_vec)));
+                if !g.validate() {
+                    return Ok(None);
+                }
+            }
+            if leaves || keys.len() >= want {
+                return Ok(Some(keys));
+            }
+            let mut next = Vec::with_capacity(children.len());
+            for (child, parent) in children {
+                let parent = &level[parent];
+                let Some(child) = child else {
+                    return Ok(None);
+                };
+                // A child read after its parent changed may be freed (its
+                // stale image may not even load): start again.
+                let guard = match pool.optimistic(child) {
+                    Ok(g) => g,
+                    Err(_) if !parent.validate() => return Ok(None),
+                    Err(e) => return Err(e),
+                };
+                if !parent.validate() {
+                    return Ok(None);
+                }
+                next.push(guard);
+            }
+            level = next;
+        }
+    }
+}
+
+/// `parts - 1` of `keys`, evenly spaced, ascending, without repeats.
+fn spaced(mut keys: Vec<Vec<u8>>, parts: usize) -> Vec<Vec<u8>> {
+    // Nodes validated one by one may still disagree (a split between two
+    // reads): order them, a split point only needs to be a key.
+    keys.sort();
+    keys.dedup();
+    let m = keys.len();
+    let mut out: Vec<Vec<u8>> = (1..parts)
+        .filter_map(|p| keys.get(p * m / parts).cloned())
+        .collect();
+    out.dedup();
+    out
 }

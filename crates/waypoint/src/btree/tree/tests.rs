@@ -312,3 +312,40 @@ fn keys_inserted_in_order_fill_their_pages() {
         pool.stop();
     }
 }
+
+/// Rows of each range `split_keys` makes.
+fn part_sizes(tree: &BTree, pool: &BufferPool, splits: &[Vec<u8>]) -> Vec<usize> {
+    let mut sizes = vec![0; splits.len() + 1];
+    tree.scan(pool, Bound::Unbounded, Bound::Unbounded, false, &mut |k, _, _| {
+        sizes[splits.partition_point(|s| s.as_slice() <= k)] += 1;
+        true
+    })
+    .unwrap();
+    sizes
+}
+
+#[test]
+fn split_keys_gives_even_parts_whatever_the_trees_height() {
+    let pool = pool(512, 4096);
+    // A root that is a leaf, a root with a few leaves, a root with many.
+    for n in [100u64, 500, 20_000] {
+        let tree = BTree::create(&pool, &NoLog).unwrap();
+        for i in 0..n {
+            tree.insert(&pool, &NoLog, &key(i), Tid::new(i), &[1; 8], None)
+                .unwrap();
+        }
+        for parts in [2usize, 4, 8, 32] {
+            let splits = tree.split_keys(&pool, parts).unwrap();
+            assert_eq!(splits.len(), parts - 1, "{n} rows, {parts} parts");
+            assert!(splits.windows(2).all(|w| w[0] < w[1]));
+            let sizes = part_sizes(&tree, &pool, &splits);
+            let even = n as usize / parts;
+            // About one subtree (a leaf, or a node of leaves) per
+            // SPLIT_KEYS_PER_PART keys of the level split: within half.
+            assert!(
+                sizes.iter().all(|&s| s * 2 >= even && s <= even * 3 / 2 + 1),
+                "{n} rows in {parts} parts: {sizes:?}"
+            );
+        }
+    }
+}

@@ -31,6 +31,15 @@ pub(super) fn install(ck: &Checkpointer, taken: &Taken) -> Result<Option<Install
             return Ok(None);
         }
     }
+    // pepoch ≥ eh: every commit that was installing during the walk has
+    // ended (its epoch bound, at most eh, is withdrawn only after a
+    // rollback counts itself). One rolled back may have had a value
+    // walked that never committed: this checkpoint cannot be trusted.
+    if ck.loggers.install_rollbacks.load(Ordering::SeqCst) != taken.rollbacks {
+        ck.counters.lock().abandoned += 1;
+        tracing::debug!(id = taken.id, "silor checkpoint abandoned: a commit rolled back after installing during the walk");
+        return Ok(None);
+    }
     let installed = Installed {
         id: taken.id,
         el: taken.el,
@@ -71,10 +80,22 @@ pub(super) fn prune(ck: &Checkpointer, installed: &Installed) -> Result<()> {
             remove_synced(storage, &path)?;
         }
     }
+    ck.sealed_log_bytes.store(0, Ordering::Relaxed);
     debug_assert!(storage.exists(&generation_dir(&ck.dir, current)));
     remove_other_checkpoints(storage, &ck.dir, Some(installed.id))?;
     ck.counters.lock().log_bytes_deleted += deleted;
     Ok(())
+}
+
+/// Bytes of the generations older than the one being written.
+pub(super) fn sealed_generation_bytes(ck: &Checkpointer) -> Result<u64> {
+    let storage = ck.storage.as_ref();
+    let current = ck.loggers.generation();
+    Ok(generations(storage, &ck.dir)?
+        .into_iter()
+        .filter(|(g, _)| *g < current)
+        .map(|(_, path)| dir_bytes(storage, &path))
+        .sum())
 }
 
 /// Remove every checkpoint directory but `keep`'s.

@@ -37,7 +37,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-
 /// The checkpoints' directory inside `silor/`.
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
 /// The catalog file of a checkpoint.
@@ -80,12 +79,17 @@ pub(super) struct Counters {
     pub started: u64,
     pub installed: u64,
     pub failed: u64,
+    /// Given up before the install: a commit rolled back after its
+    /// install began while the walk ran.
+    pub abandoned: u64,
     /// Bytes of every checkpoint file written.
     pub bytes: u64,
     pub last_bytes: u64,
     pub last_rows: u64,
     pub last_el: u64,
     pub last_eh: u64,
+    /// The last installed one's time from its start to its install.
+    pub last_duration: Duration,
     pub log_bytes_deleted: u64,
 }
 
@@ -104,6 +108,10 @@ pub(super) struct Checkpointer {
     wake: Condvar,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub counters: Mutex<Counters>,
+    /// Bytes of the older generations' log files (left by crashes since
+    /// the last clean close), counted towards `SilorCheckpoint::LogLimit`
+    /// until the first install deletes them.
+    sealed_log_bytes: AtomicU64,
     /// Test-only: prune the logs below eh + 1 instead of el.
     pub broken_prune: AtomicBool,
     pub hook: Mutex<Option<StageHook>>,
@@ -130,6 +138,7 @@ impl Checkpointer {
             wake: Condvar::new(),
             thread: Mutex::new(None),
             counters: Mutex::new(Counters::default()),
+            sealed_log_bytes: AtomicU64::new(0),
             broken_prune: AtomicBool::new(false),
             hook: Mutex::new(None),
         })
@@ -150,8 +159,13 @@ impl Checkpointer {
     /// `SilorCheckpoint::Off`).
     pub fn start(self: &Arc<Self>, db: Weak<DbShared>) -> Result<()> {
         *self.db.lock() = Some(db);
-        if self.options.checkpoint == SilorCheckpoint::Off {
-            return Ok(());
+        match self.options.checkpoint {
+            SilorCheckpoint::Off => return Ok(()),
+            SilorCheckpoint::LogLimit(_) => {
+                let bytes = install::sealed_generation_bytes(self)?;
+                self.sealed_log_bytes.store(bytes, Ordering::Relaxed);
+            }
+            SilorCheckpoint::Continuous { .. } => {}
         }
         let me = Arc::clone(self);
         let handle = std::thread::Builder::new()
@@ -175,13 +189,16 @@ impl Checkpointer {
         }
     }
 
-    /// Log bytes on disk in the loggers' current files.
+    /// Log bytes on disk: the loggers' current files and (under the log
+    /// limit) the older generations' until an install deletes them.
     pub fn log_bytes(&self) -> u64 {
-        self.loggers
+        let current: u64 = self
+            .loggers
             .loggers
             .iter()
             .map(|l| l.stream.disk_bytes())
-            .sum()
+            .sum();
+        current + self.sealed_log_bytes.load(Ordering::Relaxed)
     }
 
     fn due(&self, last_start: Option<Instant>) -> bool {
@@ -233,6 +250,7 @@ impl Checkpointer {
     /// Take, install and prune one checkpoint; `None` if stopped first.
     pub fn checkpoint(&self, db: &DbShared) -> Result<Option<super::pepoch::Installed>> {
         let _one = self.running.lock();
+        let started = Instant::now();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.counters.lock().started += 1;
         let Some(taken) = walk::take(self, db, id)? else {
@@ -242,6 +260,7 @@ impl Checkpointer {
         let Some(installed) = install::install(self, &taken)? else {
             return Ok(None);
         };
+        self.counters.lock().last_duration = started.elapsed();
         self.stage(CheckpointStage::Installed);
         install::prune(self, &installed)?;
         self.stage(CheckpointStage::Pruned);

@@ -42,6 +42,8 @@ pub(super) struct Taken {
     pub eh: u64,
     pub bytes: u64,
     pub rows: u64,
+    /// `Loggers::install_rollbacks` before the walk began.
+    pub rollbacks: u64,
 }
 
 /// The meta record of the catalog file: the generation and logger-0
@@ -79,6 +81,9 @@ pub(super) fn take(ck: &Checkpointer, db: &DbShared, id: u64) -> Result<Option<T
     let dir = checkpoint_dir(&ck.dir, id);
     create_dir(storage, &ck.dir.join(super::CHECKPOINTS_DIR))?;
     create_dir(storage, &dir)?;
+    // Before any row is read: a commit rolled back after its install
+    // began from here on may have had a value walked (`install`).
+    let rollbacks = ck.loggers.install_rollbacks.load(Ordering::SeqCst);
     // Catalog, el and the catalog's log position, at one instant.
     let catalog = db.catalog.lock();
     let el = ck.loggers.low_epoch();
@@ -144,6 +149,7 @@ pub(super) fn take(ck: &Checkpointer, db: &DbShared, id: u64) -> Result<Option<T
         eh,
         bytes,
         rows,
+        rollbacks,
     }))
 }
 
