@@ -292,7 +292,7 @@ pub struct SnapshotFiles {
     /// Named by the meta file.
     pub installed: bool,
     /// (path, bytes, rows, or why the file does not read whole).
-    pub files: Vec<(PathBuf, u64, std::result::Result<u64, String>)>,
+    pub files: Vec<crate::persist::resident::snapshot_file::ListedFile>,
 }
 
 /// Read `command/` below `dir` (reads only).
@@ -313,24 +313,11 @@ pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<CommandFiles> {
     let installed_id = installed.as_ref().and_then(|i| i.as_ref().ok()).map(|i| i.0);
     let mut out = Vec::new();
     for (id, path) in snapshots(storage, &command)? {
-        let mut files = Vec::new();
-        let mut names = storage.list_dir(&path)?;
-        names.sort();
-        for f in names {
-            let bytes = storage
-                .open(&f, crate::io::OpenMode::ReadOnly)
-                .and_then(|h| h.len())
-                .unwrap_or(0);
-            let rows = crate::persist::resident::snapshot_file::read(
-                storage,
-                &f,
-                crate::persist::SchemeKind::Command,
-                &mut |_| Ok(()),
-            )
-            .map(|r| r.rows)
-            .map_err(|e| e.to_string());
-            files.push((f, bytes, rows));
-        }
+        let files = crate::persist::resident::snapshot_file::list_dir(
+            storage,
+            &path,
+            crate::persist::SchemeKind::Command,
+        )?;
         out.push(SnapshotFiles {
             id,
             installed: installed_id == Some(id),

@@ -378,6 +378,30 @@ pub struct Read {
     pub bytes: u64,
 }
 
+/// A file of a checkpoint or snapshot directory as `waypoint inspect`
+/// shows it: path, size, and its rows or why it does not read whole.
+pub type ListedFile = (std::path::PathBuf, u64, std::result::Result<u64, String>);
+
+/// The files of a checkpoint or snapshot directory, in name order.
+/// Reads only.
+pub fn list_dir(storage: &dyn Storage, dir: &Path, scheme: SchemeKind) -> Result<Vec<ListedFile>> {
+    let mut names = storage.list_dir(dir)?;
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|f| {
+            let bytes = storage
+                .open(&f, OpenMode::ReadOnly)
+                .and_then(|h| h.len())
+                .unwrap_or(0);
+            let rows = read(storage, &f, scheme, &mut |_| Ok(()))
+                .map(|r| r.rows)
+                .map_err(|e| e.to_string());
+            (f, bytes, rows)
+        })
+        .collect())
+}
+
 /// Read the whole file at `path`, written by `scheme`, handing each
 /// record but the end to `visit` in file order; refuses a file that is
 /// not whole (see the module invariant).

@@ -307,7 +307,7 @@ pub struct CheckpointFiles {
     /// Named by the pepoch file.
     pub installed: bool,
     /// (path, bytes, rows, or why the file does not read whole).
-    pub files: Vec<(PathBuf, u64, std::result::Result<u64, String>)>,
+    pub files: Vec<crate::persist::resident::snapshot_file::ListedFile>,
 }
 
 /// Read `silor/` below `dir` (reads only).
@@ -338,24 +338,11 @@ pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<SilorFiles> {
         .map(|c| c.0);
     let mut out = Vec::new();
     for (id, path) in checkpoints(storage, &silor)? {
-        let mut files = Vec::new();
-        let mut names = storage.list_dir(&path)?;
-        names.sort();
-        for f in names {
-            let bytes = storage
-                .open(&f, crate::io::OpenMode::ReadOnly)
-                .and_then(|h| h.len())
-                .unwrap_or(0);
-            let rows = crate::persist::resident::snapshot_file::read(
-                storage,
-                &f,
-                crate::persist::SchemeKind::Silor,
-                &mut |_| Ok(()),
-            )
-            .map(|r| r.rows)
-            .map_err(|e| e.to_string());
-            files.push((f, bytes, rows));
-        }
+        let files = crate::persist::resident::snapshot_file::list_dir(
+            storage,
+            &path,
+            crate::persist::SchemeKind::Silor,
+        )?;
         out.push(CheckpointFiles {
             id,
             installed: installed == Some(id),
