@@ -241,7 +241,7 @@ impl Database {
         Arc::downgrade(&self.inner.shared)
     }
 
-    fn ddl_guard(&self) -> Result<parking_lot::RwLockWriteGuard<'_, ()>> {
+    fn ddl_guard(&self) -> Result<crate::txn::quiesce::Exclusive<'_>> {
         self.inner.shared.check_writable()?;
         Ok(self.inner.shared.quiesce.write())
     }
@@ -452,8 +452,8 @@ impl Database {
     pub fn stats(&self) -> Stats {
         let c = &self.inner.shared.counters;
         Stats {
-            commits: c.commits.load(Ordering::Relaxed),
-            aborts: c.aborts.load(Ordering::Relaxed),
+            commits: c.commits.sum(),
+            aborts: c.aborts.sum(),
             page_size: self.inner.page_size,
             pool: self.inner.shared.pool.stats(),
             persistence: self.inner.shared.scheme.stats(),

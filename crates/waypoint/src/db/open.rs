@@ -26,7 +26,7 @@ use crate::persist::{UncleanMark, NoneOpening, OpenContext, Opening, SchemeKind}
 use crate::txn::epoch::{EpochClock, SYSTEM_SLOT};
 use crate::txn::locks::{LockTable, SlotPool};
 use crate::txn::shared::{Counters, DbShared};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::Arc;
@@ -265,7 +265,7 @@ impl Database {
             slots: SlotPool::new(),
             epoch,
             counters: Counters::default(),
-            quiesce: RwLock::new(()),
+            quiesce: Default::default(),
             catalog: Mutex::new(catalog),
             procedures: options.procedures.clone(),
             closed: AtomicBool::new(false),

@@ -16,7 +16,6 @@ use crate::catalog;
 use crate::error::{Error, Result};
 use crate::ids::Tid;
 use crate::persist::{CommitView, DurableWait, IndexWrite, ProcedureCall, WriteSet, WriteView};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The write set as the session's log sees it.
@@ -118,7 +117,7 @@ impl Transaction<'_> {
                     .db
                     .counters
                     .commits
-                    .fetch_add(1, Ordering::Relaxed);
+                    .add(self.session.slot, 1);
             }
             Err(_) => self.finish_abort(),
         }
@@ -126,8 +125,10 @@ impl Transaction<'_> {
     }
 
     fn commit_inner(&mut self) -> Result<CommitInfo> {
-        let db = Arc::clone(&self.session.db);
-        let _quiesce = db.quiesce.read();
+        // The session's own handle: cloning the database's `Arc` itself
+        // wrote to a line every session writes (decision 032).
+        let db = Arc::clone(&self.session.own_db);
+        let _quiesce = db.quiesce.read_as(self.session.slot);
         db.check_open()?;
         if self.writes.is_empty() {
             let me = self.session.next_owner();

@@ -29,6 +29,7 @@
 mod commit;
 pub mod epoch;
 pub(crate) mod locks;
+pub(crate) mod quiesce;
 mod session;
 pub(crate) mod shared;
 mod transaction;

@@ -19,6 +19,12 @@ use std::sync::Arc;
 /// with [`crate::Database::session`]; it is `Send`, not `Sync`.
 pub struct Session {
     pub(crate) db: Arc<DbShared>,
+    /// The same database through an `Arc` of this session's own, for what
+    /// must hold it across `&mut self` calls (the commit): its reference
+    /// count is written by this session only, where cloning `db` wrote to
+    /// a line every session writes
+    /// (docs/decisions/032-no-shared-writes-on-the-commit-path.md).
+    pub(super) own_db: Arc<OwnDb>,
     pub(super) id: u32,
     /// Low bits of this session's TIDs; unique among live sessions.
     pub(super) slot: u16,
@@ -27,10 +33,23 @@ pub struct Session {
     pub(super) log: Box<dyn SessionLog>,
 }
 
+/// The database behind an `Arc` of one session's own ([`Session`]'s
+/// `own_db`).
+pub(super) struct OwnDb(Arc<DbShared>);
+
+impl std::ops::Deref for OwnDb {
+    type Target = Arc<DbShared>;
+
+    fn deref(&self) -> &Arc<DbShared> {
+        &self.0
+    }
+}
+
 impl Session {
     pub(crate) fn new(db: Arc<DbShared>, id: u32) -> Self {
         let slot = db.slots.acquire();
         Session {
+            own_db: Arc::new(OwnDb(Arc::clone(&db))),
             db,
             id,
             slot,

@@ -12,14 +12,17 @@ use super::locks::{LockTable, SlotPool};
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::persist::Scheme;
-use parking_lot::{Mutex, RwLock};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use super::quiesce::Quiesce;
+use crate::sync::StripedCounter;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// Striped by session slot: every commit adds to them.
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub commits: AtomicU64,
-    pub aborts: AtomicU64,
+    pub commits: StripedCounter,
+    pub aborts: StripedCounter,
 }
 
 /// State shared by the database handle and its sessions.
@@ -33,7 +36,7 @@ pub(crate) struct DbShared {
     pub counters: Counters,
     /// Commits hold it shared; close and DDL that must see no commit in
     /// flight hold it exclusively.
-    pub quiesce: RwLock<()>,
+    pub quiesce: Quiesce,
     /// Tables and indexes by name (DDL changes it under `quiesce`).
     pub catalog: Mutex<crate::catalog::Catalog>,
     /// The stored procedures the database was opened with.

@@ -15,7 +15,6 @@ use crate::error::{Error, Result};
 use crate::ids::Tid;
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub(super) struct PointRead {
@@ -509,7 +508,7 @@ impl Transaction<'_> {
                 .db
                 .counters
                 .aborts
-                .fetch_add(1, Ordering::Relaxed);
+                .add(self.session.slot, 1);
         }
     }
 }

@@ -284,6 +284,13 @@ impl Partition {
         self.note_at(end, tid.get());
     }
 
+    /// [`Partition::note_commit`], and if `request` a flush request up to
+    /// `end`, under one lock.
+    #[inline]
+    pub fn note_commit_and_request(&self, tid: Tid, end: LogPos, request: bool) {
+        self.note_at_and_request(end, tid.get(), request);
+    }
+
     /// A remote-dependent commit is durable only once its dependencies are:
     /// its session reports it after waiting for them.
     #[inline]

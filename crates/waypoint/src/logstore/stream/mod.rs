@@ -35,7 +35,7 @@ pub use failure::FullFlag;
 pub use files::SEGMENT_SIZE;
 pub use reserve::Reserved;
 pub use ring::CHUNK_SIZE;
-pub use writer::{GROUP_WINDOW, SYNC_BATCH, SYNC_INTERVAL};
+pub use writer::{GROUP_WINDOW, SYNC_BATCH, SYNC_INTERVAL, SYNC_REQUESTS};
 
 use super::frame;
 use crate::error::{Error, IoOp, Result};
@@ -304,6 +304,22 @@ impl Stream {
             self.durable_note.fetch_max(value, Ordering::AcqRel);
         } else {
             s.notes.push_back((end, value));
+        }
+    }
+
+    /// [`Stream::note_at`] and, if `request`, [`Stream::request_flush`] of
+    /// `end`, under one acquisition of the stage-1 lock (a commit did
+    /// three a record: append, note, request; each one the writer held
+    /// could park the committer).
+    pub fn note_at_and_request(&self, end: LogPos, value: u64, request: bool) {
+        let mut s = self.stage1.lock();
+        if self.durable() >= end {
+            self.durable_note.fetch_max(value, Ordering::AcqRel);
+            return;
+        }
+        s.notes.push_back((end, value));
+        if request {
+            self.request_locked(&mut s, end);
         }
     }
 

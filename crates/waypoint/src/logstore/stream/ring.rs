@@ -54,6 +54,9 @@ pub(super) struct Stage1 {
     pub free: Vec<Vec<u8>>,
     /// Position the writer has been asked to make durable.
     pub flush_requested: LogPos,
+    /// Flush requests that raised `flush_requested` since the last write
+    /// began: commits waiting for a sync.
+    pub requests: usize,
     /// Notes appended and not yet durable: (end position, value)
     /// ([`super::Stream::note_at`]).
     pub notes: VecDeque<(LogPos, u64)>,
@@ -94,6 +97,7 @@ impl Stage1 {
             full: VecDeque::new(),
             free: Vec::new(),
             flush_requested: end,
+            requests: 0,
             notes: VecDeque::new(),
             shutdown: false,
             blocked: 0,

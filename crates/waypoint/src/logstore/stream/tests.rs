@@ -154,14 +154,42 @@ fn sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch() {
     assert!(p.durable() >= own);
     assert_eq!(p.stats().syncs, syncs + 2);
     assert_eq!(p.stats().committer_syncs, 1, "the committer's own sync");
-    // A batch of SYNC_BATCH bytes ends it too, without a waiter.
-    let mut end = append(100);
-    p.request_flush(end);
-    while end.bytes_since(own) < SYNC_BATCH as u64 {
+    // A batch of SYNC_BATCH bytes ends it too, without a waiter: one
+    // request, held, then appends (not requested) that reach the batch.
+    let requested = append(100);
+    p.request_flush(requested);
+    let mut end = requested;
+    while end.bytes_since(own) + 4100 < SYNC_BATCH as u64 {
         end = append(4000);
-        p.request_flush(end);
     }
-    assert!(durable_within(&p, end, std::time::Duration::from_secs(60)));
+    assert!(!durable_within(
+        &p,
+        requested,
+        std::time::Duration::from_millis(200)
+    ));
+    append(4000);
+    assert!(durable_within(
+        &p,
+        requested,
+        std::time::Duration::from_secs(60)
+    ));
+    // So does a batch of SYNC_REQUESTS requests (small commits gather far
+    // faster than SYNC_BATCH bytes), and one request fewer does not.
+    let syncs = p.stats().syncs;
+    let mut last = requested;
+    for _ in 0..SYNC_REQUESTS - 1 {
+        last = append(100);
+        p.request_flush(last);
+    }
+    assert!(!durable_within(
+        &p,
+        last,
+        std::time::Duration::from_millis(200)
+    ));
+    assert_eq!(p.stats().syncs, syncs, "no sync for one request fewer");
+    let last = append(100);
+    p.request_flush(last);
+    assert!(durable_within(&p, last, std::time::Duration::from_secs(60)));
 }
 
 #[test]

@@ -31,6 +31,11 @@ pub const SYNC_INTERVAL: Duration = Duration::from_millis(2);
 /// Log bytes waiting for a sync that end a pacing pause early: a batch this
 /// large is worth its sync already.
 pub const SYNC_BATCH: usize = 128 << 10;
+/// Flush requests (commits) waiting for a sync that end a pacing pause
+/// early: at hundreds of thousands of small commits a second they gather
+/// far faster than `SYNC_BATCH` bytes, and a pipelined session's window
+/// would fill and block before the interval ended.
+pub const SYNC_REQUESTS: usize = 32;
 // A full chunk is sealed, and ends a pause anyway: a batch as large as a
 // chunk would never end one by itself.
 const _: () = assert!(SYNC_BATCH < CHUNK_SIZE);
@@ -61,12 +66,22 @@ impl Stream {
     /// Ask the writer to make everything up to `position` durable, without
     /// waiting.
     pub fn request_flush(&self, position: LogPos) {
+        if self.durable() >= position {
+            return;
+        }
         let mut s = self.stage1.lock();
+        self.request_locked(&mut s, position);
+    }
+
+    /// `request_flush` with the stage-1 lock held.
+    pub(super) fn request_locked(&self, s: &mut Stage1, position: LogPos) {
         if position > s.flush_requested {
             s.flush_requested = position;
-            // A pacing writer syncs this when its interval ends: waking it
-            // now would only cost the committer a system call.
-            if s.writer != WriterWait::Pacing {
+            s.requests += 1;
+            // A pacing writer syncs this when its interval ends, or once
+            // a batch of requests waits: waking it sooner would only cost
+            // the committer a system call.
+            if s.writer != WriterWait::Pacing || s.requests == SYNC_REQUESTS {
                 self.work.notify_one();
             }
         }
@@ -227,7 +242,9 @@ impl Stream {
                         s.flush_requested = s.flush_requested.max(self.lazy_requested());
                         continue;
                     }
-                    let batch_ready = !s.full.is_empty() || s.current.bytes.len() >= SYNC_BATCH;
+                    let batch_ready = !s.full.is_empty()
+                        || s.current.bytes.len() >= SYNC_BATCH
+                        || s.requests >= SYNC_REQUESTS;
                     if s.blocked == 0 && !s.shutdown && !batch_ready {
                         // Sync pacing: within the sync interval of the last
                         // sync, and while nobody is blocked on the log,
@@ -237,7 +254,8 @@ impl Stream {
                         // a sync per few commits (on a virtual disk they
                         // also cost the vCPUs steal time; docs/decisions/
                         // 012-sync-pacing.md). A blocked waiter ends the pause,
-                        // and so does a batch of SYNC_BATCH bytes.
+                        // and so does a batch of SYNC_BATCH bytes or of
+                        // SYNC_REQUESTS requests (decision 032).
                         if let Some(rest) = self.pace(last_sync) {
                             self.writer_waits(&mut s, WriterWait::Pacing, Some(rest));
                             continue;
@@ -318,5 +336,6 @@ fn begin_write(s: &mut Stage1) -> VecDeque<Chunk> {
         "one write at a time keeps chunks in stream order"
     );
     s.writing = true;
+    s.requests = 0;
     s.take_writable()
 }

@@ -28,7 +28,6 @@ use crate::ids::{LogPos, Tid};
 use crate::persist::CommitView;
 use crate::wal::partition::Partition;
 use crate::wal::record::{self, RecordBody};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// How a commit becomes durable before it is acknowledged.
@@ -92,7 +91,12 @@ impl CommitProtocol {
 /// What a commit still has to wait for before it is acknowledged.
 #[derive(Debug, Clone)]
 pub struct CommitTicket {
-    pub(super) targets: Vec<(Arc<Partition>, LogPos)>,
+    /// The session's view of the open partitions (`view`): cloning it
+    /// writes only to the session's own reference count.
+    parts: Arc<[Arc<Partition>]>,
+    /// (index into `parts`, position), the commit's own partition first
+    /// (unless it has none: a read-only or rollback wait).
+    targets: Vec<(u32, LogPos)>,
     /// A remote-dependent commit's TID, published as durable after the
     /// wait (its own partition alone does not make it durable).
     pub(super) remote_tid: Option<Tid>,
@@ -111,22 +115,51 @@ impl crate::persist::DurableWait for CommitTicket {
 }
 
 impl CommitTicket {
+    pub(super) fn new(
+        parts: &Arc<[Arc<Partition>]>,
+        targets: Vec<(u32, LogPos)>,
+        remote_tid: Option<Tid>,
+        sync_own: bool,
+    ) -> Self {
+        debug_assert!(targets.iter().all(|&(i, _)| (i as usize) < parts.len()));
+        CommitTicket {
+            parts: Arc::clone(parts),
+            targets,
+            remote_tid,
+            sync_own,
+        }
+    }
+
+    /// The partitions and positions to wait for, in order.
+    pub(super) fn targets(&self) -> impl Iterator<Item = (&Arc<Partition>, LogPos)> + '_ {
+        self.targets
+            .iter()
+            .map(|&(i, pos)| (&self.parts[i as usize], pos))
+    }
+
     pub fn is_durable(&self) -> bool {
-        self.targets.iter().all(|(p, pos)| p.durable() >= *pos)
+        self.targets().all(|(p, pos)| p.durable() >= pos)
     }
 
     pub fn wait(&self) -> Result<()> {
-        for (i, (p, pos)) in self.targets.iter().enumerate() {
+        for (i, (p, pos)) in self.targets().enumerate() {
             if i == 0 && self.sync_own {
-                p.sync_to(*pos)?;
+                p.sync_to(pos)?;
             } else {
-                p.wait_durable(*pos)?;
+                p.wait_durable(pos)?;
             }
         }
-        if let (Some(tid), Some((own, _))) = (self.remote_tid, self.targets.first()) {
+        if let (Some(tid), Some((own, _))) = (self.remote_tid, self.targets().next()) {
             own.mark_commit_durable(tid);
         }
         Ok(())
+    }
+
+    /// Ask each target's writer to flush (without waiting).
+    pub(super) fn request_flushes(&self) {
+        for (p, pos) in self.targets() {
+            p.request_flush(pos);
+        }
     }
 }
 
@@ -149,7 +182,8 @@ impl WalSessionLog {
                         && tid.epoch() >= self.wal.first_epoch()
                 });
         }
-        let parts = self.wal.partitions.read();
+        let mut view = self.view.borrow_mut();
+        view.refresh(&self.wal);
         for &tid in observed {
             let writer = tid.slot();
             // A TID of an epoch before this process started was made
@@ -159,8 +193,8 @@ impl WalSessionLog {
                 continue;
             }
             // No partition: written before this process started, durable.
-            if let Some(Some(p)) = parts.get(writer as usize) {
-                if p.durable_commit_tid() < tid {
+            if let Some(i) = view.index_of(&self.wal, u32::from(writer)) {
+                if view.list()[i].durable_commit_tid() < tid {
                     return true;
                 }
             }
@@ -197,7 +231,7 @@ impl WalSessionLog {
         let mut chained: Option<CommitTicket> = None;
         if let Some(prev) = &self.unresolved_remote {
             if prev.is_durable() {
-                if let (Some(t), Some((own, _))) = (prev.remote_tid, prev.targets.first()) {
+                if let (Some(t), Some((own, _))) = (prev.remote_tid, prev.targets().next()) {
                     own.mark_commit_durable(t);
                 }
                 self.unresolved_remote = None;
@@ -216,6 +250,9 @@ impl WalSessionLog {
             chained = None;
         }
         let protocol = self.wal.protocol;
+        let mut view = self.view.borrow_mut();
+        view.refresh(&self.wal);
+        let own_id = self.partition.id();
         if !st.wrote {
             // Waiting for everything appended is conservative for a chained
             // read-only commit; it writes no record to keep small.
@@ -223,46 +260,57 @@ impl WalSessionLog {
             // Read-only: no commit record. It may still have read another
             // session's commit that is not durable yet, and must not be
             // acknowledged before it is.
-            self.pending = st.needs_remote.then(|| CommitTicket {
-                targets: self
-                    .wal
-                    .all()
-                    .iter()
-                    .map(|p| (Arc::clone(p), p.appended()))
-                    .collect(),
-                remote_tid: None,
-                sync_own: false,
+            self.pending = st.needs_remote.then(|| {
+                let targets = (0..view.list().len() as u32)
+                    .map(|i| (i, view.list()[i as usize].appended()))
+                    .collect();
+                CommitTicket::new(view.list(), targets, None, false)
             });
             if let Some(t) = &self.pending {
-                for (p, pos) in &t.targets {
-                    p.request_flush(*pos);
+                // Group protocols let the other partitions' writers catch
+                // up within their group window, as for a writing commit:
+                // a request through each one's lock parked read-only
+                // commits behind busy writers (decision 032).
+                let lazily = matches!(protocol, CommitProtocol::Group | CommitProtocol::RfaGroup);
+                for (p, pos) in t.targets() {
+                    if lazily && p.id() != own_id {
+                        p.request_flush_lazily(pos);
+                    } else {
+                        p.request_flush(pos);
+                    }
                 }
             }
             return Ok(());
         }
         let flush_others =
             st.needs_remote || matches!(protocol, CommitProtocol::FlushAll | CommitProtocol::Group);
-        let (others, deps): (Vec<Arc<Partition>>, Vec<(u32, LogPos)>) = if flush_others {
-            let others: Vec<Arc<Partition>> = self
-                .wal
-                .all()
+        // (index in the view, position) of the other partitions to wait for.
+        let others: Vec<(u32, LogPos)> = if flush_others {
+            view.list()
                 .iter()
-                .filter(|p| p.id() != self.partition.id())
-                .cloned()
-                .collect();
-            let deps = others.iter().map(|p| (p.id(), p.appended())).collect();
-            (others, deps)
+                .enumerate()
+                .filter(|(_, p)| p.id() != own_id)
+                .map(|(i, p)| (i as u32, p.appended()))
+                .collect()
         } else if let Some(prev) = &chained {
             // The predecessor's targets after its own partition: positions
             // that never exceed the current ends, so the commit record's
             // dependencies stay what recovery can check.
-            prev.targets[1..]
-                .iter()
-                .map(|(p, pos)| (Arc::clone(p), (p.id(), *pos)))
-                .unzip()
+            prev.targets()
+                .skip(1)
+                .filter_map(|(p, pos)| {
+                    let i = view.index_of(&self.wal, p.id());
+                    debug_assert!(i.is_some(), "partitions stay open while the log runs");
+                    i.map(|i| (i as u32, pos))
+                })
+                .collect()
         } else {
-            (Vec::new(), Vec::new())
+            Vec::new()
         };
+        let deps: Vec<(u32, LogPos)> = others
+            .iter()
+            .map(|&(i, pos)| (view.list()[i as usize].id(), pos))
+            .collect();
         // Remote in RFA's sense: its own partition does not make it durable,
         // so the waiter publishes it once the targets are (flush-all and
         // group also flush the others, but for a commit that needs nothing
@@ -274,21 +322,12 @@ impl WalSessionLog {
         };
         let txn = st.txn;
         let end = self.append_pageless(&mut st, txn, &body).1?;
-        if !remote {
-            self.partition.note_commit(tid, end);
-        }
-        let commits_before = self.wal.commits.fetch_add(1, Ordering::Relaxed);
+        let commits_before = self.wal.commits.add(self.slot, 1);
         if st.needs_remote {
-            self.wal.remote_commits.fetch_add(1, Ordering::Relaxed);
+            self.wal.remote_commits.add(self.slot, 1);
         } else if chained.is_some() {
-            self.wal.chained_commits.fetch_add(1, Ordering::Relaxed);
+            self.wal.chained_commits.add(self.slot, 1);
         }
-        let mut targets = vec![(Arc::clone(&self.partition), end)];
-        for (p, (_, pos)) in others.into_iter().zip(deps) {
-            targets.push((p, pos));
-        }
-        // Flush-all and RFA push every flush themselves; the group variants
-        // push only their own and let other partitions' writers catch up.
         // A caller that waits at once syncs its own partition itself
         // (`Partition::sync_to`): waking the writer for it would only add a
         // thread handoff (and a race for the same bytes).
@@ -296,7 +335,6 @@ impl WalSessionLog {
         // writer, which flushes whatever accumulated; nobody syncs the log
         // himself, a blocking commit too waits for the writer's flush.
         let syncs_itself = self.commit_waits && self.consolidation.is_none();
-        let own = usize::from(syncs_itself);
         // The broken variant (`testing`; constant false otherwise), which
         // acknowledges before the flush, asks for a flush only every
         // eighth commit: the log is still written during the run (a crash
@@ -304,28 +342,39 @@ impl WalSessionLog {
         // commits are never durable for a while, whatever the writer's
         // timing, so the simulator catches it on a loaded machine too.
         let asks_flush = !self.wal.broken_commit_ack() || commits_before.is_multiple_of(8);
+        // Every protocol asks its own partition's writer, unless the caller
+        // syncs it itself (async commits ask anyway: nobody waits).
+        let request_own =
+            asks_flush && (protocol == CommitProtocol::Async || !syncs_itself);
+        if !remote {
+            self.partition.note_commit_and_request(tid, end, request_own);
+        } else if request_own {
+            self.partition.request_flush(end);
+        }
+        let own_index = view.index_of(&self.wal, own_id);
+        let own_index = own_index.expect("a session's own partition is open") as u32;
+        let mut targets = Vec::with_capacity(1 + others.len());
+        targets.push((own_index, end));
+        targets.extend(others);
+        let ticket = CommitTicket::new(view.list(), targets, remote.then_some(tid), syncs_itself);
+        drop(view);
+        // The other partitions: flush-all and RFA push every flush
+        // themselves; the group variants let the other partitions' writers
+        // catch up within their group window.
         match protocol {
             _ if !asks_flush => {}
             CommitProtocol::FlushAll | CommitProtocol::Rfa => {
-                for (p, pos) in &targets[own..] {
-                    p.request_flush(*pos);
+                for (p, pos) in ticket.targets().skip(1) {
+                    p.request_flush(pos);
                 }
             }
             CommitProtocol::Group | CommitProtocol::RfaGroup => {
-                if !syncs_itself {
-                    self.partition.request_flush(end);
-                }
-                for (p, pos) in &targets[1..] {
-                    p.request_flush_lazily(*pos);
+                for (p, pos) in ticket.targets().skip(1) {
+                    p.request_flush_lazily(pos);
                 }
             }
-            CommitProtocol::Async => self.partition.request_flush(end),
+            CommitProtocol::Async => {}
         }
-        let ticket = CommitTicket {
-            targets,
-            remote_tid: remote.then_some(tid),
-            sync_own: syncs_itself,
-        };
         if let Some(u) = self.unresolved.lock().back_mut() {
             debug_assert!(u.ticket.is_none(), "one commit per logged transaction");
             u.ticket = Some(ticket.clone());

@@ -40,6 +40,7 @@ mod stats;
 #[cfg(test)]
 mod tests;
 mod unresolved;
+mod view;
 
 pub use commit::{CommitProtocol, CommitTicket};
 pub use session::WalSessionLog;
@@ -53,6 +54,7 @@ use crate::buffer::FlushGate;
 use crate::central::{Consolidation, LogLatch};
 use crate::persist::SchemeKind;
 use crate::error::Result;
+use crate::sync::StripedCounter;
 use crate::io::Storage;
 use parking_lot::RwLock;
 use session::TxnState;
@@ -96,6 +98,9 @@ pub struct Wal {
     /// 65535 (the system and recovery slots), far too long to scan on every
     /// commit (found by profiling: it took half the commit path's CPU).
     open: RwLock<Arc<Vec<Arc<Partition>>>>,
+    /// Bumped (under `open`'s write lock) whenever `open` changes: a
+    /// session's `view::PartitionsView` is stale once it differs.
+    open_version: AtomicU64,
     /// No new record may get a GSN at or below this (the superblock's log
     /// floor): recovery would ignore it.
     min_clock: Gsn,
@@ -108,9 +113,10 @@ pub struct Wal {
     sync_interval_us: AtomicU64,
     /// Where recovery found each partition's end and GSN clock.
     recovered: RwLock<Vec<RecoveredPartition>>,
-    commits: AtomicU64,
-    remote_commits: AtomicU64,
-    chained_commits: AtomicU64,
+    // Counted per session slot's stripe: every commit adds to them.
+    commits: StripedCounter,
+    remote_commits: StripedCounter,
+    chained_commits: StripedCounter,
     /// Test-only: ignore remote dependencies (proves the crash tests catch
     /// a broken RFA check).
     #[cfg(feature = "testing")]
@@ -204,15 +210,16 @@ impl Wal {
             consolidation,
             partitions: RwLock::new(Vec::new()),
             open: RwLock::new(Arc::new(Vec::new())),
+            open_version: AtomicU64::new(0),
             min_clock,
             segment_size: AtomicU64::new(crate::logstore::stream::SEGMENT_SIZE),
             preallocate: AtomicBool::new(true),
             zero_fill: AtomicBool::new(true),
             sync_interval_us: AtomicU64::new(crate::logstore::stream::SYNC_INTERVAL.as_micros() as u64),
             recovered: RwLock::new(recovered),
-            commits: AtomicU64::new(0),
-            remote_commits: AtomicU64::new(0),
-            chained_commits: AtomicU64::new(0),
+            commits: StripedCounter::default(),
+            remote_commits: StripedCounter::default(),
+            chained_commits: StripedCounter::default(),
             #[cfg(feature = "testing")]
             broken_rfa: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "testing")]
@@ -405,9 +412,12 @@ impl Wal {
         {
             // Copy on write: readers take a snapshot without copying it.
             let mut open = self.open.write();
+            // Sorted by id: sessions' views look partitions up by it.
             let mut next = Vec::clone(&open);
-            next.push(Arc::clone(&p));
+            let at = next.partition_point(|q| q.id() < p.id());
+            next.insert(at, Arc::clone(&p));
             *open = Arc::new(next);
+            self.open_version.fetch_add(1, Ordering::Release);
         }
         Ok(p)
     }
@@ -447,7 +457,12 @@ impl Wal {
     /// GSN_flushed of seed 000 §3.2: every record of every partition with a GSN at
     /// or below it is durable.
     pub fn flushed_gsn(&self) -> Gsn {
-        let parts = self.all();
+        Self::flushed_gsn_of(&self.all())
+    }
+
+    /// [`Wal::flushed_gsn`] over `parts`, every open partition (a
+    /// session's view of them).
+    pub(super) fn flushed_gsn_of(parts: &[Arc<Partition>]) -> Gsn {
         let global = parts.iter().map(|p| p.clock()).max().unwrap_or(Gsn::ZERO);
         parts
             .iter()
@@ -514,6 +529,7 @@ impl Wal {
             pending: None,
             commit_waits: false,
             unresolved_remote: None,
+            view: RefCell::new(view::PartitionsView::of(self)),
         })
     }
 }

@@ -20,6 +20,7 @@
 
 use super::commit::{CommitProtocol, CommitTicket};
 use super::unresolved::{drop_resolved, Unresolved, UNRESOLVED_TRIM_AT};
+use super::view::PartitionsView;
 use super::Wal;
 use crate::btree::{PageLog, PageOp, RootId};
 use crate::buffer::page;
@@ -72,6 +73,9 @@ pub struct WalSessionLog {
     /// durable: a pipelined successor depends on it (same partition, but its
     /// remote dependencies are not covered by the own flush).
     pub(super) unresolved_remote: Option<CommitTicket>,
+    /// The open partitions as this session last saw them (`view`): the
+    /// commit path reads them without touching the manager's shared list.
+    pub(super) view: RefCell<PartitionsView>,
 }
 
 impl WalSessionLog {
@@ -218,7 +222,9 @@ impl WalSessionLog {
             // GSN_flushed is needed only by transactions that write; any
             // snapshot of it is valid, so take it at the first write rather
             // than making every (read-only) transaction pay for it.
-            st.flushed_at_start = self.wal.flushed_gsn();
+            let mut view = self.view.borrow_mut();
+            view.refresh(&self.wal);
+            st.flushed_at_start = Wal::flushed_gsn_of(view.list());
         }
         let mut floor = st.gsn;
         for page in pages.iter() {
@@ -391,20 +397,19 @@ impl SessionLog for WalSessionLog {
             return Ok(());
         }
         if remote || self.unresolved_remote.is_some() {
-            let deps = CommitTicket {
-                targets: self
-                    .wal
-                    .all()
+            let deps = {
+                let mut view = self.view.borrow_mut();
+                view.refresh(&self.wal);
+                let targets = view
+                    .list()
                     .iter()
-                    .filter(|p| p.id() != self.partition.id())
-                    .map(|p| (Arc::clone(p), p.appended()))
-                    .collect(),
-                remote_tid: None,
-                sync_own: false,
+                    .enumerate()
+                    .filter(|(_, p)| p.id() != self.partition.id())
+                    .map(|(i, p)| (i as u32, p.appended()))
+                    .collect();
+                CommitTicket::new(view.list(), targets, None, false)
             };
-            for (p, pos) in &deps.targets {
-                p.request_flush(*pos);
-            }
+            deps.request_flushes();
             deps.wait()?;
         }
         let end = self.append_end(txn)?;

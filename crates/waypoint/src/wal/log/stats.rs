@@ -3,7 +3,6 @@
 
 use super::commit::CommitProtocol;
 use super::Wal;
-use std::sync::atomic::Ordering;
 
 /// Counters of the log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,9 +60,9 @@ impl Wal {
         let parts = self.all();
         let mut s = WalStats {
             partitions: parts.len(),
-            commits: self.commits.load(Ordering::Relaxed),
-            remote_flush_commits: self.remote_commits.load(Ordering::Relaxed),
-            chained_commits: self.chained_commits.load(Ordering::Relaxed),
+            commits: self.commits.sum(),
+            remote_flush_commits: self.remote_commits.sum(),
+            chained_commits: self.chained_commits.sum(),
             protocol: self.protocol,
             ..Default::default()
         };

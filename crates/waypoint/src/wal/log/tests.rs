@@ -248,7 +248,7 @@ fn a_page_read_from_disk_is_no_remote_dependency() {
 }
 
 fn positions(t: &CommitTicket) -> Vec<(u32, LogPos)> {
-    t.targets.iter().map(|(p, pos)| (p.id(), *pos)).collect()
+    t.targets().map(|(p, pos)| (p.id(), pos)).collect()
 }
 
 /// Found by the TPC-C run (remote-flush fraction 0.93 with a warehouse
