@@ -30,6 +30,7 @@ use crate::ids::LogPos;
 use crate::io::{OpenMode, Storage};
 use crate::persist::resident::{dir_bytes, generations, remove_numbered_but, remove_synced, write_renamed};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 const MAGIC: &[u8; 8] = b"WPCMDSNP";
 const VERSION: u32 = 1;
@@ -115,9 +116,23 @@ pub(super) fn prune(sn: &Snapshotter, point: &Point) -> Result<()> {
             remove_synced(storage, &path)?;
         }
     }
+    sn.sealed_log_bytes.store(0, Ordering::Relaxed);
     remove_other_snapshots(storage, &sn.dir, Some(point.id))?;
     sn.counters.lock().log_bytes_deleted += deleted;
     Ok(())
+}
+
+/// Bytes of the generations older than `current` under `command/`.
+pub(super) fn sealed_generation_bytes(
+    storage: &dyn Storage,
+    command: &Path,
+    current: u64,
+) -> Result<u64> {
+    Ok(generations(storage, command)?
+        .into_iter()
+        .filter(|(g, _)| *g < current)
+        .map(|(_, path)| dir_bytes(storage, &path))
+        .sum())
 }
 
 /// Remove every snapshot directory but `keep`'s.

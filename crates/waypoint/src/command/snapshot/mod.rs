@@ -122,6 +122,10 @@ pub(super) struct Snapshotter {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub counters: Mutex<Counters>,
     pub hook: Mutex<Option<StageHook>>,
+    /// Bytes of the older generations' logs (left by crashes since the
+    /// last clean close), counted towards `CommandSnapshot::LogLimit`
+    /// until an install deletes them: replay reads them too.
+    sealed_log_bytes: AtomicU64,
 }
 
 impl Snapshotter {
@@ -136,6 +140,12 @@ impl Snapshotter {
         trigger: CommandSnapshot,
         last_id: u64,
     ) -> Arc<Self> {
+        let sealed = install::sealed_generation_bytes(storage.as_ref(), &dir, generation)
+            .unwrap_or_else(|e| {
+                // Only the trigger comes later for it.
+                tracing::warn!(error = %e, "command log generations not measured");
+                0
+            });
         Arc::new(Snapshotter {
             storage,
             dir,
@@ -152,6 +162,7 @@ impl Snapshotter {
             thread: Mutex::new(None),
             counters: Mutex::new(Counters::default()),
             hook: Mutex::new(None),
+            sealed_log_bytes: AtomicU64::new(sealed),
         })
     }
 
@@ -195,11 +206,17 @@ impl Snapshotter {
         }
     }
 
+    /// Log bytes on disk: this generation's segments and the older
+    /// generations' until an install deletes them.
+    pub fn log_bytes(&self) -> u64 {
+        self.log.stream.disk_bytes() + self.sealed_log_bytes.load(Ordering::Relaxed)
+    }
+
     fn due(&self, last_start: Instant) -> bool {
         match self.trigger {
             CommandSnapshot::Off => false,
             CommandSnapshot::Periodic { interval } => last_start.elapsed() >= interval,
-            CommandSnapshot::LogLimit(limit) => self.log.stream.disk_bytes() > limit,
+            CommandSnapshot::LogLimit(limit) => self.log_bytes() > limit,
         }
     }
 
