@@ -50,6 +50,10 @@ pub struct DriverConfig {
     /// Stop once this many transactions committed after the warm-up (at
     /// least 1).
     pub max_txns: Option<u64>,
+    /// Offered load: at most this many transactions started a second,
+    /// across the workers (each starts its share on a schedule and does
+    /// not make up for time lost behind it); `None`: as fast as they go.
+    pub rate: Option<f64>,
     /// Commits in flight per worker (1: wait for each); at least 1.
     pub in_flight: usize,
     pub buffer_bytes: usize,
@@ -132,6 +136,7 @@ impl Default for DriverConfig {
             duration_secs: 10.0,
             warmup_secs: 2,
             max_txns: None,
+            rate: None,
             // A window this deep rides out the log's slow syncs: with 32,
             // 1-worker TPC-C blocked on a full window and ran about 10%
             // slower (docs/BENCHMARKS.md, "2026-11-22: fewer writer
@@ -267,6 +272,11 @@ impl DriverConfig {
         }
         if self.in_flight == 0 {
             return Err(out_of_range("in_flight", 0, "at least 1"));
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && (1.0..=1e9).contains(&rate)) {
+                return Err(out_of_range("rate", rate, "1 to 1e9 transactions a second"));
+            }
         }
         self.engine_options().validate()?;
         Ok(())
@@ -608,7 +618,13 @@ fn worker_loop(
     let mut hists: Vec<Histogram<u64>> =
         counters.committed.iter().map(|_| new_histogram()).collect();
     let mut pending: Pending = VecDeque::new();
+    let mut pace = config
+        .rate
+        .map(|rate| Pace::new(rate / config.workers as f64));
     while !counters.stop.load(Ordering::Acquire) {
+        if let Some(pace) = &mut pace {
+            pace.wait();
+        }
         let t0 = Instant::now();
         let (ty, outcome) = match gen.call(&mut session, config.in_flight <= 1, None) {
             Some(called) => called,
@@ -642,6 +658,38 @@ fn worker_loop(
     // measured window.
     resolve(&mut pending, 0, counters, &mut hists)?;
     Ok(hists)
+}
+
+/// A worker's share of `DriverConfig::rate`: a schedule of start times,
+/// slept to when the worker is ahead of it by more than a sleep's
+/// granularity (shorter gaps run on, and the next sleep evens them out).
+/// A worker more than [`Pace::MAX_LAG`] behind drops the lag rather than
+/// bursting to make it up.
+struct Pace {
+    interval: Duration,
+    next: Instant,
+}
+
+impl Pace {
+    const MIN_SLEEP: Duration = Duration::from_micros(100);
+    const MAX_LAG: Duration = Duration::from_millis(10);
+
+    fn new(per_second: f64) -> Self {
+        Pace {
+            interval: Duration::from_secs_f64(1.0 / per_second),
+            next: Instant::now(),
+        }
+    }
+
+    fn wait(&mut self) {
+        let now = Instant::now();
+        if self.next > now + Self::MIN_SLEEP {
+            std::thread::sleep(self.next - now);
+        } else if now > self.next + Self::MAX_LAG {
+            self.next = now;
+        }
+        self.next += self.interval;
+    }
 }
 
 /// Resolve durable commits oldest first; block while more than

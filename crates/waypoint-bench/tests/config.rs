@@ -40,6 +40,9 @@ fn a_driver_configuration_out_of_range_is_refused_naming_the_field() {
         ("warmup_secs", |c| c.warmup_secs = u64::MAX),
         ("max_txns", |c| c.max_txns = Some(0)),
         ("in_flight", |c| c.in_flight = 0),
+        ("rate", |c| c.rate = Some(0.0)),
+        ("rate", |c| c.rate = Some(f64::NAN)),
+        ("rate", |c| c.rate = Some(f64::INFINITY)),
         // The engine's options, as `Options::validate` names them.
         ("buffer_pool_bytes", |c| c.buffer_bytes = 99999 << 40),
         ("page_size", |c| c.page_size = 1000),

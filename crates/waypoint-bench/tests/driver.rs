@@ -50,6 +50,25 @@ fn tpcb_invariant_holds_after_run_and_after_reopen() {
     db.close().unwrap();
 }
 
+/// An offered rate caps what the workers start: never more than the
+/// schedule allows (a slow machine may start fewer).
+#[test]
+fn an_offered_rate_caps_the_transactions_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = DriverConfig {
+        rate: Some(200.0),
+        duration_secs: 1.0,
+        ..config(dir.path())
+    };
+    let mut w = Tpcb::new(TpcbConfig::with_accounts(2, 1000));
+    let out = driver::run(&c, &mut w, &|_| {}).expect("TPC-B run");
+    let s = &out.summary;
+    let started = s.committed + s.aborts;
+    // 200 a second for about a second, plus each worker's first start.
+    assert!(started <= 200 + 2 + 20, "{started} started in about 1 s");
+    assert!(s.committed > 0);
+}
+
 /// The interrupt flag (Ctrl-C in `waypoint compare`) ends a 60-second
 /// run at its next check; the run still verifies and closes cleanly.
 #[test]

@@ -37,6 +37,11 @@ pub struct BenchArgs {
     /// (tpcc, tpcb, ycsb, voter; --duration still bounds the run).
     #[arg(long)]
     pub txns: Option<u64>,
+    /// Offered load: start at most this many transactions a second across
+    /// the workers (tpcc, tpcb, ycsb, voter), to measure commit latency
+    /// below the maximum [default: as fast as they go].
+    #[arg(long)]
+    pub rate: Option<f64>,
     /// Records: YCSB rows, TPC-B accounts, Voter phone numbers,
     /// engine/updates rows [default: 1000000; tpcb: 100000 per branch].
     #[arg(long)]
@@ -206,6 +211,7 @@ struct FileOptions {
     duration: Option<f64>,
     warmup: Option<u64>,
     txns: Option<u64>,
+    rate: Option<f64>,
     records: Option<u64>,
     scale: Option<u64>,
     warehouses: Option<u32>,
@@ -284,6 +290,7 @@ impl BenchArgs {
             duration,
             warmup,
             txns,
+            rate,
             records,
             scale,
             warehouses,
@@ -595,6 +602,7 @@ pub const BENCH_FLAGS: &[(&str, &str)] = &[
     ("duration_secs", "--duration"),
     ("warmup_secs", "--warmup"),
     ("max_txns", "--txns"),
+    ("rate", "--rate"),
     ("in_flight", "--in-flight"),
     ("pipeline", "--in-flight"),
     ("records", "--records"),

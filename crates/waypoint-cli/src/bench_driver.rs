@@ -23,6 +23,7 @@ pub(crate) fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         duration_secs: args.duration(),
         warmup_secs: args.warmup.unwrap_or(d.warmup_secs),
         max_txns: args.txns,
+        rate: args.rate,
         in_flight: args
             .in_flight
             .unwrap_or_else(|| DriverConfig::default_in_flight(scheme)),
@@ -183,11 +184,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         )
     };
     println!(
-        "waypoint bench {}: {}; {} workers, {} in flight each, {} s + {} s warm-up, buffer {}, page {}, scheme {}, {}, pin {}, dir {}",
+        "waypoint bench {}: {}; {} workers, {} in flight each{}, {} s + {} s warm-up, buffer {}, page {}, scheme {}, {}, pin {}, dir {}",
         workload.name(),
         workload.config_json(),
         config.workers,
         config.in_flight,
+        config
+            .rate
+            .map_or(String::new(), |r| format!(", offered {r} txn/s")),
         config.duration_secs,
         config.warmup_secs,
         args.buffer_name(),

@@ -56,8 +56,8 @@ impl PartitionsView {
     /// The index of partition `id` in the list, refreshing the view first
     /// if it is stale. A miss on a current view is an answer: no such
     /// partition is open (TIDs of the loader's or the system's slot, which
-    /// never log, are looked up on every commit that read them; rebuilding
-    /// the view for each cost TPC-C about a tenth of its throughput).
+    /// never log, are looked up on every commit that read them: rebuilding
+    /// the view for each would put the shared lock back on the path).
     pub(super) fn index_of(&mut self, wal: &Wal, id: u32) -> Option<usize> {
         if let Ok(i) = self.list.binary_search_by_key(&id, |p| p.id()) {
             return Some(i);
