@@ -72,6 +72,7 @@ impl Session {
             writes: BTreeMap::new(),
             finished: false,
             call: None,
+            call_barrier: false,
         })
     }
 
