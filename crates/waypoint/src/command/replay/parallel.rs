@@ -4,7 +4,8 @@
 //! and at every generation's start; within a phase each thread runs, in
 //! log order and on its own session, the calls of the partitions it
 //! owns (partition `p` on thread `p % threads`). All threads then meet;
-//! the phase's barrier runs alone on thread 0; they meet again and go on.
+//! the barriers that follow run alone on thread 0 (consecutive ones in
+//! one go); they meet again and go on.
 //!
 //! A failed record stops the replay where serial replay would: every
 //! thread skips the records after the first failure known, a barrier
@@ -31,22 +32,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
 
 /// The records between two meetings: each thread's calls (indices into
-/// the records, in log order), then the barrier run alone, if any.
+/// the records, in log order), then the barriers after them, run alone
+/// in log order (consecutive barriers cost one meeting, not one each: a
+/// log of barriers only replays as serially as it must).
 struct Phase {
     lanes: Vec<Vec<usize>>,
-    barrier: Option<usize>,
+    barriers: Vec<usize>,
 }
 
 impl Phase {
     fn new(threads: usize) -> Self {
         Phase {
             lanes: vec![Vec::new(); threads],
-            barrier: None,
+            barriers: Vec::new(),
         }
     }
 
+    fn has_lanes(&self) -> bool {
+        self.lanes.iter().any(|l| !l.is_empty())
+    }
+
     fn is_empty(&self) -> bool {
-        self.barrier.is_none() && self.lanes.iter().all(Vec::is_empty)
+        self.barriers.is_empty() && !self.has_lanes()
     }
 }
 
@@ -56,20 +63,20 @@ fn plan(records: &[At], threads: usize) -> Vec<Phase> {
     let mut current = Phase::new(threads);
     let mut generation = records.first().map(|at| at.generation);
     for (i, at) in records.iter().enumerate() {
-        if generation != Some(at.generation) {
-            // The partition count may change here: partition `p` of the
-            // last generation and of this one need not be the same rows.
-            generation = Some(at.generation);
-            if !current.is_empty() {
-                phases.push(std::mem::replace(&mut current, Phase::new(threads)));
-            }
-        }
+        // A new generation's partition count may differ: its partition
+        // `p` need not be the last one's rows, so all meet first.
+        let new_generation = generation != Some(at.generation);
+        generation = Some(at.generation);
         match at.lane() {
-            Some(p) => current.lanes[p % threads].push(i),
-            None => {
-                current.barrier = Some(i);
-                phases.push(std::mem::replace(&mut current, Phase::new(threads)));
+            Some(p) => {
+                if (new_generation || !current.barriers.is_empty()) && !current.is_empty() {
+                    phases.push(std::mem::replace(&mut current, Phase::new(threads)));
+                }
+                current.lanes[p % threads].push(i);
             }
+            // Runs alone after the calls before it, whatever their
+            // generation.
+            None => current.barriers.push(i),
         }
     }
     if !current.is_empty() {
@@ -132,15 +139,24 @@ pub(super) fn run(db: &Database, records: &[At], threads: usize) -> Result<Repla
         let mut session = db.session();
         let mut done = Replayed::default();
         for phase in &phases {
-            for &i in &phase.lanes[t] {
-                if !shared.step(&mut session, i, &mut done) {
-                    break;
+            // Every thread takes the same meetings, whatever it ran: a
+            // phase without calls follows a meeting already.
+            if phase.has_lanes() {
+                for &i in &phase.lanes[t] {
+                    if !shared.step(&mut session, i, &mut done) {
+                        break;
+                    }
                 }
+                meet.wait();
             }
-            meet.wait();
-            if let Some(b) = phase.barrier {
-                if t == 0 && shared.step(&mut session, b, &mut done) {
-                    done.barriers += 1;
+            if !phase.barriers.is_empty() {
+                if t == 0 {
+                    for &b in &phase.barriers {
+                        if !shared.step(&mut session, b, &mut done) {
+                            break;
+                        }
+                        done.barriers += 1;
+                    }
                 }
                 meet.wait();
             }
@@ -187,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn phases_end_at_barriers_and_generations_and_keep_log_order_per_lane() {
+    fn phases_end_at_barriers_and_generations_and_keep_log_order_per_lane_and_barriers_together() {
         let drop = At {
             path: "g".into(),
             offset: 0,
@@ -204,17 +220,21 @@ mod tests {
             call(2, Some(1)),
             call(3, Some(1)),
             call(3, Some(3)),
+            call(3, None),
+            call(4, None),
+            call(4, Some(2)),
         ];
         let phases = plan(&records, 2);
-        let shape: Vec<(Vec<Vec<usize>>, Option<usize>)> =
-            phases.into_iter().map(|p| (p.lanes, p.barrier)).collect();
+        let shape: Vec<(Vec<Vec<usize>>, Vec<usize>)> =
+            phases.into_iter().map(|p| (p.lanes, p.barriers)).collect();
         assert_eq!(
             shape,
             vec![
-                (vec![vec![0, 2], vec![1]], Some(3)),
-                (vec![vec![], vec![4]], Some(5)),
-                (vec![vec![], vec![6]], None),
-                (vec![vec![], vec![7, 8]], None),
+                (vec![vec![0, 2], vec![1]], vec![3]),
+                (vec![vec![], vec![4]], vec![5]),
+                (vec![vec![], vec![6]], vec![]),
+                (vec![vec![], vec![7, 8]], vec![9, 10]),
+                (vec![vec![11], vec![]], vec![]),
             ]
         );
     }
