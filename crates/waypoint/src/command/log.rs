@@ -2,7 +2,10 @@
 //! `logstore` stream, appended by whichever session commits a call (its
 //! partition held, see `procedure::order`), acknowledged once the stream
 //! is durable past the record: group commit by the stream's writer, or
-//! by a blocking committer syncing itself.
+//! by a blocking committer syncing itself. Each call's record carries
+//! whether it is a barrier of parallel replay, as the call decided
+//! (`ProcedureCall::barrier`). While the open replays, a re-executed
+//! commit's write-set digest is kept for its thread to check.
 //!
 //! Invariant: sequence numbers are given and appended under one lock, so
 //! they grow with stream position; a commit that logged a call is

@@ -10,7 +10,7 @@
 //!
 //! The base the log replays onto is the data file of the last clean
 //! close, as under `silor` (`persist::resident`): a recovery re-executes
-//! every generation's calls in log order (`replay`) and leaves the logs
+//! every generation's calls (`replay`) and leaves the logs
 //! and the data file as they are; the next run logs to a new generation.
 //! A clean close journals its pages first (`persist::resident::journal`);
 //! a whole journal at the next open finishes the close and the logs add
@@ -26,10 +26,15 @@
 //! is deleted, and a recovery loads it into empty trees, rebuilds the
 //! indexes and re-executes only the log from its point on.
 //!
+//! Recovery re-executes each partition's calls on a thread of its own,
+//! meeting at every barrier (seed 001 §III-B; `replay`): a call's record
+//! says whether it must run alone (`record`), and each generation records
+//! the partition count its calls ran under (`generation`). A
+//! single-partition call's rows are checked against the tables'
+//! registered partitioning keys (`procedure::partition`).
+//!
 //! Not built yet (docs/decisions/030-command-logging.md): executor
-//! threads that own their partitions, parallel replay. A single-partition
-//! call's rows are checked against the tables' registered partitioning
-//! keys (`procedure::partition`).
+//! threads that own their partitions.
 //!
 //! Invariant: after a crash, the recovered state is the state of the
 //! installed snapshot (or the last clean close) plus the calls of a
