@@ -483,6 +483,14 @@ impl Scheme for CommandScheme {
         let replayed = replay::run(db, scanned.records, scanned.partitions, self.replay_threads);
         self.log.replaying.store(false, Ordering::Release);
         let replayed = replayed?;
+        tracing::info!(
+            calls = replayed.calls,
+            catalog_changes = replayed.catalog_changes,
+            threads = replayed.threads,
+            barriers = replayed.barriers,
+            ms = replayed.time.as_secs_f64() * 1e3,
+            "command log replayed"
+        );
         let _ = self.report.set(RecoveryReport {
             winners: replayed.calls as usize,
             records_redone: replayed.calls + replayed.catalog_changes,

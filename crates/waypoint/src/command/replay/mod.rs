@@ -62,8 +62,10 @@ pub(super) enum Logged {
         digest: Option<u32>,
         /// The partition count of its generation, if recorded.
         partitions: Option<usize>,
+        /// Logged as a barrier (`record`).
+        barrier: bool,
         /// The partition it ran in, if it may replay beside other
-        /// partitions' calls; `None`: a barrier.
+        /// partitions' calls; `None`: a barrier (set by `scan`).
         lane: Option<usize>,
     },
     Catalog(CatalogChange),
@@ -207,8 +209,8 @@ fn scan_generation(
                         params: params.to_vec(),
                         digest,
                         partitions,
-                        // Routed once the registry is checked (`scan`).
-                        lane: (!barrier).then_some(0),
+                        barrier,
+                        lane: None,
                     }
                 }
                 Record::Catalog(change) => Logged::Catalog(change),
@@ -257,6 +259,7 @@ pub(super) fn scan(
             name,
             params,
             partitions,
+            barrier,
             lane,
             ..
         } = &mut at.logged
@@ -265,7 +268,7 @@ pub(super) fn scan(
             let routed = procedures.get(name)?.decode(params)?.partition();
             // The partition it ran in, by the count it ran under; a
             // generation without a recorded count replays serially.
-            let parallel = lane.is_some() || broken::ignores_barriers();
+            let parallel = !*barrier || broken::ignores_barriers();
             *lane = match (routed, *partitions) {
                 (Partition::Key(key), Some(n)) if parallel => {
                     Some(partition_of(key, broken::partitions(n)))

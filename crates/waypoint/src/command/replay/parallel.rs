@@ -197,6 +197,7 @@ mod tests {
                 params: Vec::new(),
                 digest: None,
                 partitions: Some(4),
+                barrier: lane.is_none(),
                 lane,
             },
         }
