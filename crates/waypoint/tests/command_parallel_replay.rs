@@ -321,3 +321,36 @@ fn a_call_that_fails_stops_parallel_replay_where_serial_replay_stops() {
         assert_eq!(serial.to_string(), parallel.to_string());
     }
 }
+
+/// The file of generation 1 that records its partition count.
+fn partitions_file() -> std::path::PathBuf {
+    std::path::Path::new(DIR).join("command/g00000001/partitions")
+}
+
+#[test]
+fn a_generation_without_its_partition_count_replays_serially_and_a_damaged_one_is_refused() {
+    use waypoint::io::{OpenMode, Storage};
+    const CALLS: u64 = 100;
+    // As a log from before parallel replay left it: no count.
+    let sim = SimStorage::new(5);
+    crashed_generations(&sim, &[3], CALLS);
+    sim.remove(&partitions_file()).unwrap();
+    let db = Database::open(DIR, options(&sim, 3, None)).unwrap();
+    let stats = db.stats().persistence.command;
+    assert_eq!(stats.replayed_calls, CALLS + 1);
+    assert_eq!(stats.replay_threads, 1, "{stats:?}");
+    assert!(digest(&db) == expected(&[3], CALLS));
+    std::mem::forget(db);
+    // A damaged count is corruption naming the file, not a guess.
+    let sim = SimStorage::new(6);
+    crashed_generations(&sim, &[3], CALLS);
+    let file = sim.open(&partitions_file(), OpenMode::Existing).unwrap();
+    file.write_at(&[9], 12).unwrap();
+    file.sync_data().unwrap();
+    drop(file);
+    match Database::open(DIR, options(&sim, 3, None)) {
+        Err(Error::Corruption { path, .. }) => assert_eq!(path, partitions_file()),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a damaged partition count was read"),
+    }
+}
