@@ -189,6 +189,8 @@ fn recover(
                 "replayed_calls": c.replayed_calls,
                 "replayed_catalog_changes": c.replayed_catalog_changes,
                 "replayed_calls_per_sec": c.replayed_calls_per_sec(),
+                "replay_threads": c.replay_threads,
+                "replay_barriers": c.replay_barriers,
             })
         });
         let v = serde_json::json!({
@@ -267,11 +269,13 @@ fn recover(
                 c.snapshot_base_sequence
             );
             println!(
-                "  command replay        {:>10.3} ms   {} calls, {} catalog changes, {:.0} calls/s ({} log records before the snapshot skipped; log read {:.3} ms)",
+                "  command replay        {:>10.3} ms   {} calls, {} catalog changes, {:.0} calls/s on {} thread(s), {} barriers ({} log records before the snapshot skipped; log read {:.3} ms)",
                 c.replay.as_secs_f64() * 1e3,
                 c.replayed_calls,
                 c.replayed_catalog_changes,
                 c.replayed_calls_per_sec(),
+                c.replay_threads,
+                c.replay_barriers,
                 c.records_below_snapshot,
                 c.log_read.as_secs_f64() * 1e3
             );

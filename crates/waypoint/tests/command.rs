@@ -105,21 +105,9 @@ fn command(sim: &SimStorage, pool_pages: usize) -> Options {
     }
 }
 
-type Digest = Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>;
-
-/// Every table's rows, by table name.
-fn digest(db: &Database) -> Digest {
-    let mut out = Vec::new();
-    let mut names = db.table_names();
-    names.sort();
-    let mut s = db.session();
-    for name in names {
-        let t = db.table(&name).unwrap();
-        let mut tx = s.begin().unwrap();
-        out.push((name, tx.scan(&t, .., usize::MAX).unwrap()));
-    }
-    out
-}
+#[path = "command_support/digest.rs"]
+mod digest;
+use digest::digest;
 
 fn create(db: &Database) {
     db.create_table("accounts").unwrap();

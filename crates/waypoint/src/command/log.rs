@@ -2,7 +2,10 @@
 //! `logstore` stream, appended by whichever session commits a call (its
 //! partition held, see `procedure::order`), acknowledged once the stream
 //! is durable past the record: group commit by the stream's writer, or
-//! by a blocking committer syncing itself.
+//! by a blocking committer syncing itself. Each call's record carries
+//! whether it is a barrier of parallel replay, as the call decided
+//! (`ProcedureCall::barrier`). While the open replays, a re-executed
+//! commit's write-set digest is kept for its thread to check.
 //!
 //! Invariant: sequence numbers are given and appended under one lock, so
 //! they grow with stream position; a commit that logged a call is
@@ -17,8 +20,24 @@ use crate::ids::{LogPos, Tid};
 use crate::logstore::stream::Stream;
 use crate::persist::{CatalogChange, CommitView, DurableWait, SchemeKind, SessionLog};
 use parking_lot::Mutex;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+thread_local! {
+    /// While replaying: the digest of the write set of the last commit
+    /// re-executed on this thread, for `replay` to compare with the
+    /// logged one. Per thread, since parallel replay commits on several
+    /// at once and each checks its own call (a commit's hook runs on the
+    /// committing thread).
+    static REPLAYED_DIGEST: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+/// Take the digest of the last commit re-executed on this thread (see
+/// `REPLAYED_DIGEST`); `None` if none committed since the last take.
+pub(super) fn take_replayed_digest() -> Option<u32> {
+    REPLAYED_DIGEST.take()
+}
 
 pub(super) struct CommandLog {
     pub stream: Arc<Stream>,
@@ -29,9 +48,6 @@ pub(super) struct CommandLog {
     pub replaying: AtomicBool,
     /// Log each call's write-set digest (`CommandOptions::digests`).
     digests: bool,
-    /// While replaying: the digest of the last re-executed commit's write
-    /// set, for `replay` to compare with the logged one.
-    pub replayed_digest: Mutex<Option<u32>>,
     pub calls: AtomicU64,
     pub catalog_changes: AtomicU64,
     /// Test-only: acknowledge without waiting for durability.
@@ -46,7 +62,6 @@ impl CommandLog {
             sequence: Mutex::new(last_sequence),
             replaying: AtomicBool::new(false),
             digests,
-            replayed_digest: Mutex::new(None),
             calls: AtomicU64::new(0),
             catalog_changes: AtomicU64::new(0),
             #[cfg(feature = "testing")]
@@ -71,12 +86,12 @@ impl CommandLog {
         buf: &mut Vec<u8>,
         name: &str,
         params: &[u8],
-        digest: Option<u32>,
+        flags: record::CallFlags,
     ) -> Result<LogPos> {
         let mut sequence = self.sequence.lock();
         let next = *sequence + 1;
         buf.clear();
-        record::encode_call(buf, self.stream.durable(), next, name, params, digest);
+        record::encode_call(buf, self.stream.durable(), next, name, params, flags);
         let end = self.stream.append_frames(buf, 1, next)?;
         *sequence = next;
         self.calls.fetch_add(1, Ordering::Relaxed);
@@ -163,7 +178,7 @@ impl SessionLog for CommandSessionLog {
         if self.log.replaying.load(Ordering::Acquire) {
             // Already logged; what it wrote this time is for replay to
             // check against the logged digest (cheap beside re-execution).
-            *self.log.replayed_digest.lock() = Some(record::write_set_digest(commit.writes()));
+            REPLAYED_DIGEST.set(Some(record::write_set_digest(commit.writes())));
             return Ok(());
         }
         if commit.writes().is_empty() {
@@ -182,9 +197,13 @@ impl SessionLog for CommandSessionLog {
             .log
             .digests
             .then(|| record::write_set_digest(commit.writes()));
+        let flags = record::CallFlags {
+            digest,
+            barrier: call.barrier,
+        };
         let end = self
             .log
-            .append_call(&mut self.buf, call.name, call.params, digest)?;
+            .append_call(&mut self.buf, call.name, call.params, flags)?;
         self.logged(end);
         Ok(())
     }

@@ -10,7 +10,7 @@
 //!
 //! The base the log replays onto is the data file of the last clean
 //! close, as under `silor` (`persist::resident`): a recovery re-executes
-//! every generation's calls in log order (`replay`) and leaves the logs
+//! every generation's calls (`replay`) and leaves the logs
 //! and the data file as they are; the next run logs to a new generation.
 //! A clean close journals its pages first (`persist::resident::journal`);
 //! a whole journal at the next open finishes the close and the logs add
@@ -26,16 +26,22 @@
 //! is deleted, and a recovery loads it into empty trees, rebuilds the
 //! indexes and re-executes only the log from its point on.
 //!
+//! Recovery re-executes each partition's calls on a thread of its own,
+//! meeting at every barrier (seed 001 §III-B; `replay`): a call's record
+//! says whether it must run alone (`record`), and each generation records
+//! the partition count its calls ran under (`generation`). A
+//! single-partition call's rows are checked against the tables'
+//! registered partitioning keys (`procedure::partition`).
+//!
 //! Not built yet (docs/decisions/030-command-logging.md): executor
-//! threads that own their partitions, parallel replay. A single-partition
-//! call's rows are checked against the tables' registered partitioning
-//! keys (`procedure::partition`).
+//! threads that own their partitions.
 //!
 //! Invariant: after a crash, the recovered state is the state of the
 //! installed snapshot (or the last clean close) plus the calls of a
 //! prefix of each generation's log from its point on, run again in
 //! order, and every acknowledged call is among them.
 
+mod generation;
 mod log;
 mod options;
 mod record;
@@ -45,6 +51,13 @@ pub mod snapshot;
 mod tests;
 
 pub use options::{CommandOptions, CommandSnapshot};
+/// Broken variants of parallel replay, for the tests that must catch
+/// them (`testing` feature only; set on the thread that opens).
+#[cfg(feature = "testing")]
+pub use replay::broken::{
+    set_ignore_barriers as set_broken_replay_barriers_for_tests,
+    set_partitions as set_broken_replay_partitions_for_tests,
+};
 pub use snapshot::{SnapshotStage, StageHook as SnapshotHook};
 
 use crate::buffer::{BufferPool, PageWritePolicy};
@@ -86,6 +99,13 @@ pub struct CommandStats {
     pub replay: Duration,
     pub replayed_calls: u64,
     pub replayed_catalog_changes: u64,
+    /// Threads the replay ran on (1: serially; up to the replayed
+    /// generations' partition count and `Options::recovery_threads`), and
+    /// the barriers they met (records run alone: multi-partition calls,
+    /// catalog changes, calls that wrote a table without a partitioning
+    /// key).
+    pub replay_threads: usize,
+    pub replay_barriers: u64,
     pub recovered_bytes: u64,
     /// Recovery at open from a snapshot: time loading it (and rebuilding
     /// the indexes from the loaded tables), its rows and bytes, the call
@@ -238,6 +258,13 @@ impl Opening for CommandOpening {
             pool.ensure_allocated(end);
         }
         let storage = Arc::clone(ctx.storage);
+        // Before the generation's first segment: its calls are routed by
+        // this count when they are replayed.
+        generation::write(
+            storage.as_ref(),
+            &generation_dir(&self.dir, self.generation),
+            self.options.partitions,
+        )?;
         let stream = Stream::open(
             Arc::clone(&storage),
             generation_dir(&self.dir, self.generation),
@@ -306,6 +333,7 @@ impl Opening for CommandOpening {
             stale_indexes: loaded.stale,
             generation: self.generation,
             floor: ctx.floor,
+            replay_threads: ctx.recovery_threads,
             to_replay: Mutex::new(recovered.then_some((report, scanned, base))),
             report: OnceLock::new(),
             recovery: OnceLock::new(),
@@ -329,6 +357,8 @@ pub struct CommandScheme {
     /// The log floor the database was opened with: no page GSN moves
     /// under this scheme, which logs no pages.
     floor: Gsn,
+    /// The most threads the replay runs on (`Options::recovery_threads`).
+    replay_threads: usize,
     /// What the open found to re-execute, until `replay_after_open`.
     to_replay: Mutex<Option<(RecoveryReport, replay::Scanned, CommandStats)>>,
     report: OnceLock<RecoveryReport>,
@@ -450,9 +480,17 @@ impl Scheme for CommandScheme {
         drop(shared);
         base.snapshot_load += rebuild.elapsed();
         self.log.replaying.store(true, Ordering::Release);
-        let replayed = replay::run(db, &self.log, scanned.records);
+        let replayed = replay::run(db, scanned.records, scanned.partitions, self.replay_threads);
         self.log.replaying.store(false, Ordering::Release);
         let replayed = replayed?;
+        tracing::info!(
+            calls = replayed.calls,
+            catalog_changes = replayed.catalog_changes,
+            threads = replayed.threads,
+            barriers = replayed.barriers,
+            ms = replayed.time.as_secs_f64() * 1e3,
+            "command log replayed"
+        );
         let _ = self.report.set(RecoveryReport {
             winners: replayed.calls as usize,
             records_redone: replayed.calls + replayed.catalog_changes,
@@ -464,6 +502,8 @@ impl Scheme for CommandScheme {
             replay: replayed.time,
             replayed_calls: replayed.calls,
             replayed_catalog_changes: replayed.catalog_changes,
+            replay_threads: replayed.threads,
+            replay_barriers: replayed.barriers,
             recovered_bytes: scanned.bytes,
             ..base
         });

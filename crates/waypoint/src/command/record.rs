@@ -7,19 +7,24 @@
 //! records").
 //!
 //! ```text
-//! call:    [3][sequence: vint][name len: vint][name][params len: vint][params]
-//! call with its write-set digest (`CommandOptions::digests`):
-//!          [4][sequence: vint][name len: vint][name][params len: vint][params][digest: u32 LE]
+//! call:    [5][flags: u8][sequence: vint][name len: vint][name][params len: vint][params]
+//!          ([digest: u32 LE] if flags & 1)
+//!          flags: 1 = write-set digest follows (`CommandOptions::digests`),
+//!                 2 = barrier (replayed alone, `procedure::partition::is_barrier`);
+//!                 other bits must be zero
 //! catalog: the value log's catalog entry ([2][epoch = 0: vint][change]...)
 //! ```
+//!
+//! Read, never written any more (logs from before parallel replay):
+//! kind 3, a call without flags (`[3][sequence]...[params]`), and kind 4,
+//! the same with its digest after the parameters. Whether such a call
+//! was a barrier was not recorded, so it reads as one (replayed alone:
+//! always sound).
 //!
 //! The digest is CRC32C over the write set in (table, key) order, each
 //! write as `[table: u32 LE][key len: vint][key][0 | 1 value len: vint
 //! value]` (0: a delete): the rows the call wrote, not the secondary-index
 //! entries derived from them, nor TIDs.
-//!
-//! ```text
-//! ```
 //!
 //! Invariant: decoding is total: any bytes give a record or an error,
 //! never a panic; a record fills its frame's payload exactly.
@@ -30,9 +35,14 @@ use crate::logstore::scan::Payloads;
 use crate::persist::{CatalogChange, WriteSet};
 use crate::silor::entry::{self, DecodeError, Entries, Entry};
 
-const KIND_CALL: u8 = 3;
-/// A call followed by its write-set digest.
-const KIND_CALL_DIGEST: u8 = 4;
+/// A call of an older log, without flags (read only).
+const KIND_CALL_OLD: u8 = 3;
+/// A call of an older log followed by its write-set digest (read only).
+const KIND_CALL_DIGEST_OLD: u8 = 4;
+/// A call with its flags.
+const KIND_CALL: u8 = 5;
+const FLAG_DIGEST: u8 = 1;
+const FLAG_BARRIER: u8 = 2;
 /// The value log's catalog entry kind.
 const KIND_CATALOG: u8 = 2;
 
@@ -45,6 +55,8 @@ pub enum Record<'a> {
         params: &'a [u8],
         /// The write-set digest, if the call was logged with one.
         digest: Option<u32>,
+        /// Replayed alone (see the module documentation).
+        barrier: bool,
     },
     Catalog(CatalogChange),
 }
@@ -74,22 +86,32 @@ pub fn write_set_digest(writes: &dyn WriteSet) -> u32 {
     crc
 }
 
+/// What a call's record holds besides its name and parameters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallFlags {
+    /// The write-set digest.
+    pub digest: Option<u32>,
+    /// Replayed alone.
+    pub barrier: bool,
+}
+
 /// Append the framed record of call `sequence` to `out`, for a stream
-/// durable up to `watermark`, with its write-set digest if given.
+/// durable up to `watermark`.
 pub fn encode_call(
     out: &mut Vec<u8>,
     watermark: LogPos,
     sequence: u64,
     name: &str,
     params: &[u8],
-    digest: Option<u32>,
+    flags: CallFlags,
 ) {
     let start = frame::begin(out, watermark);
-    out.push(if digest.is_some() {
-        KIND_CALL_DIGEST
-    } else {
-        KIND_CALL
-    });
+    out.push(KIND_CALL);
+    let digest = flags.digest;
+    out.push(
+        if digest.is_some() { FLAG_DIGEST } else { 0 }
+            | if flags.barrier { FLAG_BARRIER } else { 0 },
+    );
     frame::put_vint(out, sequence);
     frame::put_vint(out, name.len() as u64);
     out.extend_from_slice(name.as_bytes());
@@ -127,15 +149,24 @@ impl Payloads for Records {
     fn plausible(head: &[u8]) -> bool {
         matches!(
             head.first(),
-            Some(&KIND_CALL) | Some(&KIND_CALL_DIGEST) | Some(&KIND_CATALOG)
+            Some(&KIND_CALL) | Some(&KIND_CALL_OLD) | Some(&KIND_CALL_DIGEST_OLD) | Some(&KIND_CATALOG)
         )
     }
 
     fn decode<'a>(frame: Frame<'a>) -> Result<Record<'a>, DecodeError> {
         let payload = frame.payload;
-        let with_digest = match payload.first() {
-            Some(&KIND_CALL) => false,
-            Some(&KIND_CALL_DIGEST) => true,
+        // (body offset, digest follows, barrier)
+        let (at, with_digest, barrier) = match payload.first() {
+            Some(&KIND_CALL) => {
+                let flags = *payload.get(1).ok_or(DecodeError("record truncated"))?;
+                if flags & !(FLAG_DIGEST | FLAG_BARRIER) != 0 {
+                    return Err(DecodeError("unknown call flags"));
+                }
+                (2, flags & FLAG_DIGEST != 0, flags & FLAG_BARRIER != 0)
+            }
+            // Not recorded by older logs: replayed alone, always sound.
+            Some(&KIND_CALL_OLD) => (1, false, true),
+            Some(&KIND_CALL_DIGEST_OLD) => (1, true, true),
             Some(&KIND_CATALOG) => {
                 return match Entries::decode(frame)? {
                     Entry::Catalog { change, .. } => Ok(Record::Catalog(change)),
@@ -144,7 +175,7 @@ impl Payloads for Records {
             }
             _ => return Err(DecodeError("unknown record kind")),
         };
-        let mut rest = &payload[1..];
+        let mut rest = &payload[at..];
         let sequence = frame::read_vint(&mut rest).map_err(DecodeError)?;
         if sequence == 0 {
             return Err(DecodeError("a call with sequence number 0"));
@@ -169,6 +200,7 @@ impl Payloads for Records {
             name,
             params,
             digest,
+            barrier,
         })
     }
 }

@@ -144,6 +144,11 @@ impl WriteSet for NoWrites {
 pub struct ProcedureCall<'a> {
     pub name: &'a str,
     pub params: &'a [u8],
+    /// The call must be replayed alone, not beside other partitions'
+    /// calls: it is a multi-partition call, or a single-partition call
+    /// that wrote a row of a table without a partitioning key
+    /// (`procedure::partition::is_barrier`).
+    pub barrier: bool,
 }
 
 /// Everything a scheme may know of a commit.

@@ -1,6 +1,9 @@
 //! `Session::call`: look the procedure up, decode its parameters, enter
 //! the scheme's serial order (if it has one), run the body in a
-//! transaction that carries the call to the commit hook, and commit.
+//! transaction that carries the call to the commit hook (with whether
+//! it must replay alone: `partition::is_barrier`), and commit. Replay
+//! re-executes logged calls through the same path without the order
+//! (`Session::replay_call`).
 //!
 //! Invariant: a call whose body fails is rolled back and reaches no log;
 //! the serial order is held from before the transaction begins until its
@@ -80,19 +83,55 @@ impl Session {
         params: &[u8],
         wait_now: bool,
     ) -> Result<(Output, PendingCommit)> {
+        let scheme = Arc::clone(&self.db.scheme);
+        let order = scheme.command_order();
+        self.run_call(name, params, wait_now, order, order.map(|o| o.partitions()))
+    }
+
+    /// Re-execute a logged call at recovery, blocking, the result
+    /// dropped: the replay orders the calls itself (`command::replay`),
+    /// so the serial order is not entered, and a single-partition call's
+    /// rows are checked against the partition count it ran under
+    /// (`partitions`; `None`: not known, not checked) rather than the one
+    /// in force now, under which they may fall in other partitions.
+    pub(crate) fn replay_call(
+        &mut self,
+        name: &str,
+        params: &[u8],
+        partitions: Option<usize>,
+    ) -> Result<()> {
+        let (_, pending) = self.run_call(name, params, true, None, partitions)?;
+        pending.wait().map(|_| ())
+    }
+
+    /// Run a call under `order` (if any), its rows checked against
+    /// `partitions` (if known), and commit it.
+    fn run_call(
+        &mut self,
+        name: &str,
+        params: &[u8],
+        wait_now: bool,
+        order: Option<&super::SerialOrder>,
+        partitions: Option<usize>,
+    ) -> Result<(Output, PendingCommit)> {
         let procedure = Arc::clone(self.db.procedures.get(name)?);
         let call = procedure.decode(params)?;
-        let scheme = Arc::clone(&self.db.scheme);
         let partition = call.partition();
-        let order = scheme.command_order();
         let _serial = order.map(|o| o.enter(partition));
         let mut tx = self.begin()?;
         tx.call = Some((Arc::clone(&procedure.name), params.to_vec()));
         // An error drops the transaction: rolled back, nothing logged.
         let out = call.run(&mut tx)?;
-        if let (Some(order), Partition::Key(routed)) = (order, partition) {
-            super::partition::check(order, name, routed, &tx)?;
-        }
+        tx.call_barrier = match partition {
+            Partition::Key(routed) => {
+                if let Some(partitions) = partitions {
+                    super::partition::check(partitions, name, routed, &tx)?;
+                }
+                // Only a logged call needs to know (replay logs nothing).
+                order.is_some() && super::partition::is_barrier(&tx)
+            }
+            Partition::All => true,
+        };
         let pending = tx.commit_then(wait_now)?;
         Ok((out, pending))
     }

@@ -34,6 +34,7 @@ pub(crate) mod partition;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use order::partition_of;
 pub use order::SerialOrder;
 pub use partition::PartitionKey;
 

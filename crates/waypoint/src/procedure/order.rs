@@ -18,6 +18,13 @@
 use super::Partition;
 use parking_lot::{Mutex, MutexGuard};
 
+/// The partition routing key `key` runs in among `partitions` (at least
+/// 1): the one rule, used by the order and by parallel replay, which
+/// routes by the count a logged call ran under.
+pub fn partition_of(key: u64, partitions: usize) -> usize {
+    (key % partitions.max(1) as u64) as usize
+}
+
 /// The partitions' locks (see the module documentation).
 pub struct SerialOrder {
     partitions: Vec<Mutex<()>>,
@@ -43,7 +50,7 @@ impl SerialOrder {
 
     /// The partition a key runs in.
     pub fn partition_of(&self, key: u64) -> usize {
-        (key % self.partitions.len() as u64) as usize
+        partition_of(key, self.partitions.len())
     }
 
     /// Wait for and hold what a call of `partition` runs under.

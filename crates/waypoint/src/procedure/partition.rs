@@ -18,10 +18,15 @@
 //! item table, which is only read, and its history table, whose key does
 //! not hold the warehouse), and a scan's range where it found no row.
 //!
+//! Parallel replay (`command::replay`) runs different partitions' calls
+//! side by side; a call that wrote a row of a table without a key is a
+//! barrier there (`is_barrier`), decided when it runs and logged with it.
+//!
 //! Invariant: a single-partition call that commits under a serial order
-//! touched only rows of its own partition in every table with a key.
+//! touched only rows of its own partition in every table with a key, and
+//! is logged as a barrier if it wrote a row of a table without one.
 
-use super::{Procedures, SerialOrder};
+use super::{order::partition_of, Procedures};
 use crate::error::{Error, Result};
 use crate::txn::Transaction;
 use std::sync::Arc;
@@ -32,9 +37,9 @@ use std::sync::Arc;
 pub type PartitionKey = Arc<dyn Fn(&[u8]) -> u64 + Send + Sync>;
 
 /// Refuse `tx`, run by procedure `name` in the partition of routing key
-/// `routed`, if it touched a row of another partition.
+/// `routed` among `partitions`, if it touched a row of another partition.
 pub(crate) fn check(
-    order: &SerialOrder,
+    partitions: usize,
     name: &str,
     routed: u64,
     tx: &Transaction<'_>,
@@ -43,12 +48,12 @@ pub(crate) fn check(
     if procedures.partition_keys.is_empty() {
         return Ok(());
     }
-    let home = order.partition_of(routed);
+    let home = partition_of(routed, partitions);
     for (table, key) in tx.touched_rows() {
         let Some(of) = procedures.partition_keys.get(table.name.as_str()) else {
             continue;
         };
-        let row = order.partition_of(of(key));
+        let row = partition_of(of(key), partitions);
         if row != home {
             return Err(Error::ProcedurePartition {
                 name: name.into(),
@@ -59,4 +64,17 @@ pub(crate) fn check(
         }
     }
     Ok(())
+}
+
+/// Must the single-partition call `tx` be replayed alone? Yes if it wrote
+/// a row of a table without a partitioning key: another partition's call
+/// may read or write that row, and only the log order says which came
+/// first. Rows of tables with a key are its partition's alone (`check`),
+/// and reads of tables without one are ordered around their writers,
+/// which are all barriers. Decided from what the call did, not from the
+/// procedure: a call that wrote nothing there replays in parallel.
+pub(crate) fn is_barrier(tx: &Transaction<'_>) -> bool {
+    let keys = &tx.procedures().partition_keys;
+    tx.written_rows()
+        .any(|(table, _)| !keys.contains_key(table.name.as_str()))
 }

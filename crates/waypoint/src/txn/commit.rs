@@ -326,6 +326,7 @@ impl Transaction<'_> {
         let procedure = self.call.as_ref().map(|(name, params)| ProcedureCall {
             name,
             params,
+            barrier: self.call_barrier,
         });
         self.session.log.on_commit(
             &CommitView::new(tid, &writes, &observed, procedure).with_index_writes(&index_writes),

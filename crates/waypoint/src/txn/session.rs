@@ -91,6 +91,7 @@ impl Session {
             writes: BTreeMap::new(),
             finished: false,
             call: None,
+            call_barrier: false,
         })
     }
 

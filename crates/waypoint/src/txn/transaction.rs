@@ -69,6 +69,9 @@ pub struct Transaction<'s> {
     /// The stored procedure this transaction runs (`Session::call`): its
     /// name and encoded parameters, shown to the commit hook.
     pub(crate) call: Option<(Arc<str>, Vec<u8>)>,
+    /// The call must replay alone (`ProcedureCall::barrier`), set before
+    /// its commit.
+    pub(crate) call_barrier: bool,
 }
 
 pub(super) fn to_owned_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -484,10 +487,7 @@ impl Transaction<'_> {
     /// range itself is not a row (an empty range names nothing).
     pub(crate) fn touched_rows(&self) -> impl Iterator<Item = (&TableInfo, &[u8])> {
         let reads = self.reads.iter().map(|r| (&*r.table, r.key.as_slice()));
-        let writes = self
-            .writes
-            .iter()
-            .map(|((_, k), w)| (&*w.table, k.as_slice()));
+        let writes = self.written_rows();
         let scans = self.scans.iter().flat_map(|s| {
             s.observed.iter().filter_map(move |(k, _)| {
                 if s.is_index {
@@ -498,6 +498,15 @@ impl Transaction<'_> {
             })
         });
         reads.chain(writes).chain(scans)
+    }
+
+    /// Every row this transaction wrote (inserted, updated or deleted),
+    /// as (table, primary key): what decides whether a single-partition
+    /// call is a barrier of parallel replay (`procedure::partition`).
+    pub(crate) fn written_rows(&self) -> impl Iterator<Item = (&TableInfo, &[u8])> {
+        self.writes
+            .iter()
+            .map(|((_, k), w)| (&*w.table, k.as_slice()))
     }
 
     pub(super) fn finish_abort(&mut self) {

@@ -2,13 +2,21 @@
 //! command log in order, check that each call names a registered
 //! procedure whose parameters decode (before the open writes anything),
 //! then, once the database is built, run the calls and catalog changes
-//! again in log order, on one session.
+//! again in log order.
 //!
-//! Serial replay is the first version: VoltDB replays each partition's
-//! calls on its own executor, meeting at multi-partition calls. Log order
-//! is a serial order equivalent to the one that ran (each partition's
-//! calls reach the log in the order they ran, and a multi-partition call
-//! holds every partition), so replaying it serially gives the same state.
+//! Log order is a serial order equivalent to the one that ran (each
+//! partition's calls reach the log in the order they ran, and a
+//! multi-partition call holds every partition), so replaying it serially
+//! gives the same state (`execute`, one session). As VoltDB does, the
+//! replay may instead run each partition's calls on its own thread,
+//! meeting at every barrier (`parallel`): a multi-partition call, a
+//! catalog change, a single-partition call logged as one (it wrote a row
+//! of a table without a partitioning key), every call of a generation
+//! whose partition count is not recorded, and the start of each
+//! generation (`generation`: the count may change between opens). Calls
+//! between two barriers touch disjoint rows in the tables with a key
+//! (checked when they ran) and only read the others, so any interleaving
+//! of different partitions' calls gives the state of the log order.
 //!
 //! A generation's log ends at its first torn or missing record (a segment
 //! that ends short of where the next one starts ends it too): what
@@ -25,9 +33,13 @@
 //! Invariant: the calls replayed are a prefix of each generation's log
 //! (from the snapshot's point on), with strictly increasing sequence
 //! numbers across generations; the replayed state is the state those
-//! calls produced when they ran.
+//! calls produced when they ran; a replay that fails reports the first
+//! record in log order that failed, as serial replay would.
 
-use super::log::CommandLog;
+mod execute;
+mod parallel;
+
+use super::generation;
 use super::record::{Record, Records};
 use super::snapshot::Point;
 use crate::db::Database;
@@ -37,7 +49,7 @@ use crate::logstore::scan::{self, ScanEnd};
 use crate::logstore::segment::{self, list_segments};
 use crate::persist::resident::generations;
 use crate::persist::{CatalogChange, SchemeKind};
-use crate::procedure::Procedures;
+use crate::procedure::{partition_of, Partition, Procedures};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -48,6 +60,13 @@ pub(super) enum Logged {
         name: String,
         params: Vec<u8>,
         digest: Option<u32>,
+        /// The partition count of its generation, if recorded.
+        partitions: Option<usize>,
+        /// Logged as a barrier (`record`).
+        barrier: bool,
+        /// The partition it ran in, if it may replay beside other
+        /// partitions' calls; `None`: a barrier (set by `scan`).
+        lane: Option<usize>,
     },
     Catalog(CatalogChange),
 }
@@ -56,7 +75,19 @@ pub(super) enum Logged {
 pub(super) struct At {
     pub path: PathBuf,
     pub offset: u64,
+    /// Its log generation.
+    pub generation: u64,
     pub logged: Logged,
+}
+
+impl At {
+    /// The partition a call replays in beside others; `None`: a barrier.
+    fn lane(&self) -> Option<usize> {
+        match &self.logged {
+            Logged::Call { lane, .. } => *lane,
+            Logged::Catalog(_) => None,
+        }
+    }
 }
 
 /// What the scan of the command logs found.
@@ -71,6 +102,9 @@ pub(super) struct Scanned {
     pub newest_generation: u64,
     /// Records before the snapshot's point, not replayed.
     pub skipped: u64,
+    /// The most partitions a replayed generation's calls ran under (0:
+    /// none recorded).
+    pub partitions: usize,
     pub scan_time: Duration,
 }
 
@@ -87,9 +121,11 @@ fn corrupt(path: &Path, offset: u64, detail: String) -> Error {
 fn scan_generation(
     storage: &dyn Storage,
     dir: &Path,
+    g: u64,
     from: Option<u64>,
     out: &mut Scanned,
 ) -> Result<()> {
+    let partitions = generation::read(storage, dir)?;
     let segments = list_segments(storage, dir)?;
     if let (Some((start, path)), Some(from)) = (segments.first(), from) {
         // Pruning keeps every segment holding a record at or after the
@@ -153,6 +189,7 @@ fn scan_generation(
                     name,
                     params,
                     digest,
+                    barrier,
                 } => {
                     if sequence <= out.last_sequence {
                         return Err(corrupt(
@@ -171,6 +208,9 @@ fn scan_generation(
                         name: name.to_string(),
                         params: params.to_vec(),
                         digest,
+                        partitions,
+                        barrier,
+                        lane: None,
                     }
                 }
                 Record::Catalog(change) => Logged::Catalog(change),
@@ -178,6 +218,7 @@ fn scan_generation(
             out.records.push(At {
                 path: path.clone(),
                 offset,
+                generation: g,
                 logged,
             });
         }
@@ -210,13 +251,33 @@ pub(super) fn scan(
             continue;
         }
         let from = point.filter(|p| p.generation == g).map(|p| p.position);
-        scan_generation(storage, &gdir, from, &mut out)?;
+        scan_generation(storage, &gdir, g, from, &mut out)?;
         out.newest_generation = g;
     }
-    for at in &out.records {
-        if let Logged::Call { name, params, .. } = &at.logged {
+    for at in &mut out.records {
+        if let Logged::Call {
+            name,
+            params,
+            partitions,
+            barrier,
+            lane,
+            ..
+        } = &mut at.logged
+        {
             // Refused here, the open has written nothing yet.
-            procedures.get(name)?.decode(params)?;
+            let routed = procedures.get(name)?.decode(params)?.partition();
+            // The partition it ran in, by the count it ran under; a
+            // generation without a recorded count replays serially.
+            let parallel = !*barrier || broken::ignores_barriers();
+            *lane = match (routed, *partitions) {
+                (Partition::Key(key), Some(n)) if parallel => {
+                    Some(partition_of(key, broken::partitions(n)))
+                }
+                _ => None,
+            };
+            if let Some(n) = *partitions {
+                out.partitions = out.partitions.max(n);
+            }
         }
     }
     out.scan_time = began.elapsed();
@@ -241,98 +302,69 @@ pub(super) fn sync_generations(storage: &dyn Storage, dir: &Path) -> Result<()> 
 pub(super) struct Replayed {
     pub calls: u64,
     pub catalog_changes: u64,
+    /// Threads that ran the calls (1: serial).
+    pub threads: usize,
+    /// Barriers the threads met (each run alone).
+    pub barriers: u64,
     pub time: Duration,
 }
 
-fn apply_catalog(db: &Database, change: &CatalogChange) -> Result<()> {
-    match change {
-        CatalogChange::CreateTable { name, id } => {
-            let table = db.create_table(name)?;
-            if table.id() != *id {
-                return Err(Error::Internal {
-                    what: format!(
-                        "table {name:?} was created with id {id} and is created again with id {}",
-                        table.id()
-                    ),
-                });
-            }
-            Ok(())
-        }
-        CatalogChange::DropTable { name } => db.drop_table(name),
-        CatalogChange::DropIndex { name } => db.drop_index(name),
-        CatalogChange::CreateIndex { name, id, table } => {
-            // `create_index` takes the registered extractor under this
-            // scheme; one that is not registered now is refused there.
-            let table = db.table(table)?;
-            let unused: crate::catalog::KeyExtractor = std::sync::Arc::new(|_: &[u8], _: &[u8]| None);
-            let index = db.create_index(&table, name, unused)?;
-            if index.info.id != *id {
-                return Err(Error::Internal {
-                    what: format!(
-                        "index {name:?} was created with id {id} and is created again with id {}",
-                        index.info.id
-                    ),
-                });
-            }
-            Ok(())
-        }
+/// Run the logged records again on `db`, in log order, or partitions
+/// side by side between barriers on up to `threads` threads (serially
+/// when there is one thread or one partition); a call logged with a
+/// write-set digest must write the same rows again.
+pub(super) fn run(db: &Database, records: Vec<At>, partitions: usize, threads: usize) -> Result<Replayed> {
+    let began = Instant::now();
+    let threads = threads.min(partitions);
+    let mut replayed = if threads <= 1 || records.iter().all(|at| at.lane().is_none()) {
+        execute::serial(db, &records)?
+    } else {
+        parallel::run(db, &records, threads)?
+    };
+    replayed.time = began.elapsed();
+    Ok(replayed)
+}
+
+/// Broken variants the tests must catch (`testing` feature only): set on
+/// the thread that opens the database, so tests running beside it on
+/// other threads are not affected.
+#[cfg(feature = "testing")]
+pub(crate) mod broken {
+    use std::cell::Cell;
+
+    thread_local! {
+        static IGNORE_BARRIERS: Cell<bool> = const { Cell::new(false) };
+        static PARTITIONS: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+
+    /// Replay barrier calls beside other partitions' calls (multi-
+    /// partition calls and catalog changes stay barriers).
+    pub fn set_ignore_barriers(on: bool) {
+        IGNORE_BARRIERS.set(on);
+    }
+
+    /// Route every call by this partition count rather than its
+    /// generation's (`None`: its generation's).
+    pub fn set_partitions(n: Option<usize>) {
+        PARTITIONS.set(n);
+    }
+
+    pub(super) fn ignores_barriers() -> bool {
+        IGNORE_BARRIERS.get()
+    }
+
+    pub(super) fn partitions(logged: usize) -> usize {
+        PARTITIONS.get().unwrap_or(logged)
     }
 }
 
-/// Run the logged records again, in order, on one session of `db`; a
-/// call logged with a write-set digest must write the same rows again.
-pub(super) fn run(db: &Database, log: &CommandLog, records: Vec<At>) -> Result<Replayed> {
-    let began = Instant::now();
-    let mut replayed = Replayed::default();
-    let mut session = db.session();
-    for at in records {
-        let result = match &at.logged {
-            Logged::Call {
-                sequence,
-                name,
-                params,
-                digest,
-            } => {
-                replayed.calls += 1;
-                *log.replayed_digest.lock() = None;
-                session.call_encoded(name, params).and_then(|_| {
-                    let again = log.replayed_digest.lock().take();
-                    match (digest, again) {
-                        (Some(logged), again) if again != Some(*logged) => Err(corrupt(
-                            &at.path,
-                            at.offset,
-                            format!(
-                                "replaying call {sequence} of procedure {name:?} wrote other rows than when it ran (write-set digest {} against {logged:#010x} logged): the procedure is not deterministic given its parameters, or is not the one that was logged",
-                                again.map_or("none".into(), |d| format!("{d:#010x}"))
-                            ),
-                        )),
-                        _ => Ok(()),
-                    }
-                })
-            }
-            Logged::Catalog(change) => {
-                replayed.catalog_changes += 1;
-                apply_catalog(db, change)
-            }
-        };
-        if let Err(e) = result {
-            if matches!(e, Error::Corruption { .. }) {
-                return Err(e);
-            }
-            // A full pool or a failing disk is what it is; anything else
-            // means the call did not do what it did when it ran.
-            if matches!(e, Error::MemoryFull { .. } | Error::Io { .. } | Error::LogFull { .. }) {
-                return Err(e);
-            }
-            let what = match &at.logged {
-                Logged::Call { sequence, name, .. } => format!(
-                    "replaying call {sequence} of procedure {name:?} failed: {e} (a procedure must be deterministic given its parameters, and be the one that was logged)"
-                ),
-                Logged::Catalog(change) => format!("replaying catalog change {change:?} failed: {e}"),
-            };
-            return Err(corrupt(&at.path, at.offset, what));
-        }
+#[cfg(not(feature = "testing"))]
+mod broken {
+    pub(super) fn ignores_barriers() -> bool {
+        false
     }
-    replayed.time = began.elapsed();
-    Ok(replayed)
+
+    pub(super) fn partitions(logged: usize) -> usize {
+        logged
+    }
 }
