@@ -623,7 +623,10 @@ fn worker_loop(
         .map(|rate| Pace::new(rate / config.workers as f64));
     while !counters.stop.load(Ordering::Acquire) {
         if let Some(pace) = &mut pace {
-            pace.wait();
+            // Commits that become durable while the worker waits for its
+            // next start are acknowledged (and timed) as they do, not at
+            // the next start.
+            pace.wait(|| resolve(&mut pending, config.in_flight, counters, &mut hists))?;
         }
         let t0 = Instant::now();
         let (ty, outcome) = match gen.call(&mut session, config.in_flight <= 1, None) {
@@ -662,7 +665,8 @@ fn worker_loop(
 
 /// A worker's share of `DriverConfig::rate`: a schedule of start times,
 /// slept to when the worker is ahead of it by more than a sleep's
-/// granularity (shorter gaps run on, and the next sleep evens them out).
+/// granularity (shorter gaps run on, and the next sleep evens them out),
+/// in steps of [`Pace::MIN_SLEEP`] with `between` run after each.
 /// A worker more than [`Pace::MAX_LAG`] behind drops the lag rather than
 /// bursting to make it up.
 struct Pace {
@@ -681,14 +685,18 @@ impl Pace {
         }
     }
 
-    fn wait(&mut self) {
-        let now = Instant::now();
-        if self.next > now + Self::MIN_SLEEP {
-            std::thread::sleep(self.next - now);
-        } else if now > self.next + Self::MAX_LAG {
+    fn wait(&mut self, mut between: impl FnMut() -> BenchResult<()>) -> BenchResult<()> {
+        let mut now = Instant::now();
+        if now > self.next + Self::MAX_LAG {
             self.next = now;
         }
+        while self.next > now + Self::MIN_SLEEP {
+            std::thread::sleep((self.next - now).min(Self::MIN_SLEEP));
+            between()?;
+            now = Instant::now();
+        }
         self.next += self.interval;
+        Ok(())
     }
 }
 
