@@ -122,19 +122,6 @@ pub(super) fn prune(sn: &Snapshotter, point: &Point) -> Result<()> {
     Ok(())
 }
 
-/// Bytes of the generations older than `current` under `command/`.
-pub(super) fn sealed_generation_bytes(
-    storage: &dyn Storage,
-    command: &Path,
-    current: u64,
-) -> Result<u64> {
-    Ok(generations(storage, command)?
-        .into_iter()
-        .filter(|(g, _)| *g < current)
-        .map(|(_, path)| dir_bytes(storage, &path))
-        .sum())
-}
-
 /// Remove every snapshot directory but `keep`'s.
 pub(crate) fn remove_other_snapshots(
     storage: &dyn Storage,

@@ -140,7 +140,7 @@ impl Snapshotter {
         trigger: CommandSnapshot,
         last_id: u64,
     ) -> Arc<Self> {
-        let sealed = install::sealed_generation_bytes(storage.as_ref(), &dir, generation)
+        let sealed = crate::persist::resident::older_generations_bytes(storage.as_ref(), &dir, generation)
             .unwrap_or_else(|e| {
                 // Only the trigger comes later for it.
                 tracing::warn!(error = %e, "command log generations not measured");

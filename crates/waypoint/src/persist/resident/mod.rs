@@ -72,6 +72,17 @@ pub(crate) fn remove_numbered_but(
     Ok(())
 }
 
+/// Bytes of the generations below `root` older than `current`: the logs
+/// crashes left, which count towards a log limit until an install
+/// deletes them (`silor`'s checkpoints, `command`'s snapshots).
+pub(crate) fn older_generations_bytes(storage: &dyn Storage, root: &Path, current: u64) -> Result<u64> {
+    Ok(generations(storage, root)?
+        .into_iter()
+        .filter(|(g, _)| *g < current)
+        .map(|(_, path)| dir_bytes(storage, &path))
+        .sum())
+}
+
 /// Bytes of the files below `dir` (for the stats; 0 where unreadable).
 pub(crate) fn dir_bytes(storage: &dyn Storage, dir: &Path) -> u64 {
     let Ok(entries) = storage.list_dir(dir) else {

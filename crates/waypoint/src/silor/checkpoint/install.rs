@@ -14,7 +14,10 @@ use super::walk::Taken;
 use super::Checkpointer;
 use crate::error::Result;
 use crate::io::Storage;
-use crate::persist::resident::{dir_bytes, generation_dir, generations, remove_numbered_but, remove_synced};
+use crate::persist::resident::{
+    dir_bytes, generation_dir, generations, older_generations_bytes, remove_numbered_but,
+    remove_synced,
+};
 use crate::silor::pepoch::Installed;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -89,13 +92,7 @@ pub(super) fn prune(ck: &Checkpointer, installed: &Installed) -> Result<()> {
 
 /// Bytes of the generations older than the one being written.
 pub(super) fn sealed_generation_bytes(ck: &Checkpointer) -> Result<u64> {
-    let storage = ck.storage.as_ref();
-    let current = ck.loggers.generation();
-    Ok(generations(storage, &ck.dir)?
-        .into_iter()
-        .filter(|(g, _)| *g < current)
-        .map(|(_, path)| dir_bytes(storage, &path))
-        .sum())
+    older_generations_bytes(ck.storage.as_ref(), &ck.dir, ck.loggers.generation())
 }
 
 /// Remove every checkpoint directory but `keep`'s.
