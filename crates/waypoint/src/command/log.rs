@@ -107,16 +107,16 @@ impl CommandLog {
         Ok(end)
     }
 
-    /// The broken variant's writes: the call is acknowledged with its
-    /// record in memory, and only every eighth call asks the writer for a
-    /// (lazy) flush. So the log is still written during the run (a crash
-    /// planned at a log write lands inside it), and up to seven
-    /// acknowledged calls are never durable at any moment: what a crash
-    /// loses does not hang on the writer's timing.
-    fn flush_now_and_then(&self, end: LogPos) {
-        if self.calls.load(Ordering::Relaxed).is_multiple_of(8) {
-            self.stream.request_flush_lazily(end);
-        }
+    /// The broken variant's writes: a call is acknowledged with its
+    /// record only in memory, and the next call makes everything appended
+    /// so far durable before it appends its own. The log is written and
+    /// synced once per call, as the correct scheme does (a crash planned
+    /// at the n-th log write lands inside the run), and at every moment
+    /// the last acknowledged call is not durable: what a crash loses does
+    /// not hang on a writer thread's timing, only on the crash landing
+    /// inside the run.
+    fn sync_the_calls_before(&self) -> Result<()> {
+        self.stream.sync_to(self.stream.appended())
     }
 
     #[cfg(feature = "testing")]
@@ -201,6 +201,9 @@ impl SessionLog for CommandSessionLog {
             digest,
             barrier: call.barrier,
         };
+        if self.log.acknowledges_early() {
+            self.log.sync_the_calls_before()?;
+        }
         let end = self
             .log
             .append_call(&mut self.buf, call.name, call.params, flags)?;
@@ -224,7 +227,6 @@ impl SessionLog for CommandSessionLog {
     fn take_pending(&mut self) -> Option<Box<dyn DurableWait>> {
         let end = self.pending.take()?;
         if self.log.acknowledges_early() {
-            self.log.flush_now_and_then(end);
             return None;
         }
         (self.log.stream.durable() < end).then(|| {
@@ -238,10 +240,7 @@ impl SessionLog for CommandSessionLog {
 
     fn wait_durable(&mut self) -> Result<()> {
         match self.pending.take() {
-            Some(end) if self.log.acknowledges_early() => {
-                self.log.flush_now_and_then(end);
-                Ok(())
-            }
+            Some(_) if self.log.acknowledges_early() => Ok(()),
             Some(end) => self.log.stream.sync_to(end),
             None => Ok(()),
         }

@@ -70,8 +70,9 @@ pub(super) struct Loggers {
     /// Test-only: the next append fails after calling this.
     #[cfg(feature = "testing")]
     pub fail_next_append: Mutex<Option<Box<dyn FnOnce() + Send>>>,
-    /// Test-only: acknowledge commits without waiting for pepoch (a broken
-    /// variant the crash tests must catch).
+    /// Test-only: acknowledge a commit once pepoch covers the session's
+    /// previous commit rather than its own (a broken variant the crash
+    /// tests must catch).
     pub broken_ack: AtomicBool,
 }
 
@@ -165,9 +166,16 @@ impl Loggers {
         }
     }
 
-    /// Return once pepoch ≥ `epoch` (at once under the broken variant).
+    /// The broken variant (`testing`; constant false otherwise): a commit
+    /// is acknowledged once the session's previous commit is durable
+    /// (`SilorSessionLog`).
+    pub fn acknowledges_early(&self) -> bool {
+        self.broken_ack.load(Ordering::Relaxed)
+    }
+
+    /// Return once pepoch ≥ `epoch`.
     pub fn wait_epoch(&self, epoch: u64) -> Result<()> {
-        if self.pepoch() >= epoch || self.broken_ack.load(Ordering::Relaxed) {
+        if self.pepoch() >= epoch {
             return Ok(());
         }
         let mut guard = self.pepoch_wait.lock();

@@ -320,9 +320,23 @@ impl WalSessionLog {
             tid,
             deps: record::Deps::new(&deps),
         };
+        if self.wal.broken_commit_ack() {
+            // The broken variant (`testing`; constant false otherwise)
+            // acknowledged the session's previous commit without waiting;
+            // it waits for it now, before this commit record exists, so
+            // the log is written about once per commit (a crash planned at
+            // the n-th log write lands inside the run, as for the correct
+            // protocols) and the last acknowledged commit is never durable
+            // while the session runs: what a crash loses does not hang on
+            // a writer's timing.
+            if let Some(previous) = self.previous.take() {
+                previous.request_flushes();
+                previous.wait()?;
+            }
+        }
         let txn = st.txn;
         let end = self.append_pageless(&mut st, txn, &body).1?;
-        let commits_before = self.wal.commits.add(self.slot, 1);
+        self.wal.commits.add(self.slot, 1);
         if st.needs_remote {
             self.wal.remote_commits.add(self.slot, 1);
         } else if chained.is_some() {
@@ -335,13 +349,8 @@ impl WalSessionLog {
         // writer, which flushes whatever accumulated; nobody syncs the log
         // himself, a blocking commit too waits for the writer's flush.
         let syncs_itself = self.commit_waits && self.consolidation.is_none();
-        // The broken variant (`testing`; constant false otherwise), which
-        // acknowledges before the flush, asks for a flush only every
-        // eighth commit: the log is still written during the run (a crash
-        // planned at a log write lands inside it), and acknowledged
-        // commits are never durable for a while, whatever the writer's
-        // timing, so the simulator catches it on a loaded machine too.
-        let asks_flush = !self.wal.broken_commit_ack() || commits_before.is_multiple_of(8);
+        // The broken variant asks for its flush at the next commit.
+        let asks_flush = !self.wal.broken_commit_ack();
         // Every protocol asks its own partition's writer, unless the caller
         // syncs it itself (async commits ask anyway: nobody waits).
         let request_own =
@@ -382,9 +391,11 @@ impl WalSessionLog {
         if remote {
             self.unresolved_remote = Some(ticket.clone());
         }
-        // The broken variant (`testing`; constant false otherwise):
-        // acknowledged before its flush.
-        self.pending = (!self.wal.broken_commit_ack()).then_some(ticket);
+        if self.wal.broken_commit_ack() {
+            self.previous = Some(ticket);
+        } else {
+            self.pending = Some(ticket);
+        }
         Ok(())
     }
 }

@@ -527,6 +527,7 @@ impl Wal {
             state: RefCell::new(TxnState::default()),
             txn_seq: 0,
             pending: None,
+            previous: None,
             commit_waits: false,
             unresolved_remote: None,
             view: RefCell::new(view::PartitionsView::of(self)),

@@ -66,6 +66,10 @@ pub struct WalSessionLog {
     pub(super) state: RefCell<TxnState>,
     pub(super) txn_seq: u64,
     pub(super) pending: Option<CommitTicket>,
+    /// The broken commit acknowledgement's (`Wal::broken_commit_ack`):
+    /// the last commit, acknowledged without a wait, which the next one
+    /// waits for.
+    pub(super) previous: Option<CommitTicket>,
     /// The coming commit's caller waits for it at once
     /// (`SessionLog::set_commit_waits`).
     pub(super) commit_waits: bool,
