@@ -712,6 +712,33 @@ mod tests {
         assert!(build("remote-flush", &s).is_err(), "a list is for scaling");
     }
 
+    /// Seed 001's Fig. 8 compares log replay: a checkpoint or snapshot
+    /// taken during the recovery runs would shorten one side's log.
+    #[test]
+    fn command_loggings_recovery_runs_replay_the_whole_log_on_both_sides() {
+        let e = build("command-logging", &settings(false, 2)).unwrap();
+        let recoveries: Vec<_> = e.runs.iter().filter(|r| r.crash.is_some()).collect();
+        assert_eq!(
+            recoveries.len(),
+            4,
+            "voter and tpcc under command and silor"
+        );
+        for r in recoveries {
+            assert_eq!(
+                r.driver.silor.checkpoint,
+                waypoint::SilorCheckpoint::Off,
+                "{}",
+                r.label
+            );
+            assert_eq!(
+                r.driver.command_snapshot,
+                waypoint::CommandSnapshot::Off,
+                "{}",
+                r.label
+            );
+        }
+    }
+
     #[test]
     fn unknown_and_not_yet_experiments_are_refused_by_name() {
         let e = build("nosuch", &settings(true, 2)).unwrap_err().to_string();
