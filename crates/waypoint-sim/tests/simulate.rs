@@ -507,7 +507,7 @@ fn tpcc_checks_report_an_acknowledged_transaction_that_is_missing() {
         w: 1,
         d: 2,
         amount: 100,
-        history_key: history_key(7, 7),
+        history_key: history_key(1, 7, 7),
     });
     assert!(e.contains("its history row is lost"), "{e}");
     let e = forged(Effect::Delivery {

@@ -343,7 +343,7 @@ impl<'a> Ctx<'a> {
                 data: text(&astring(rng, 12, 24)),
             };
             let seq = ((w as u64) << 40) | ((d as u64) << 32) | id as u64;
-            b.push(&t.history, &history_key(0, seq), h.encode())?;
+            b.push(&t.history, &history_key(w, 0, seq), h.encode())?;
         }
         let mut permutation: Vec<u32> = (1..=customers).collect();
         permutation.shuffle(rng);

@@ -200,9 +200,10 @@ impl Tpcc {
             load_c,
             run_c,
             tables: None,
-            // The top bits of the nonce tell runs apart; the low 16 the
-            // worker; never 0 (the load's).
-            run_nonce: (nanos << 16) | (1 << 63),
+            // 48 bits (`schema::history_key`): the clock's low 31 bits
+            // tell runs apart, the low 16 the worker; bit 47 keeps it
+            // from 0 (the load's).
+            run_nonce: ((nanos & 0x7FFF_FFFF) << 16) | (1 << 47),
             remote: true,
             multi_partition: None,
             procedures: false,

@@ -61,9 +61,15 @@ pub fn stock_key(w: u16, i: u32) -> [u8; 6] {
     k
 }
 
-pub fn history_key(source: u64, seq: u64) -> [u8; 16] {
+/// A history row's key: the warehouse of the payment (its home, H_W_ID,
+/// so under `command` the row is in the partition the payment runs in),
+/// 48 bits telling writers apart (0: the load's rows) and a sequence
+/// number.
+pub fn history_key(w: u16, source: u64, seq: u64) -> [u8; 16] {
+    debug_assert!(source < 1 << 48, "48 bits of source");
     let mut k = [0; 16];
-    k[..8].copy_from_slice(&source.to_be_bytes());
+    k[..2].copy_from_slice(&w.to_be_bytes());
+    k[2..8].copy_from_slice(&source.to_be_bytes()[2..]);
     k[8..].copy_from_slice(&seq.to_be_bytes());
     k
 }

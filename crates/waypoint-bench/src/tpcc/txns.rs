@@ -320,7 +320,7 @@ impl TpccWorker<'_> {
             }),
             PAYMENT => {
                 self.seq += 1;
-                let history_key = history_key(self.history_source, self.seq);
+                let history_key = history_key(self.inputs.home, self.history_source, self.seq);
                 Drawn::Payment(PaymentArgs {
                     input: self.inputs.payment(),
                     now,
