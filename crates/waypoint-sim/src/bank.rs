@@ -184,6 +184,56 @@ fn transfer_body(
     tx.insert(history, &key, &row)
 }
 
+/// What a toggle row that disagrees with the history looks like: which
+/// transfers flipped it, which one inserted the row that is there, and
+/// whether the balances agree (a partial transfer or a lost flip).
+fn toggle_mismatch(
+    t: usize,
+    row: Option<Vec<u8>>,
+    history: &[(Vec<u8>, Vec<u8>)],
+    present: &HashSet<&[u8]>,
+    acked: &HashSet<[u8; 8]>,
+    balances_agree: bool,
+) -> String {
+    let flips: Vec<String> = history
+        .iter()
+        .filter(|(_, v)| v[16] & TOGGLED != 0 && (v[16] & 0x0F) as usize == t)
+        .map(|(k, _)| {
+            format!(
+                "{:#x}",
+                u64::from_be_bytes(k[..8].try_into().unwrap_or_default())
+            )
+        })
+        .collect();
+    let holder = match row {
+        None => "absent".to_string(),
+        Some(v) => match <[u8; 8]>::try_from(&v[..]) {
+            Ok(k) => format!(
+                "present, inserted by transfer {:#x} (history row {}, {})",
+                u64::from_be_bytes(k),
+                if present.contains(&k[..]) {
+                    "present"
+                } else {
+                    "absent"
+                },
+                if acked.contains(&k) {
+                    "acknowledged"
+                } else {
+                    "not acknowledged"
+                }
+            ),
+            Err(_) => format!("present with a {}-byte value", v.len()),
+        },
+    };
+    format!(
+        "toggle {t} disagrees with the history: {} flips in the history ({}), the row is {holder}; \
+         the balances {}",
+        flips.len(),
+        flips.join(", "),
+        if balances_agree { "agree with the history" } else { "do not (a partial transfer)" }
+    )
+}
+
 /// Which toggle rows must exist given the history rows present: those
 /// flipped an odd number of times.
 pub fn expected_toggles<'a>(history_values: impl Iterator<Item = &'a [u8]>) -> [bool; 16] {
@@ -322,16 +372,28 @@ pub fn verify(db: &Database, acked: &HashSet<[u8; 8]>) -> Result<(), String> {
         ));
     }
     let want = expected_toggles(rows.iter().map(|(_, v)| v.as_slice()));
+    let expected = expected_balances(rows.iter().map(|(_, v)| v.as_slice()));
     for (t, on) in want.iter().enumerate() {
-        let present = tx
+        let row = tx
             .get(&toggles, &[t as u8])
-            .map_err(|err| format!("toggle read: {err}"))?
-            .is_some();
-        if present != *on {
-            return Err(format!("toggle {t} disagrees with the history"));
+            .map_err(|err| format!("toggle read: {err}"))?;
+        if row.is_some() != *on {
+            let balances_agree = (0..ACCOUNTS).all(|a| {
+                tx.get(&accounts, &account_key(a))
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| balance(&r) == expected[a as usize])
+            });
+            return Err(toggle_mismatch(
+                t,
+                row,
+                &rows,
+                &present,
+                acked,
+                balances_agree,
+            ));
         }
     }
-    let expected = expected_balances(rows.iter().map(|(_, v)| v.as_slice()));
     let mut total = 0;
     for a in 0..ACCOUNTS {
         let row = tx
