@@ -113,7 +113,8 @@ pub struct BenchArgs {
     pub wal_limit: Option<String>,
     /// Sync pacing, in microseconds: while pipelined commits stream in and
     /// none waits, a log partition syncs at most this often (or once 128 KiB
-    /// or 32 commits wait); 0 syncs as soon as anything waits [default: 2000].
+    /// or 32 commits wait, or, with half the cores idle, once a commit has
+    /// waited two syncs); 0 syncs as soon as anything waits [default: 2000].
     #[arg(long)]
     pub sync_interval: Option<u64>,
     /// Log segment size: a segment file is closed beyond it [default: 16MiB;

@@ -51,10 +51,13 @@ pub struct PerWorkerOptions {
     pub wal_archive_dir: Option<PathBuf>,
     /// Sync pacing: while commits stream in and no thread is blocked
     /// waiting for durability, a log partition starts a sync at most this
-    /// often (or once 128 KiB are waiting), so pipelined commits share
-    /// syncs. A commit that waits (`Transaction::commit`, or a pipelined
-    /// handle's `wait`) ends the pause at once, so an isolated commit is
-    /// not delayed. Zero syncs whenever anything is waiting to be synced.
+    /// often (or once 128 KiB or 32 commits are waiting), so pipelined
+    /// commits share syncs. A commit that waits (`Transaction::commit`, or
+    /// a pipelined handle's `wait`) ends the pause at once, so an isolated
+    /// commit is not delayed; and while the process leaves half the cores
+    /// idle, so does the oldest waiting commit once it has waited two
+    /// syncs' time (decision 034). Zero syncs whenever anything is waiting
+    /// to be synced.
     /// Range: 0 to 1 s (longer would leave pipelined commits unacknowledged
     /// for longer than any commit should wait).
     pub log_sync_interval: std::time::Duration,

@@ -28,6 +28,7 @@
 mod failure;
 mod files;
 mod reserve;
+mod cpu;
 mod ring;
 mod writer;
 
@@ -35,7 +36,7 @@ pub use failure::FullFlag;
 pub use files::SEGMENT_SIZE;
 pub use reserve::Reserved;
 pub use ring::CHUNK_SIZE;
-pub use writer::{GROUP_WINDOW, SYNC_BATCH, SYNC_INTERVAL, SYNC_REQUESTS};
+pub use writer::{BUSY_CPU_SHARE, GROUP_WINDOW, SYNC_BATCH, SYNC_INTERVAL, SYNC_PATIENCE, SYNC_REQUESTS};
 
 use super::frame;
 use crate::error::{Error, IoOp, Result};
@@ -105,6 +106,12 @@ pub struct Stream {
     /// Least time between the starts of two syncs while nobody is blocked
     /// waiting (`PerWorkerOptions::log_sync_interval`), in microseconds.
     sync_interval_us: AtomicU64,
+    /// A pause also ends once the oldest waiting request has waited this
+    /// many times what the last syncs took (`SYNC_PATIENCE`; 0: never),
+    /// while the process uses less than `busy_cpu_share` of the cores
+    /// (an `f64`'s bits).
+    sync_patience: AtomicU64,
+    busy_cpu_share: AtomicU64,
     files: Files,
     failure: Mutex<Option<Failure>>,
     failed: AtomicBool,
@@ -164,6 +171,8 @@ impl Stream {
             writer_wakeups: AtomicU64::new(0),
             durable_note: AtomicU64::new(0),
             sync_interval_us: AtomicU64::new(SYNC_INTERVAL.as_micros() as u64),
+            sync_patience: AtomicU64::new(SYNC_PATIENCE),
+            busy_cpu_share: AtomicU64::new(BUSY_CPU_SHARE.to_bits()),
             files,
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
@@ -227,6 +236,19 @@ impl Stream {
     pub fn set_sync_interval(&self, interval: std::time::Duration) {
         let us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
         self.sync_interval_us.store(us, Ordering::Relaxed);
+    }
+
+    /// End a pacing pause once the oldest waiting flush request has
+    /// waited `syncs` times what a sync takes (0: only the interval, a
+    /// waiter or a batch end it).
+    pub fn set_sync_patience(&self, syncs: u64) {
+        self.sync_patience.store(syncs, Ordering::Relaxed);
+    }
+
+    /// Patience applies only while the process uses less than `share` of
+    /// the cores' time (`BUSY_CPU_SHARE`; above 1: always, 0: never).
+    pub fn set_busy_cpu_share(&self, share: f64) {
+        self.busy_cpu_share.store(share.to_bits(), Ordering::Relaxed);
     }
 
     #[inline]

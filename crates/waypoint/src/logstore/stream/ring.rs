@@ -57,6 +57,9 @@ pub(super) struct Stage1 {
     /// Flush requests that raised `flush_requested` since the last write
     /// began: commits waiting for a sync.
     pub requests: usize,
+    /// When the first of those requests came: a pacing pause ends once it
+    /// has waited `SYNC_PATIENCE` syncs.
+    pub oldest_request: Option<std::time::Instant>,
     /// Notes appended and not yet durable: (end position, value)
     /// ([`super::Stream::note_at`]).
     pub notes: VecDeque<(LogPos, u64)>,
@@ -98,6 +101,7 @@ impl Stage1 {
             free: Vec::new(),
             flush_requested: end,
             requests: 0,
+            oldest_request: None,
             notes: VecDeque::new(),
             shutdown: false,
             blocked: 0,

@@ -105,6 +105,9 @@ pub(super) fn durable_within(p: &Stream, end: LogPos, limit: std::time::Duration
 fn sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch() {
     let (_sim, p) = empty_stream(8);
     p.set_sync_interval(std::time::Duration::from_secs(3600));
+    // The simulated disk syncs in microseconds: a request's patience
+    // would end every pause at once (its own test is below).
+    p.set_sync_patience(0);
     let mut n = 1;
     let mut append = |bytes: usize| {
         let end = p.append_frames(&rec(n, &vec![7; bytes]), 1, n).unwrap();
@@ -190,6 +193,59 @@ fn sync_pacing_holds_unwaited_requests_until_a_waiter_or_a_batch() {
     let last = append(100);
     p.request_flush(last);
     assert!(durable_within(&p, last, std::time::Duration::from_secs(60)));
+}
+
+/// A pacing pause ends once the oldest waiting request has waited
+/// `SYNC_PATIENCE` times what the writer's syncs take, however long the
+/// interval: a lone pipelined commit is durable within a few syncs, not
+/// at the interval's end; but not while the process keeps the cores
+/// busy. The interval here is an hour.
+#[test]
+fn a_paced_request_waits_only_a_few_syncs_unless_the_cores_are_busy() {
+    let (_sim, p) = empty_stream(10);
+    p.set_sync_interval(std::time::Duration::from_secs(3600));
+    // Whatever else runs beside the test: never busy.
+    p.set_busy_cpu_share(f64::INFINITY);
+    let mut n = 1;
+    let mut append = || {
+        let end = p.append_frames(&rec(n, &[7; 100]), 1, n).unwrap();
+        n += 1;
+        end
+    };
+    // The first sync has no predecessor to pace against; it measures
+    // what a sync takes.
+    let first = append();
+    p.request_flush(first);
+    assert!(durable_within(
+        &p,
+        first,
+        std::time::Duration::from_secs(60)
+    ));
+    // Within the interval, nobody waiting, no batch: the request's
+    // patience alone ends the pause (a sync on the simulated disk takes
+    // microseconds).
+    for _ in 0..3 {
+        let end = append();
+        p.request_flush(end);
+        assert!(durable_within(
+            &p,
+            end,
+            std::time::Duration::from_secs(60)
+        ));
+    }
+    let stats = p.stats();
+    assert_eq!(stats.committer_syncs, 0, "the writer synced each");
+    assert_eq!(stats.syncs, 4);
+    // Busy (a share of 0 always is): the interval paces again.
+    p.set_busy_cpu_share(0.0);
+    let held = append();
+    p.request_flush(held);
+    assert!(!durable_within(
+        &p,
+        held,
+        std::time::Duration::from_millis(300)
+    ));
+    assert_eq!(p.stats().syncs, 4, "no sync within the interval");
 }
 
 #[test]
