@@ -51,6 +51,15 @@ pub trait SessionLog: Send {
     /// snapshots copy-on-write (`command`) keeps the pre-image here, so a
     /// snapshot writer never reads a newer value without its shadow.
     fn before_install(&self, _table: u32, _key: &[u8], _current: Option<(Tid, &[u8])>) {}
+    /// After `on_commit` of a commit that deleted records, still under its
+    /// locks: a value the deleted keys' stripes keep (`LockTable::
+    /// raise_delete_mark`, the largest wins) and a later commit that read
+    /// or inserted an absent key of those stripes passes back through
+    /// [`CommitView::absent_mark`]. A delete leaves no record, so no TID
+    /// says whose commit made the key absent. Zero (the default): no mark.
+    fn delete_mark(&self) -> u64 {
+        0
+    }
     /// A catalog change is about to be committed through this (system)
     /// log: a scheme that does not log pages logs it here.
     fn on_catalog_change(&mut self, _change: &CatalogChange) -> Result<()> {
@@ -158,6 +167,7 @@ pub struct CommitView<'a> {
     depends_on: &'a [Tid],
     procedure: Option<ProcedureCall<'a>>,
     index_writes: &'a [IndexWrite],
+    absent_mark: u64,
 }
 
 impl<'a> CommitView<'a> {
@@ -177,7 +187,24 @@ impl<'a> CommitView<'a> {
             depends_on,
             procedure,
             index_writes: &[],
+            absent_mark: 0,
         }
+    }
+
+    /// The largest delete mark (`SessionLog::delete_mark`) of the stripes
+    /// of the keys the transaction read as absent or inserted.
+    pub(crate) fn with_absent_mark(self, absent_mark: u64) -> Self {
+        CommitView {
+            absent_mark,
+            ..self
+        }
+    }
+
+    /// The largest delete mark of the stripes of the keys the transaction
+    /// found absent (read, or inserted): the deleters it may depend on
+    /// left it there. Zero: none.
+    pub fn absent_mark(&self) -> u64 {
+        self.absent_mark
     }
 
     /// The index entries the commit changed, if the scheme asked for them

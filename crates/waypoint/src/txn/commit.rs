@@ -134,9 +134,10 @@ impl Transaction<'_> {
             let me = self.session.next_owner();
             self.validate(&db, me, &[])?;
             let observed = self.observed_tids(&[]);
-            self.session
-                .log
-                .on_commit(&CommitView::without_writes(Tid::ZERO, &observed))?;
+            let absent_mark = self.absent_mark(&db, &[]);
+            self.session.log.on_commit(
+                &CommitView::without_writes(Tid::ZERO, &observed).with_absent_mark(absent_mark),
+            )?;
             return Ok(CommitInfo { tid: Tid::ZERO });
         }
         // A full log disk refuses writes before anything is locked.
@@ -322,6 +323,14 @@ impl Transaction<'_> {
             .filter_map(|(_, _, c, _, _)| c.as_ref().map(|(t, _)| *t))
             .collect();
         let observed = self.observed_tids(&overwritten);
+        let inserted: Vec<u32> = self
+            .writes
+            .keys()
+            .zip(&plans)
+            .filter(|(_, (_, _, c, _, _))| c.is_none())
+            .map(|((t, k), _)| LockTable::stripe(*t, k))
+            .collect();
+        let absent_mark = self.absent_mark(db, &inserted);
         let writes = Writes(&self.writes);
         let procedure = self.call.as_ref().map(|(name, params)| ProcedureCall {
             name,
@@ -329,10 +338,41 @@ impl Transaction<'_> {
             barrier: self.call_barrier,
         });
         self.session.log.on_commit(
-            &CommitView::new(tid, &writes, &observed, procedure).with_index_writes(&index_writes),
+            &CommitView::new(tid, &writes, &observed, procedure)
+                .with_index_writes(&index_writes)
+                .with_absent_mark(absent_mark),
         )?;
+        // A delete leaves no record whose TID a later reader of the absent
+        // key could depend on: its stripe keeps the log's mark instead,
+        // raised before the locks are released (`SessionLog::delete_mark`).
+        if plans.iter().any(|(_, w, c, _, _)| w.value.is_none() && c.is_some()) {
+            let mark = self.session.log.delete_mark();
+            if mark > 0 {
+                for ((t, k), (_, w, c, _, _)) in self.writes.keys().zip(&plans) {
+                    if w.value.is_none() && c.is_some() {
+                        db.locks.raise_delete_mark(LockTable::stripe(*t, k), mark);
+                    }
+                }
+            }
+        }
         self.session.last_tid = tid;
         Ok(tid)
+    }
+
+    /// The largest delete mark of the stripes of the keys this transaction
+    /// read as absent (or as another committer's placeholder) and of
+    /// `inserted` (stripes of keys it inserts). Read after validation: a
+    /// deleter raised its mark before releasing the stripe, and validation
+    /// found the stripe free (or this transaction holds it).
+    fn absent_mark(&self, db: &DbShared, inserted: &[u32]) -> u64 {
+        self.reads
+            .iter()
+            .filter(|r| r.observed.is_none_or(|t| t.is_placeholder()))
+            .map(|r| LockTable::stripe(r.table.id, &r.key))
+            .chain(inserted.iter().copied())
+            .map(|s| db.locks.delete_mark(s))
+            .max()
+            .unwrap_or(0)
     }
 
     /// TIDs of committed records this transaction read or overwrote.

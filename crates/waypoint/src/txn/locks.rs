@@ -52,7 +52,19 @@ pub(crate) struct LockTable {
     /// removes the record, and with it the TID an insert after it would
     /// otherwise exceed. Empty when not asked for.
     last_tids: Box<[AtomicU64]>,
+    /// Per group of stripes (`DELETE_MARK_BITS` of a stripe's bits), the
+    /// largest delete mark (`SessionLog::delete_mark`) a commit that
+    /// deleted a key of it left: a delete removes the record and its TID,
+    /// and a reader of the absent key still depends on the deleter's
+    /// commit (its durability, under RFA). Raised under the stripe's
+    /// lock, before its release.
+    delete_marks: Box<[AtomicU64]>,
 }
+
+/// Delete marks are kept per `1 << DELETE_MARK_BITS` groups of stripes:
+/// coarser than the stripes (2 MiB rather than 8), which only makes a
+/// reader of an absent key see a mark of a neighbour's delete.
+const DELETE_MARK_BITS: u32 = 18;
 
 impl LockTable {
     #[cfg(test)]
@@ -73,7 +85,22 @@ impl LockTable {
             } else {
                 Box::new([])
             },
+            delete_marks: (0..1usize << DELETE_MARK_BITS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         }
+    }
+
+    /// The delete mark of `stripe` (see `delete_marks`).
+    pub(crate) fn delete_mark(&self, stripe: u32) -> u64 {
+        self.delete_marks[(stripe & ((1 << DELETE_MARK_BITS) - 1)) as usize]
+            .load(Ordering::Acquire)
+    }
+
+    /// Raise the delete mark of `stripe` (held by the caller) to `mark`.
+    pub(crate) fn raise_delete_mark(&self, stripe: u32, mark: u64) {
+        self.delete_marks[(stripe & ((1 << DELETE_MARK_BITS) - 1)) as usize]
+            .fetch_max(mark, Ordering::AcqRel);
     }
 
     pub(crate) fn keeps_tids(&self) -> bool {

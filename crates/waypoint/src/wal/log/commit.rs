@@ -22,9 +22,9 @@
 //! record and every record it depends on are durable, per the chosen
 //! [`CommitProtocol`] (for `Async` it returns at once and says so).
 
-use super::WalSessionLog;
+use super::{Wal, WalSessionLog};
 use crate::error::Result;
-use crate::ids::{LogPos, Tid};
+use crate::ids::{Gsn, LogPos, Tid};
 use crate::persist::CommitView;
 use crate::wal::partition::Partition;
 use crate::wal::record::{self, RecordBody};
@@ -164,10 +164,43 @@ impl CommitTicket {
 }
 
 impl WalSessionLog {
+    /// The delete mark of a commit this session just made (see
+    /// `any_remote_unflushed`): the largest clock of any partition, at or
+    /// above the GSN of every record appended so far, its commit record
+    /// and everything its ticket waits for included.
+    pub(super) fn delete_mark_now(&self) -> u64 {
+        let mut view = self.view.borrow_mut();
+        view.refresh(&self.wal);
+        view.list()
+            .iter()
+            .map(|p| p.clock().get())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Did this transaction read or overwrite a record whose commit (by
     /// another session) may not be durable yet?
-    fn any_remote_unflushed(&self, observed: &[Tid], wrote: bool) -> bool {
+    ///
+    /// `absent_mark`: the largest delete mark (`delete_mark`) of the keys
+    /// it read as absent or inserted. A delete leaves no record, so no TID
+    /// names the deleter, whose commit the absence depends on; the mark is
+    /// a GSN at or above every record logged before the deleter's commit
+    /// returned (its commit record and, for a remote deleter, everything
+    /// it waits for), so GSN_flushed at or above it says the deleter is
+    /// durable. (The page check does not cover it: the page's delete
+    /// record can be durable without its commit record, and a later own
+    /// write to the page hides the deleter as its last writer.)
+    fn any_remote_unflushed(
+        &self,
+        observed: &[Tid],
+        wrote: bool,
+        absent_mark: u64,
+        known_flushed: Gsn,
+    ) -> bool {
         if self.latch.is_some() {
+            if !wrote && absent_mark > 0 && !self.partition.all_durable() {
+                return true;
+            }
             // One log: every commit this one read was appended before its
             // reader's validation ended, so before this commit's record,
             // which its own flush then covers. A read-only commit has no
@@ -184,6 +217,14 @@ impl WalSessionLog {
         }
         let mut view = self.view.borrow_mut();
         view.refresh(&self.wal);
+        // `known_flushed` (GSN_flushed at the first write) still vouches
+        // for every record at or below it: most marks are old, and reading
+        // every partition's clock per commit is what decision 032 removed.
+        if absent_mark > known_flushed.get()
+            && absent_mark > Wal::flushed_gsn_of(view.list()).get()
+        {
+            return true;
+        }
         for &tid in observed {
             let writer = tid.slot();
             // A TID of an epoch before this process started was made
@@ -241,7 +282,12 @@ impl WalSessionLog {
         }
         if !self.wal.broken_rfa()
             && !st.needs_remote
-            && self.any_remote_unflushed(observed, st.wrote)
+            && self.any_remote_unflushed(
+                observed,
+                st.wrote,
+                commit.absent_mark(),
+                if st.wrote { st.flushed_at_start } else { Gsn::ZERO },
+            )
         {
             st.needs_remote = true;
         }

@@ -367,6 +367,10 @@ impl SessionLog for WalSessionLog {
         self.commit(commit)
     }
 
+    fn delete_mark(&self) -> u64 {
+        self.delete_mark_now()
+    }
+
     fn begin_rollback(&mut self) {
         self.state.borrow_mut().compensating = true;
     }

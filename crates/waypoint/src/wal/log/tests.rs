@@ -349,3 +349,59 @@ fn page_gsns_follow_the_gsn_protocol() {
     pool.stop();
     wal.shutdown().unwrap();
 }
+
+/// Found by the crash test's toggles (seed 169, `rfa`): a transaction that
+/// read a key as absent, or inserted it, depends on the commit that
+/// deleted it, but a delete leaves no record whose TID names the deleter,
+/// and the page check misses it once the delete record is durable without
+/// its commit record (or the reader's own later write to the page hides
+/// the deleter as last writer). The RFA check now takes the delete mark
+/// the deleter left on the key's stripe (`SessionLog::delete_mark`): a
+/// mark above GSN_flushed is a remote dependency, for a writing commit
+/// and for a read-only one.
+#[test]
+fn a_key_deleted_by_an_unflushed_commit_is_a_remote_dependency() {
+    let (pool, wal, a, b) = setup(CommitProtocol::Rfa);
+    let s1 = wal.session_log(1).unwrap();
+    // s1, the "deleter", logs without its partition becoming durable; its
+    // mark is taken after its records, as a deleting commit's is.
+    s1.state.borrow_mut().txn = 7;
+    let unflushed_delete = |key: &[u8]| {
+        b.insert(&pool, &s1, key, Tid::new(7), b"x", None).unwrap();
+        let mark = s1.delete_mark();
+        assert!(mark > wal.flushed_gsn().get(), "the mark is above GSN_flushed");
+        mark
+    };
+    let mut s2 = wal.session_log(2).unwrap();
+    let insert_with = |s2: &mut WalSessionLog, key: &[u8], tid: Tid, absent_mark: u64| {
+        s2.on_begin();
+        a.insert(&pool, &*s2, key, tid, b"y", None).unwrap();
+        s2.on_commit(&CommitView::without_writes(tid, &[]).with_absent_mark(absent_mark))
+            .unwrap();
+        s2.wait_durable().unwrap();
+        wal.stats().remote_flush_commits
+    };
+    let mark = unflushed_delete(b"d1");
+    // No mark: a page of its own (last written by the durable system
+    // slot) needs no remote flush.
+    assert_eq!(insert_with(&mut s2, b"k1", Tid::new(1 << 16 | 2), 0), 0);
+    // Read-only: no record of its own, but it waits for the deleter.
+    s2.on_begin();
+    s2.on_commit(&CommitView::without_writes(Tid::ZERO, &[]).with_absent_mark(mark))
+        .unwrap();
+    assert!(s2.pending.is_some(), "a read-only commit waits for the deleter");
+    s2.wait_durable().unwrap();
+    assert!(mark <= wal.flushed_gsn().get(), "the wait flushed the deleter");
+    // A writing commit whose absent key an unflushed commit deleted.
+    let mark = unflushed_delete(b"d2");
+    assert_eq!(
+        insert_with(&mut s2, b"k2", Tid::new(2 << 16 | 2), mark),
+        1,
+        "an insert of a key an unflushed commit deleted is a remote dependency"
+    );
+    // Once the deleter is durable, its mark is no dependency.
+    assert!(mark <= wal.flushed_gsn().get());
+    assert_eq!(insert_with(&mut s2, b"k3", Tid::new(3 << 16 | 2), mark), 1);
+    pool.stop();
+    wal.shutdown().unwrap();
+}
