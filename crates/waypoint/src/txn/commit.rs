@@ -134,7 +134,7 @@ impl Transaction<'_> {
             let me = self.session.next_owner();
             self.validate(&db, me, &[])?;
             let observed = self.observed_tids(&[]);
-            let absent_mark = self.absent_mark(&db, &[]);
+            let absent_mark = self.absent_mark(&db, std::iter::empty());
             self.session.log.on_commit(
                 &CommitView::without_writes(Tid::ZERO, &observed).with_absent_mark(absent_mark),
             )?;
@@ -323,14 +323,13 @@ impl Transaction<'_> {
             .filter_map(|(_, _, c, _, _)| c.as_ref().map(|(t, _)| *t))
             .collect();
         let observed = self.observed_tids(&overwritten);
-        let inserted: Vec<u32> = self
+        let inserted = self
             .writes
             .keys()
             .zip(&plans)
             .filter(|(_, (_, _, c, _, _))| c.is_none())
-            .map(|((t, k), _)| LockTable::stripe(*t, k))
-            .collect();
-        let absent_mark = self.absent_mark(db, &inserted);
+            .map(|((t, k), _)| LockTable::stripe(*t, k));
+        let absent_mark = self.absent_mark(db, inserted);
         let writes = Writes(&self.writes);
         let procedure = self.call.as_ref().map(|(name, params)| ProcedureCall {
             name,
@@ -364,12 +363,12 @@ impl Transaction<'_> {
     /// `inserted` (stripes of keys it inserts). Read after validation: a
     /// deleter raised its mark before releasing the stripe, and validation
     /// found the stripe free (or this transaction holds it).
-    fn absent_mark(&self, db: &DbShared, inserted: &[u32]) -> u64 {
+    fn absent_mark(&self, db: &DbShared, inserted: impl Iterator<Item = u32>) -> u64 {
         self.reads
             .iter()
             .filter(|r| r.observed.is_none_or(|t| t.is_placeholder()))
             .map(|r| LockTable::stripe(r.table.id, &r.key))
-            .chain(inserted.iter().copied())
+            .chain(inserted)
             .map(|s| db.locks.delete_mark(s))
             .max()
             .unwrap_or(0)
