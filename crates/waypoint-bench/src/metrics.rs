@@ -3,7 +3,9 @@
 //! row of `series.csv` built from two consecutive snapshots.
 //!
 //! Byte counts the engine reports in pages are multiplied by the page size.
-//! `checkpoint_bytes` counts pages written by checkpoint increments.
+//! `checkpoint_bytes` counts pages written by checkpoint increments, or
+//! under `silor` and `command` the bytes of their installed checkpoint
+//! and snapshot files.
 //! `backpressure_ms` is the time transactions waited at begin for the
 //! checkpointer (summed over workers); `steal_ms` is the CPU time the
 //! hypervisor took from this virtual machine (`/proc/stat`, all CPUs): a
@@ -137,7 +139,11 @@ impl Snapshot {
             wal_commits: stats.persistence.log.commits,
             remote_flush_commits: stats.persistence.log.remote_flush_commits,
             evict_bytes: stats.pool.pages_written_by_provider * page,
-            checkpoint_bytes: stats.pool.pages_written_by_checkpoint * page,
+            // Pages written by checkpoints, or the memory-resident schemes'
+            // checkpoint (`silor`) and snapshot (`command`) files.
+            checkpoint_bytes: stats.pool.pages_written_by_checkpoint * page
+                + stats.persistence.silor.checkpoint_bytes
+                + stats.persistence.command.snapshot_bytes,
             flush_bytes: stats.pool.pages_written_by_flush * page,
             read_bytes: stats.pool.pages_read * page,
             rss_bytes: rss_bytes(),

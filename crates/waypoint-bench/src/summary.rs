@@ -47,7 +47,7 @@ pub struct Summary {
     /// Largest log size on disk seen after the warm-up.
     pub wal_disk_max_bytes: u64,
     /// Log file syncs per second (all partitions): on a machine with few
-    /// cores each one costs the workers CPU (docs/BENCHMARKS.md, "2026-11-22:
+    /// cores each one costs the workers CPU (docs/decisions/measurements.md, "2026-11-22:
     /// fewer writer wake-ups, GSN_flushed without locks").
     pub wal_syncs_per_sec: f64,
     /// Log segments started after the warm-up from a recycled segment file
@@ -276,12 +276,17 @@ pub struct RecoverySummary {
     pub records_undone: u64,
     pub gaps: usize,
     pub repaired_torn_pages: usize,
+    /// The memory-resident schemes' checkpoint or snapshot load, and its
+    /// bytes (zero for the page-based schemes).
+    pub load_ms: f64,
+    pub load_bytes: u64,
     pub analysis_ms: f64,
     pub redo_ms: f64,
     pub undo_ms: f64,
-    /// Analysis + redo + undo.
+    /// Load + analysis + redo + undo.
     pub total_ms: f64,
-    /// Log bytes recovered per second of recovery, in MB/s (10^6 bytes).
+    /// Log (and checkpoint or snapshot) bytes recovered per second of
+    /// recovery, in MB/s (10^6 bytes).
     pub mb_per_sec: f64,
     /// The whole `Database::open`, recovery included.
     pub open_ms: f64,
@@ -310,12 +315,14 @@ impl RecoverySummary {
             records_undone: r.records_undone,
             gaps: r.gaps,
             repaired_torn_pages: r.repaired_torn_pages,
+            load_ms: ms(r.image_load),
+            load_bytes: r.image_bytes,
             analysis_ms: ms(r.analysis),
             redo_ms: ms(r.redo),
             undo_ms: ms(r.undo),
             total_ms: ms(r.total()),
             mb_per_sec: if total > 0.0 {
-                r.log_bytes as f64 / 1e6 / total
+                (r.log_bytes + r.image_bytes) as f64 / 1e6 / total
             } else {
                 0.0
             },
@@ -325,9 +332,19 @@ impl RecoverySummary {
 
     /// Two lines for people.
     pub fn lines(&self) -> String {
+        // The checkpoint or snapshot load leads where there was one.
+        let load = if self.load_bytes > 0 {
+            format!(
+                "{:.1} ms loading {} of checkpoint or snapshot, ",
+                self.load_ms,
+                mib(self.load_bytes)
+            )
+        } else {
+            String::new()
+        };
         format!(
             "recovery: {} records, {} of log in {} partitions ({} segments, {} torn tails); {} winners, {} losers, {} records redone on {} pages, {} undone, {} gaps, {} torn pages repaired\n\
-             recovery: analysis {:.1} ms, redo {:.1} ms, undo {:.1} ms = {:.1} ms ({:.0} MB/s); open {:.1} ms\n",
+             recovery: {load}analysis {:.1} ms, redo {:.1} ms, undo {:.1} ms = {:.1} ms ({:.0} MB/s); open {:.1} ms\n",
             self.records,
             mib(self.bytes),
             self.partitions,

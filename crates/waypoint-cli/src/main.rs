@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 /// The engine allocates per transaction (write-set keys and values, rows
 /// returned by reads and scans); glibc's allocator took 13% of the CPU
-/// samples of 2-worker TPC-C with `--logging none` (BENCHMARKS.md,
+/// samples of 2-worker TPC-C with `--logging none` (docs/decisions/measurements.md,
 /// "2026-11-23: the sync interval in steady state; ...; mimalloc"). The
 /// library leaves the choice to its embedder; this binary picks mimalloc.
 #[global_allocator]
@@ -202,6 +202,7 @@ fn recover(
             "records_undone": r.records_undone, "undo_groups": r.undo_groups, "gaps": r.gaps,
             "committed_beyond_gap": r.committed_beyond_gap, "repaired_torn_pages": r.repaired_torn_pages,
             "redo_decided_serially": r.redo_decided_serially,
+            "image_load_seconds": r.image_load.as_secs_f64(), "image_bytes": r.image_bytes,
             "analysis_seconds": r.analysis.as_secs_f64(), "redo_seconds": r.redo.as_secs_f64(),
             "undo_seconds": r.undo.as_secs_f64(), "gb_per_sec": r.gb_per_sec(),
         });
@@ -215,6 +216,13 @@ fn recover(
             r.records,
             r.log_bytes
         );
+        if r.image_bytes > 0 {
+            println!(
+                "  load     {:>10.3} ms   {} bytes of checkpoint or snapshot",
+                r.image_load.as_secs_f64() * 1e3,
+                r.image_bytes
+            );
+        }
         println!("  analysis {:>10.3} ms", r.analysis.as_secs_f64() * 1e3);
         println!(
             "  redo     {:>10.3} ms   {} records on {} pages, {} gaps{}",

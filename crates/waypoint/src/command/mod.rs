@@ -495,6 +495,8 @@ impl Scheme for CommandScheme {
             winners: replayed.calls as usize,
             records_redone: replayed.calls + replayed.catalog_changes,
             redo: replayed.time,
+            image_load: base.snapshot_load,
+            image_bytes: base.snapshot_load_bytes,
             ..report
         });
         let _ = self.recovery.set(CommandStats {

@@ -350,6 +350,8 @@ impl Opening for SilorOpening {
             winners: (replayed.keys_written + replayed.keys_removed) as usize,
             records_redone: replayed.keys_written + replayed.keys_removed,
             redo: replayed.time,
+            image_load: loaded.time,
+            image_bytes: loaded.bytes,
             ..report_base
         };
         let storage = ctx.storage;
