@@ -74,6 +74,15 @@ pub struct CrashChildArgs {
     pub phantom_ack: bool,
 }
 
+/// The workloads' procedures, with the acknowledgement table insert-only
+/// (each call inserts its own row, and no call reads one): acknowledging a
+/// call does not make it a barrier of `command`'s parallel replay.
+pub(crate) fn procedures() -> waypoint::Procedures {
+    waypoint_bench::procedures()
+        .insert_only(ACK_TABLE)
+        .expect("the ack table is registered once")
+}
+
 /// The key of acknowledged transaction (run, cycle, worker, seq).
 pub(crate) fn ack_key(run: u64, cycle: u32, worker: u32, seq: u64) -> [u8; 24] {
     let mut k = [0u8; 24];
@@ -119,7 +128,8 @@ pub(crate) fn scheme_kind(name: &str) -> Result<SchemeKind> {
 
 /// The options of the child and of the recovery after it: `scheme` with
 /// `commit` (a central log takes RFA's as group commit:
-/// `CentralOptions::from_log`).
+/// `CentralOptions::from_log`); under `command` a partition per worker,
+/// as the benchmark driver runs it.
 pub(crate) fn open_options(
     scheme: SchemeKind,
     commit: waypoint::CommitProtocol,
@@ -127,6 +137,7 @@ pub(crate) fn open_options(
     wal_limit: u64,
     silor: &waypoint::SilorOptions,
     command_snapshot: waypoint::CommandSnapshot,
+    workers: usize,
 ) -> Options {
     if scheme == SchemeKind::Command {
         return Options {
@@ -135,12 +146,12 @@ pub(crate) fn open_options(
             // Write-set digests: every replayed call is checked to write
             // what it wrote before the kill.
             persistence: Persistence::Command(waypoint::CommandOptions {
+                partitions: workers.clamp(1, waypoint::CommandOptions::MAX_PARTITIONS),
                 snapshot: command_snapshot,
                 digests: true,
-                ..waypoint::CommandOptions::default()
             }),
             // A command log is replayed by running its calls again.
-            procedures: waypoint_bench::procedures(),
+            procedures: procedures(),
             ..Options::default()
         };
     }
@@ -149,7 +160,7 @@ pub(crate) fn open_options(
             create_if_missing: false,
             buffer_pool_bytes: buffer,
             persistence: Persistence::Silor(silor.clone()),
-            procedures: waypoint_bench::procedures(),
+            procedures: procedures(),
             ..Options::default()
         };
     }
@@ -170,7 +181,7 @@ pub(crate) fn open_options(
             },
         ),
         // A command log is replayed by running its calls again.
-        procedures: waypoint_bench::procedures(),
+        procedures: procedures(),
         ..Options::default()
     }
 }
@@ -196,6 +207,7 @@ pub fn child(args: CrashChildArgs) -> Result<()> {
         },
         waypoint::CommandSnapshot::parse(&args.command_snapshot, |s| s.parse().ok())
             .map_err(|e| anyhow::anyhow!(e))?,
+        args.workers,
     );
     let db = Database::open(&args.dir, options).context("open")?;
     let workload = registry::reopen(&db, &args.workload)?;

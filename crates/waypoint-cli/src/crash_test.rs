@@ -189,7 +189,7 @@ fn prepare(dir: &Path, args: &CrashTestArgs, buffer: usize) -> Result<String> {
             create_if_missing: !exists,
             buffer_pool_bytes: buffer,
             persistence: Persistence::of(scheme_kind(&args.scheme)?, PerWorkerOptions::default()),
-            procedures: waypoint_bench::procedures(),
+            procedures: crate::crash_child::procedures(),
             ..Options::default()
         },
     )
@@ -293,6 +293,7 @@ impl Run<'_> {
                 self.wal_limit,
                 &self.silor,
                 self.command_snapshot,
+                self.args.workers,
             ),
         )
         .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
@@ -393,9 +394,17 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
     let snapshot = crate::args::parse_command_snapshot(args.snapshot.as_deref(), scheme.name())?;
     // The children's options (an even cycle's smaller buffer is valid
     // when this one is: at least 16 pages, at most 2 MiB).
-    open_options(scheme, commit, buffer, wal_limit, &silor, snapshot)
-        .validate()
-        .map_err(|e| crate::args::name_flag(e, flags))?;
+    open_options(
+        scheme,
+        commit,
+        buffer,
+        wal_limit,
+        &silor,
+        snapshot,
+        args.workers,
+    )
+    .validate()
+    .map_err(|e| crate::args::name_flag(e, flags))?;
     if args.records == Some(0) || args.scale == Some(0) {
         bail!("--records and --scale must be positive");
     }

@@ -4,10 +4,13 @@
 //! that reads, scans or writes another partition's row is refused with
 //! `Error::ProcedurePartition`, rolled back and logged nowhere. Calls
 //! that stay home, multi-partition calls, tables without a key and the
-//! schemes without a serial order are not affected.
+//! schemes without a serial order are not affected. Rows of an
+//! insert-only table belong to no partition: inserting one keeps a call
+//! off the replay's barriers, reading one is refused.
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use waypoint::io::{CrashPolicy, SimStorage, Storage};
 use waypoint::{
     CommandOptions, Database, Error, Options, Partition, Persistence, Procedures, Transaction,
 };
@@ -32,6 +35,13 @@ enum Probe {
     },
     /// A write to the `notes` table, which has no partitioning key.
     Note {
+        key: u64,
+    },
+    /// An insert into, or a read of, the insert-only `audit` table.
+    Audit {
+        key: u64,
+    },
+    ReadAudit {
         key: u64,
     },
 }
@@ -69,6 +79,14 @@ fn probe(tx: &mut Transaction<'_>, c: &Call) -> waypoint::Result<()> {
             let notes = tx.table("notes")?;
             tx.upsert(&notes, &key.to_be_bytes(), b"note")?;
         }
+        Probe::Audit { key } => {
+            let audit = tx.table("audit")?;
+            tx.insert(&audit, &key.to_be_bytes(), b"audited")?;
+        }
+        Probe::ReadAudit { key } => {
+            let audit = tx.table("audit")?;
+            tx.get(&audit, &key.to_be_bytes())?;
+        }
     }
     Ok(())
 }
@@ -97,6 +115,8 @@ fn procedures() -> Procedures {
             u64::from_be_bytes(k.try_into().expect("an 8-byte account key"))
         })
         .unwrap()
+        .insert_only("audit")
+        .unwrap()
 }
 
 fn open(dir: &std::path::Path, persistence: Persistence) -> Database {
@@ -109,8 +129,15 @@ fn open(dir: &std::path::Path, persistence: Persistence) -> Database {
         },
     )
     .unwrap();
+    create(&db);
+    db
+}
+
+/// The tables, the index and the accounts.
+fn create(db: &Database) {
     let accounts = db.create_table("accounts").unwrap();
     db.create_table("notes").unwrap();
+    db.create_table("audit").unwrap();
     db.create_index(
         &accounts,
         "accounts_by_owner",
@@ -118,7 +145,6 @@ fn open(dir: &std::path::Path, persistence: Persistence) -> Database {
     )
     .unwrap();
     db.session().call::<_, ()>("setup", &ACCOUNTS).unwrap();
-    db
 }
 
 fn command() -> Persistence {
@@ -211,4 +237,53 @@ fn a_partitioning_key_registered_twice_is_refused() {
         .unwrap()
         .partition_key("accounts", |_: &[u8]| 0);
     assert!(matches!(r, Err(Error::InvalidOptions(_))), "{r:?}");
+}
+
+#[test]
+fn a_call_may_insert_into_an_insert_only_table_but_not_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), command());
+    call(&db, "probe", 1, Probe::Audit { key: 5 }).unwrap();
+    let r = call(&db, "probe", 2, Probe::ReadAudit { key: 5 });
+    assert!(
+        matches!(&r, Err(Error::Unsupported { what }) if what.contains("audit")),
+        "{r:?}"
+    );
+    let r = Procedures::new()
+        .insert_only("audit")
+        .unwrap()
+        .partition_key("audit", |_: &[u8]| 0);
+    assert!(matches!(r, Err(Error::InvalidOptions(_))), "{r:?}");
+}
+
+/// Calls of every partition inserting into the insert-only table replay
+/// beside each other after a crash, not one by one as barriers.
+#[test]
+fn inserts_into_an_insert_only_table_are_not_replay_barriers() {
+    const CALLS: u64 = 40;
+    let sim = SimStorage::new(3);
+    let options = || Options {
+        storage: Some(Arc::new(sim.clone()) as Arc<dyn Storage>),
+        persistence: command(),
+        procedures: procedures(),
+        recovery_threads: 2,
+        ..Options::default()
+    };
+    let db = Database::open("/db", options()).unwrap();
+    create(&db);
+    for i in 0..CALLS {
+        call(&db, "probe", i, Probe::Audit { key: i }).unwrap();
+    }
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::KeepAll);
+    let db = Database::open("/db", options()).unwrap();
+    let stats = db.stats().persistence.command;
+    assert_eq!(stats.replayed_calls, CALLS + 1, "{stats:?}");
+    assert_eq!(stats.replay_threads, 2, "{stats:?}");
+    // The catalog changes and the multi-partition setup only.
+    assert!(stats.replay_barriers < 10, "{stats:?}");
+    let audit = db.table("audit").unwrap();
+    let mut s = db.session();
+    let mut tx = s.begin().unwrap();
+    assert_eq!(tx.scan(&audit, .., 1000).unwrap().len() as u64, CALLS);
 }

@@ -175,6 +175,9 @@ pub struct Procedures {
     extractors: Arc<BTreeMap<String, KeyExtractor>>,
     /// Tables' partitioning keys, by table name (`partition`).
     partition_keys: Arc<BTreeMap<String, PartitionKey>>,
+    /// Tables that calls only insert into, each key once, and never read
+    /// (`insert_only`).
+    insert_only: Arc<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Procedures {
@@ -186,6 +189,7 @@ impl std::fmt::Debug for Procedures {
                 "partition_keys",
                 &self.partition_keys.keys().collect::<Vec<_>>(),
             )
+            .field("insert_only", &self.insert_only)
             .finish()
     }
 }
@@ -283,12 +287,31 @@ impl Procedures {
         table: &str,
         key: impl Fn(&[u8]) -> u64 + Send + Sync + 'static,
     ) -> Result<Self> {
-        if self.partition_keys.contains_key(table) {
+        if self.partition_keys.contains_key(table) || self.insert_only.contains(table) {
             return Err(Error::InvalidOptions(format!(
                 "table {table:?} has its partitioning key registered twice"
             )));
         }
         Arc::make_mut(&mut self.partition_keys).insert(table.to_string(), Arc::new(key));
+        Ok(self)
+    }
+
+    /// Declare that calls only insert rows into `table`, each under a key
+    /// no other call inserts, and never read its rows (an audit or
+    /// acknowledgement table). Its rows then belong to no partition: a
+    /// single-partition call that inserts one stays single-partition and,
+    /// under `command`, replays beside other partitions' calls instead of
+    /// as a barrier, since inserts of different keys commute. A call that
+    /// reads a row of the table it did not write itself is refused
+    /// (`Error::Unsupported`); that keys are unique and rows never
+    /// updated or deleted by calls is the caller's promise.
+    pub fn insert_only(mut self, table: &str) -> Result<Self> {
+        if self.partition_keys.contains_key(table) || self.insert_only.contains(table) {
+            return Err(Error::InvalidOptions(format!(
+                "table {table:?} is registered twice (as partitioned or insert-only)"
+            )));
+        }
+        Arc::make_mut(&mut self.insert_only).insert(table.to_string());
         Ok(self)
     }
 

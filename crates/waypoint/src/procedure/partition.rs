@@ -15,12 +15,15 @@
 //! strayed is rolled back and logged nowhere (`Error::ProcedurePartition`).
 //!
 //! Not checked: tables without a registered key (for example TPC-C's
-//! item table, which is only read, and its history table, whose key does
-//! not hold the warehouse), and a scan's range where it found no row.
+//! item table, which is only read), and a scan's range where it found no
+//! row.
 //!
 //! Parallel replay (`command::replay`) runs different partitions' calls
 //! side by side; a call that wrote a row of a table without a key is a
-//! barrier there (`is_barrier`), decided when it runs and logged with it.
+//! barrier there (`is_barrier`), decided when it runs and logged with it,
+//! unless the table is insert-only (`Procedures::insert_only`: rows only
+//! inserted, under unique keys, never read by calls; such inserts commute,
+//! and a call that reads such a row is refused here).
 //!
 //! Invariant: a single-partition call that commits under a serial order
 //! touched only rows of its own partition in every table with a key, and
@@ -45,6 +48,22 @@ pub(crate) fn check(
     tx: &Transaction<'_>,
 ) -> Result<()> {
     let procedures: &Procedures = tx.procedures();
+    if !procedures.insert_only.is_empty() {
+        for (table, key) in tx.touched_rows() {
+            let name_ = table.name.as_str();
+            if procedures.insert_only.contains(name_)
+                && !tx
+                    .written_rows()
+                    .any(|(t, k)| t.name.as_str() == name_ && k == key)
+            {
+                return Err(Error::Unsupported {
+                    what: format!(
+                        "procedure {name:?} read a row of table {name_:?}, which calls may only insert into (`Procedures::insert_only`)"
+                    ),
+                });
+            }
+        }
+    }
     if procedures.partition_keys.is_empty() {
         return Ok(());
     }
@@ -71,10 +90,13 @@ pub(crate) fn check(
 /// may read or write that row, and only the log order says which came
 /// first. Rows of tables with a key are its partition's alone (`check`),
 /// and reads of tables without one are ordered around their writers,
-/// which are all barriers. Decided from what the call did, not from the
+/// which are all barriers. Rows of insert-only tables are never read by
+/// calls and commute. Decided from what the call did, not from the
 /// procedure: a call that wrote nothing there replays in parallel.
 pub(crate) fn is_barrier(tx: &Transaction<'_>) -> bool {
-    let keys = &tx.procedures().partition_keys;
-    tx.written_rows()
-        .any(|(table, _)| !keys.contains_key(table.name.as_str()))
+    let procedures = tx.procedures();
+    tx.written_rows().any(|(table, _)| {
+        let name = table.name.as_str();
+        !procedures.partition_keys.contains_key(name) && !procedures.insert_only.contains(name)
+    })
 }
