@@ -17,9 +17,18 @@
 //! report: `vote`, `over_limit`, `bad_contestant`.
 //!
 //! The per-contestant count is striped: a row per (contestant, stripe),
-//! and a worker bumps the stripe of its own number, so six hot rows do not
-//! turn every pair of concurrent votes into an OCC conflict; the
-//! contestant's count is the sum of its stripes.
+//! and a vote bumps the stripe its phone number picks ([`stripe_of`]), so
+//! six hot rows do not turn every pair of concurrent votes into an OCC
+//! conflict; the contestant's count is the sum of its stripes.
+//!
+//! Partitions (seed 001 §V-A: VoltDB partitions Voter by phone number):
+//! a vote's rows are its phone's partition's. The phone's count and its
+//! vote rows are keyed by the phone; the count stripe a vote bumps is one
+//! whose number is the phone's modulo the partition count, so under
+//! `command` every vote runs in one partition and replays beside the other
+//! partitions' votes instead of as a barrier (`waypoint::Procedures::
+//! partition_key`). With more partitions than stripes that cannot hold
+//! and the partition check refuses the votes.
 //!
 //! Invariants ([`Voter::verify`]): every vote names a valid contestant and
 //! the state of its phone's area code; per contestant, the votes equal the
@@ -28,8 +37,8 @@
 //!
 //! Keys are big-endian (so they sort), values little-endian:
 //! `voter_contestants` number u32 → name; `voter_area_codes` area code u16
-//! → state (2 ASCII letters); `voter_votes` (run nonce u64, worker u32, seq
-//! u64) → phone u64, contestant u32, state `[2]`; `voter_phone_votes` phone
+//! → state (2 ASCII letters); `voter_votes` (phone u64, run nonce u64,
+//! worker u32, seq u64) → phone u64, contestant u32, state `[2]`; `voter_phone_votes` phone
 //! u64 → count u32; `voter_contestant_votes` (contestant u32, stripe u32)
 //! → count u64.
 
@@ -60,15 +69,25 @@ pub struct Vote {
     pub ack: Option<Ack>,
 }
 
-/// Register Voter's stored procedure, partitioned by phone number (the
-/// phone's count row is its partition's, and its table is partitioned by
-/// phone under `command`'s check; the contestants and area codes
-/// are only read; a count stripe shared by partitions is read and written
-/// by each call, so OCC orders any two calls that meet there).
+/// Register Voter's stored procedure, partitioned by phone number: the
+/// phone's count row and its vote rows are keyed by the phone, and a count
+/// stripe by a number equal to the phone's modulo the partitions
+/// ([`stripe_of`]), so under `command`'s check a vote stays in its phone's
+/// partition and replays in parallel. The contestants and area codes are
+/// only read.
 pub fn register(procedures: Procedures) -> waypoint::Result<Procedures> {
+    let phone = |k: &[u8]| {
+        k.get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_be_bytes)
+    };
     procedures
-        .partition_key(PHONE_VOTES, |k: &[u8]| {
-            k.try_into().map_or(0, u64::from_be_bytes)
+        .partition_key(PHONE_VOTES, phone)?
+        .partition_key(VOTES, phone)?
+        .partition_key(CONTESTANT_VOTES, |k: &[u8]| {
+            k.get(4..8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, |b| u64::from(u32::from_be_bytes(b)))
         })?
         .single(
             VOTE_PROCEDURE,
@@ -194,7 +213,8 @@ pub struct VoterConfig {
     /// Distinct phone numbers the calls come from, spread over the area
     /// codes; fewer numbers reach the limit sooner.
     pub phones: u64,
-    /// Rows per contestant's count (workers bump the stripe of their number).
+    /// Rows per contestant's count: a vote bumps the one its phone picks
+    /// ([`stripe_of`]); at least the partition count under `command`.
     pub count_stripes: u32,
 }
 
@@ -204,7 +224,7 @@ impl Default for VoterConfig {
             contestants: 6,
             max_votes_per_phone: 2,
             phones: 1_000_000,
-            count_stripes: 16,
+            count_stripes: 1024,
         }
     }
 }
@@ -258,6 +278,21 @@ fn u64_at(v: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(v.get(at..at + 8)?.try_into().ok()?))
 }
 
+/// The count stripe a vote of `phone` bumps among `stripes`, when calls
+/// run in `partitions` partitions (1 outside `command`): a stripe whose
+/// number is the phone's modulo `partitions`, so that the stripe row is
+/// in the phone's partition (`partition_of(key) = key % partitions`).
+/// With more partitions than stripes, the phone's number modulo the
+/// stripes (the partition check then refuses the vote).
+pub fn stripe_of(phone: u64, stripes: u32, partitions: usize) -> u32 {
+    let partitions = partitions.max(1) as u64;
+    let stripes = u64::from(stripes.max(1));
+    // The largest multiple of the partitions that fits the stripes.
+    let usable = stripes / partitions * partitions;
+    let modulus = if usable == 0 { stripes } else { usable };
+    (phone % modulus) as u32
+}
+
 fn count_key(contestant: u32, stripe: u32) -> [u8; 8] {
     let mut k = [0u8; 8];
     k[..4].copy_from_slice(&contestant.to_be_bytes());
@@ -303,6 +338,9 @@ pub struct Voter {
     /// Distinguishes this run's vote keys from earlier runs' on a reused
     /// database.
     run_nonce: u64,
+    /// The `command` scheme's partition count of the open database (1
+    /// under the others), which picks the count stripes.
+    partitions: usize,
 }
 
 impl Voter {
@@ -315,6 +353,7 @@ impl Voter {
             config,
             tables: None,
             run_nonce: nanos,
+            partitions: 1,
         }
     }
 }
@@ -340,6 +379,7 @@ impl Workload for Voter {
         self.config.check()?;
         let params = self.config_json();
         let reuse = load::check_reuse(db, "voter", &params)?;
+        self.partitions = db.stats().persistence.command.partitions.max(1);
         let t = Tables::open(db)?;
         self.tables = Some(t.clone());
         let c = &self.config;
@@ -375,12 +415,12 @@ impl Workload for Voter {
             config: &self.config,
             tables: self.tables.as_ref().expect("setup ran"),
             rng: SmallRng::seed_from_u64(seed),
-            key_prefix: [
+            key_suffix: [
                 &self.run_nonce.to_be_bytes()[..],
                 &(worker as u32).to_be_bytes(),
             ]
             .concat(),
-            stripe: worker as u32 % self.config.count_stripes,
+            partitions: self.partitions,
             seq: 0,
         })
     }
@@ -395,8 +435,9 @@ struct VoterWorker<'a> {
     config: &'a VoterConfig,
     tables: &'a Tables,
     rng: SmallRng,
-    key_prefix: Vec<u8>,
-    stripe: u32,
+    /// The vote key after the phone: run nonce and worker.
+    key_suffix: Vec<u8>,
+    partitions: usize,
     seq: u64,
 }
 
@@ -457,8 +498,13 @@ impl VoterWorker<'_> {
             phone,
             contestant,
             max_votes_per_phone: self.config.max_votes_per_phone,
-            stripe: self.stripe,
-            key: [self.key_prefix.as_slice(), &self.seq.to_be_bytes()].concat(),
+            stripe: stripe_of(phone, self.config.count_stripes, self.partitions),
+            key: [
+                &phone.to_be_bytes()[..],
+                self.key_suffix.as_slice(),
+                &self.seq.to_be_bytes(),
+            ]
+            .concat(),
             ack: None,
         }
     }

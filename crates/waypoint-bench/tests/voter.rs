@@ -158,7 +158,8 @@ fn a_power_loss_keeps_acknowledged_votes_and_the_invariants() {
 
 /// The same under the `command` scheme: the votes are calls of Voter's
 /// stored procedure, on two partitions, and recovery runs the logged
-/// calls again over the load's clean close.
+/// calls again over the load's clean close, the two partitions' votes
+/// side by side.
 #[test]
 fn a_power_loss_under_the_command_log_keeps_acknowledged_votes_and_the_invariants() {
     for seed in 0..4u64 {
@@ -173,6 +174,7 @@ fn a_power_loss_under_the_command_log_keeps_acknowledged_votes_and_the_invariant
                 ..Default::default()
             }),
             procedures: waypoint_bench::procedures(),
+            recovery_threads: 2,
             ..sim_options(&sim)
         };
         let db = Database::open(dir, options()).unwrap();
@@ -225,6 +227,15 @@ fn a_power_loss_under_the_command_log_keeps_acknowledged_votes_and_the_invariant
         let db = Database::open(dir, options()).expect("recovery");
         let stats = db.stats().persistence.command;
         assert!(stats.replayed_calls > 0, "{stats:?}");
+        // A vote's rows are its phone's partition's: it replays beside the
+        // other partition's votes, not alone as a barrier.
+        assert!(
+            stats.replay_threads == 2 && stats.replay_barriers * 10 < stats.replayed_calls,
+            "seed {seed}: {} barriers among {} calls replayed on {} threads",
+            stats.replay_barriers,
+            stats.replayed_calls,
+            stats.replay_threads
+        );
         let check = voter::verify(&db, &config).expect("Voter invariants after recovery");
         assert!(
             check.votes >= acked_votes,
@@ -273,4 +284,20 @@ fn verify_catches_a_corrupted_count() {
     );
     drop(session);
     db.close().unwrap();
+}
+
+/// The count stripe a vote bumps is in its phone's partition for every
+/// partition count up to the stripes (`partition_of(key) = key % n`).
+#[test]
+fn a_votes_count_stripe_is_in_its_phones_partition() {
+    for partitions in 1..=64usize {
+        for phone in [0u64, 1, 7, 2_015_550_123, 9_899_999_999] {
+            let stripe = voter::stripe_of(phone, 1024, partitions);
+            assert!(stripe < 1024);
+            let n = partitions as u64;
+            assert_eq!(u64::from(stripe) % n, phone % n, "{phone} in {partitions}");
+        }
+    }
+    // More partitions than stripes: still a stripe that exists.
+    assert!(voter::stripe_of(12_345, 16, 32) < 16);
 }
