@@ -59,9 +59,13 @@ pub fn draw(out: &Path, figures: &[Figure], r: &Results) -> Result<Vec<PathBuf>,
                 title,
                 field,
                 limit,
+                only,
                 ..
             } => {
-                let lines = over_time(r, *field);
+                let mut lines = over_time(r, *field);
+                if let Some(prefix) = only {
+                    lines.retain(|l| l.name.starts_with(prefix));
+                }
                 let limit = limit.as_ref().map(|(l, v)| (l.as_str(), *v));
                 draw_png(&path, SIZE, |a| {
                     lines_chart(

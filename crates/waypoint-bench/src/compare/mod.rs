@@ -7,7 +7,9 @@
 //!   the ones that wait for schemes not yet built ([`NOT_YET`]);
 //!   [`peer_runs`]: the `peers` experiment (waypoint against the engines
 //!   of [`crate::peers`]); [`command_logging`]: seed 001's trade (command
-//!   logging against after-image logging and none, run time and recovery).
+//!   logging against after-image logging and none, run time and recovery);
+//!   [`silor_runs`]: seed 002's (SiloR against its log alone and no
+//!   persistence over time; recovery, checkpoint load and replay apart).
 //! - [`runner`]: rounds A B C, then C B A, ..., each run on a fresh copy
 //!   of one load; Ctrl-C ends the current run early and the report says
 //!   it is partial.
@@ -28,6 +30,7 @@ pub mod peer_runs;
 pub mod perf;
 pub mod results;
 pub mod runner;
+pub mod silor_runs;
 
 use crate::driver::DriverConfig;
 use crate::error::{BenchError, BenchResult};
@@ -87,19 +90,34 @@ pub enum WorkloadSpec {
     Voter {
         phones: u64,
     },
+    /// SiloR's YCSB variant (seed 002 §6.2): 70% reads and 30% updates
+    /// (YCSB A has 50/50), 100-byte values, keys drawn uniformly.
+    #[serde(rename = "ycsb-silor")]
+    SilorYcsb {
+        records: u64,
+    },
 }
 
 impl WorkloadSpec {
     pub fn name(&self) -> &'static str {
         match self {
             WorkloadSpec::Tpcc(_) | WorkloadSpec::TpccCalls(_) => "tpcc",
-            WorkloadSpec::Ycsb { .. } => "ycsb",
+            WorkloadSpec::Ycsb { .. } | WorkloadSpec::SilorYcsb { .. } => "ycsb",
             WorkloadSpec::Tpcb { .. } => "tpcb",
             WorkloadSpec::Voter { .. } => "voter",
         }
     }
 
     fn ycsb_config(&self) -> BenchResult<Option<YcsbConfig>> {
+        if let WorkloadSpec::SilorYcsb { records } = *self {
+            use crate::ycsb::Op;
+            return Ok(Some(YcsbConfig {
+                mix: vec![(Op::Read, 0.7), (Op::Update, 0.3)],
+                distribution: KeyDistribution::Uniform,
+                value_size: 100,
+                ..YcsbConfig::preset('a', records)?
+            }));
+        }
         let &WorkloadSpec::Ycsb {
             preset,
             distribution,
@@ -118,7 +136,9 @@ impl WorkloadSpec {
     pub fn build(&self, seed: u64) -> BenchResult<Box<dyn Workload>> {
         Ok(match *self {
             WorkloadSpec::Tpcc(c) => Box::new(Tpcc::new(c, seed)),
-            WorkloadSpec::Ycsb { .. } => Box::new(Ycsb::new(self.ycsb_config()?.expect("ycsb"))),
+            WorkloadSpec::Ycsb { .. } | WorkloadSpec::SilorYcsb { .. } => {
+                Box::new(Ycsb::new(self.ycsb_config()?.expect("ycsb")))
+            }
             WorkloadSpec::Tpcb { branches, accounts } => {
                 Box::new(Tpcb::new(TpcbConfig::with_accounts(branches, accounts)))
             }
@@ -139,7 +159,7 @@ impl WorkloadSpec {
                     self.name()
                 )))
             }
-            WorkloadSpec::Ycsb { .. } => {
+            WorkloadSpec::Ycsb { .. } | WorkloadSpec::SilorYcsb { .. } => {
                 PeerWorkload::Ycsb(Ycsb::new(self.ycsb_config()?.expect("ycsb")))
             }
             WorkloadSpec::Tpcb { branches, accounts } => {
@@ -176,6 +196,9 @@ impl WorkloadSpec {
             WorkloadSpec::Tpcb { branches, accounts } => {
                 format!("TPC-B, {branches} branches, {accounts} accounts")
             }
+            WorkloadSpec::SilorYcsb { records } => format!(
+                "SiloR's YCSB (70% reads, 30% updates of 100-byte values, uniform keys), {records} records"
+            ),
         }
     }
 }
@@ -236,6 +259,9 @@ pub enum Baseline {
     /// Per series, (series, its baseline series): the baseline series'
     /// run at the same x; a series not listed has no baseline.
     SeriesMapAtSameX(Vec<(String, String)>),
+    /// Per run, (label, its baseline run's label): for experiments whose
+    /// runs differ in what their x counts; a run not listed has none.
+    Labels(Vec<(String, String)>),
 }
 
 impl Baseline {
@@ -258,6 +284,19 @@ impl Baseline {
                         .join(", ")
                 )
             }
+            Baseline::Labels(map) => {
+                let mut bases: Vec<&str> = map.iter().map(|(_, b)| b.as_str()).collect();
+                bases.sort_unstable();
+                bases.dedup();
+                format!(
+                    "per run: {}",
+                    bases
+                        .iter()
+                        .map(|b| format!("`{b}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
         }
     }
 
@@ -272,6 +311,10 @@ impl Baseline {
                 let (_, base) = map.iter().find(|(s, _)| *s == runs[run].series)?;
                 runs.iter()
                     .position(|r| &r.series == base && r.x == runs[run].x)
+            }
+            Baseline::Labels(map) => {
+                let (_, base) = map.iter().find(|(l, _)| *l == runs[run].label)?;
+                runs.iter().position(|r| &r.label == base)
             }
         }
     }
@@ -293,6 +336,9 @@ pub enum Metric {
     LatencyP99Us,
     AbortPct,
     RecoveredLogMib,
+    /// The memory-resident schemes' checkpoint or snapshot, loaded.
+    LoadedMib,
+    LoadMs,
     AnalysisMs,
     RedoMs,
     UndoMs,
@@ -318,6 +364,8 @@ impl Metric {
             Metric::LatencyP99Us => "latency_p99_us",
             Metric::AbortPct => "abort_pct",
             Metric::RecoveredLogMib => "recovered_log_mib",
+            Metric::LoadedMib => "loaded_mib",
+            Metric::LoadMs => "load_ms",
             Metric::AnalysisMs => "analysis_ms",
             Metric::RedoMs => "redo_ms",
             Metric::UndoMs => "undo_ms",
@@ -343,11 +391,13 @@ impl Metric {
             Metric::LatencyP99Us => "commit latency p99, µs",
             Metric::AbortPct => "aborts, % of attempts",
             Metric::RecoveredLogMib => "log recovered, MiB",
+            Metric::LoadedMib => "checkpoint or snapshot loaded, MiB",
+            Metric::LoadMs => "checkpoint or snapshot load, ms",
             Metric::AnalysisMs => "analysis, ms",
             Metric::RedoMs => "redo, ms",
             Metric::UndoMs => "undo, ms",
-            Metric::RecoveryMs => "recovery (analysis + redo + undo), ms",
-            Metric::RecoveryMbPerSec => "log recovered per second, MB/s",
+            Metric::RecoveryMs => "recovery (load + analysis + redo + undo), ms",
+            Metric::RecoveryMbPerSec => "log and checkpoint recovered per second, MB/s",
             Metric::RecoveryTxnPerSec => "acknowledged txns recovered per second of recovery",
             Metric::OpenMs => "open (recovery included), ms",
         }
@@ -363,6 +413,8 @@ impl Metric {
             | Metric::CheckpointMibPerSec
             | Metric::WalDiskMaxMib
             | Metric::RecoveredLogMib
+            | Metric::LoadedMib
+            | Metric::LoadMs
             | Metric::CpuUsPerTxn
             | Metric::AnalysisMs
             | Metric::RedoMs
@@ -381,7 +433,10 @@ impl Metric {
             | Metric::LowestSecondRatio
             | Metric::RecoveryMbPerSec
             | Metric::RecoveryTxnPerSec => Some("higher is better"),
-            Metric::RecoveredLogMib | Metric::WalDiskMaxMib | Metric::CheckpointMibPerSec => None,
+            Metric::RecoveredLogMib
+            | Metric::LoadedMib
+            | Metric::WalDiskMaxMib
+            | Metric::CheckpointMibPerSec => None,
             _ => Some("lower is better"),
         }
     }
@@ -415,6 +470,9 @@ pub enum Figure {
         field: TimeField,
         /// A dashed horizontal line: (label, value) in the field's unit.
         limit: Option<(String, f64)>,
+        /// Only the series whose names start with this (one workload of
+        /// an experiment that runs several); None: every series.
+        only: Option<&'static str>,
     },
 }
 

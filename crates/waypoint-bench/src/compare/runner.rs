@@ -603,6 +603,8 @@ fn crash_and_recover(
     let r = RecoverySummary::of(&r, open);
     let mut m = Measurement::default();
     m.set(Metric::RecoveredLogMib, r.bytes as f64 / MIB);
+    m.set(Metric::LoadedMib, r.load_bytes as f64 / MIB);
+    m.set(Metric::LoadMs, r.load_ms);
     m.set(Metric::AnalysisMs, r.analysis_ms);
     m.set(Metric::RedoMs, r.redo_ms);
     m.set(Metric::UndoMs, r.undo_ms);
