@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The commit-path matrix of docs/BENCHMARKS.md: small update transactions
+# The commit-path matrix of docs/decisions/measurements.md: small update transactions
 # (4 updates of 100-byte values on 10,000 records) for every commit protocol,
 # 1 and 2 workers, without and with 64 commits in flight per worker, and
 # with 2 workers on disjoint key ranges (`--disjoint`).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Segment preallocation off and on, same binary, runs interleaved
-# (docs/BENCHMARKS.md, "2026-11-22: segment preallocation"): the commit path
+# (docs/decisions/measurements.md, "2026-11-22: segment preallocation"): the commit path
 # (`bench updates`) for three configurations and 1-worker TPC-C, ROUNDS times.
 # Build first: cargo build --release -p waypoint-cli
 set -euo pipefail

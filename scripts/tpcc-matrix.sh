@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The TPC-C table of docs/BENCHMARKS.md (issue 5's targets): txn/s with 1
+# The TPC-C table of docs/decisions/measurements.md (issue 5's targets): txn/s with 1
 # and 2 workers, `--logging none` against full durability (per-worker logs,
 # rfa-group, continuous checkpoints), with all data in memory and with a
 # buffer pool of 40% of the data, all from one loaded copy.

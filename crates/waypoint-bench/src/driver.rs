@@ -139,7 +139,7 @@ impl Default for DriverConfig {
             rate: None,
             // A window this deep rides out the log's slow syncs: with 32,
             // 1-worker TPC-C blocked on a full window and ran about 10%
-            // slower (docs/BENCHMARKS.md, "2026-11-22: fewer writer
+            // slower (docs/decisions/measurements.md, "2026-11-22: fewer writer
             // wake-ups, GSN_flushed without locks").
             in_flight: 128,
             buffer_bytes: 1 << 30,

@@ -3,7 +3,7 @@
 //! of 10% of the data (every miss reads a page through the page provider).
 //!
 //! Run: `cargo bench -p waypoint --bench engine`. Figures go to
-//! docs/BENCHMARKS.md with the machine and date.
+//! docs/decisions/measurements.md with the machine and date.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::SmallRng;

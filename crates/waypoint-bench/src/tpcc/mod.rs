@@ -15,7 +15,7 @@
 //!   under `command` (which takes writes only in calls) and, with
 //!   [`Tpcc::with_procedures`], under the other schemes too.
 //!
-//! Deviations from the spec are listed in `docs/BENCHMARKS.md` ("TPC-C").
+//! Deviations from the spec are listed in `docs/decisions/measurements.md` ("TPC-C").
 
 pub mod load;
 pub mod procedures;

@@ -30,7 +30,7 @@ pub struct HybridLatch {
 /// Spin briefly, then yield: on a 2-core machine a waiter that spins
 /// steals the CPU from the latch holder. Sleep only after a long run of
 /// yields: on a VM a sleeping waiter's vCPU goes idle, and a 50-µs sleep
-/// cost a TPC-C worker 1.6 ms on average before it ran again (docs/BENCHMARKS.md,
+/// cost a TPC-C worker 1.6 ms on average before it ran again (docs/decisions/measurements.md,
 /// "2026-11-23: why workers sleep; latch backoff"), while the holder it waits for is usually back
 /// within a few yields.
 pub(crate) struct Backoff(u32);

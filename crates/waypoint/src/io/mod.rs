@@ -108,7 +108,7 @@ pub trait StorageFile: Send + Sync + std::fmt::Debug {
     ///
     /// Zeros are written, not `fallocate`d: ext4 allocates "unwritten"
     /// extents, and a sync after writing into one still commits metadata
-    /// (docs/BENCHMARKS.md, "2026-11-22: segment preallocation").
+    /// (docs/decisions/measurements.md, "2026-11-22: segment preallocation").
     fn preallocate(&self, len: u64) -> Result<()> {
         let mut at = self.len()?;
         debug_assert_eq!(
@@ -134,7 +134,7 @@ pub trait StorageFile: Send + Sync + std::fmt::Debug {
 /// Why shared, and mapped once: a fresh buffer per write was a fresh map,
 /// so the kernel's copy into the page cache faulted on every 4 KiB of it
 /// and zeroed the page-cache page before retrying the copy. That was 5% of
-/// all CPU in 2-worker TPC-C (docs/BENCHMARKS.md, "2026-11-23: where the
+/// all CPU in 2-worker TPC-C (docs/decisions/measurements.md, "2026-11-23: where the
 /// logging CPU goes"). Once read, this buffer's pages stay mapped (to the
 /// kernel's zero page), so later copies fault no more. It is never written.
 pub(crate) fn shared_zeros() -> &'static [u8] {

@@ -34,7 +34,7 @@ impl RealStorage {
 
     /// Open log segments and their spares ([`Storage::open_log_file`]) with
     /// `O_DIRECT`: the log's writes then skip the page cache's copy and
-    /// writeback (docs/BENCHMARKS.md, "2026-11-23: the log bypasses the page
+    /// writeback (docs/decisions/measurements.md, "2026-11-23: the log bypasses the page
     /// cache"). A file system that
     /// refuses `O_DIRECT` (`EINVAL` at open) gets buffered log files.
     pub fn with_direct_log(mut self, direct_log: bool) -> Self {

@@ -6,14 +6,14 @@
 //! zeroed and synced, and later renamed into a new segment, as PostgreSQL
 //! recycles WAL files. Once pruning keeps pace with the log, no zeros are
 //! written at all: they were half of all the log bytes TPC-C wrote, and a
-//! share of the vCPUs the workers need (docs/BENCHMARKS.md, "2026-11-23: segment
+//! share of the vCPUs the workers need (docs/decisions/measurements.md, "2026-11-23: segment
 //! recycling").
 //!
 //! Why: an `fdatasync` after a write that grows a file must also commit the
 //! file system's metadata (size, extents); after an overwrite of written
 //! blocks it flushes only the data. On this project's VM (ext4) a 40 KiB
 //! append-and-sync took 307 µs p50, the same write into a zero-filled file
-//! 140 µs (docs/BENCHMARKS.md, "2026-11-22: segment preallocation"). Every commit
+//! 140 µs (docs/decisions/measurements.md, "2026-11-22: segment preallocation"). Every commit
 //! waits for such a sync. That depends on the file system
 //! (`scripts/prealloc-probe.py`): ext4 with a journal commits it for every
 //! growing sync (on a loop-mounted one, 0.9–1.5 ms against 0.3–0.7 ms into
@@ -21,7 +21,7 @@
 //! on 2026-11-23) writes the inode on either sync (p50 within 15%), and there
 //! the zeros cost more than they save: they double the log's bytes until
 //! pruning starts, and their syncs queue ahead of the log's (commit p99 24 ms against 14 ms growing;
-//! docs/BENCHMARKS.md, "2026-11-23: what the log's I/O costs on this VM"). So zero-filling can be switched off
+//! docs/decisions/measurements.md, "2026-11-23: what the log's I/O costs on this VM"). So zero-filling can be switched off
 //! (`PerWorkerOptions::wal_zero_fill`) and recycling kept: new segments then grow
 //! until pruned ones are queued.
 //!
@@ -64,7 +64,7 @@ use std::sync::Arc;
 
 /// Bytes preallocated between two syncs. Each sync costs the vCPUs that
 /// also run the workers; 1 MiB rather than 256 KiB gave 2-worker TPC-C
-/// about 2.5% more, with a lower commit p99 (docs/BENCHMARKS.md,
+/// about 2.5% more, with a lower commit p99 (docs/decisions/measurements.md,
 /// "2026-11-22: fewer writer wake-ups, GSN_flushed without locks").
 const PIECE: u64 = 1 << 20;
 

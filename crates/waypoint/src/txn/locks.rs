@@ -10,7 +10,7 @@
 //! 2 MiB, a table that stays in the L3 cache. With 2^16 stripes about half
 //! of 2-worker TPC-C's aborts were false conflicts (aborts 0.97% of
 //! commits; 0.61% with 2^18, 0.53% with 2^20), and 2^20 eight-byte owners
-//! (8 MiB) measured no faster than 2^16 (BENCHMARKS.md, "2026-11-23: a
+//! (8 MiB) measured no faster than 2^16 (docs/decisions/measurements.md, "2026-11-23: a
 //! larger commit lock table").
 //!
 //! Invariant: a stripe's owner is set only by its owner's CAS from 0 and

@@ -79,7 +79,7 @@ pub struct PerWorkerOptions {
     /// sync into zero-filled blocks took half the time. Turn it off where
     /// it does not (ext4 without a journal, as on this project's VM): the
     /// zeros then only double the log's bytes and queue their syncs ahead
-    /// of the log's (TPC-C commit p99 24 ms against 14 ms; docs/BENCHMARKS.md,
+    /// of the log's (TPC-C commit p99 24 ms against 14 ms; docs/decisions/measurements.md,
     /// the zero-fill A/B of 2026-11-23).
     pub wal_zero_fill: bool,
     /// Write the log's segment files with `O_DIRECT`, in whole 4 KiB
@@ -88,7 +88,7 @@ pub struct PerWorkerOptions {
     /// spare segments too. A file system that refuses `O_DIRECT` gets
     /// buffered log files (with a warning). Only the real file system
     /// reads this; the simulated disk (`SimStorage`) has its own switch. On by
-    /// default: 2-worker TPC-C ran 7.7% faster (docs/BENCHMARKS.md, the
+    /// default: 2-worker TPC-C ran 7.7% faster (docs/decisions/measurements.md, the
     /// page-cache bypass A/B of 2026-11-23).
     pub log_direct_io: bool,
 }

@@ -79,7 +79,7 @@ pub struct Stream {
     /// Outside `stage1`: other sessions' commits raise it (RFA's remote
     /// flushes, about every other TPC-C commit), and taking the lock the
     /// owner appends under parked a worker for 1.7 ms at a time when its
-    /// holder was preempted (2.8% of worker time; BENCHMARKS.md, session
+    /// holder was preempted (2.8% of worker time; docs/decisions/measurements.md, session
     /// 16). On its own cache line, away from the words the owner's appends
     /// write.
     lazy_requested: Padded<AtomicU64>,

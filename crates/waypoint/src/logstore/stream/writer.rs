@@ -136,7 +136,7 @@ impl Stream {
     /// thread writes, it waits for that write and then looks again. For a
     /// blocking commit (`Transaction::commit`): waking the writer and being
     /// woken by it cost an isolated commit two thread handoffs on top of its
-    /// `fdatasync` (docs/BENCHMARKS.md, "2026-11-22: a blocking commit
+    /// `fdatasync` (docs/decisions/measurements.md, "2026-11-22: a blocking commit
     /// syncs the log itself"). Pipelined commits do
     /// not use it: syncing whenever a window fills, rather than paced by
     /// the writer, cost 2-worker TPC-C 5%.
