@@ -188,7 +188,8 @@ pub fn render(r: &Results) -> String {
     md
 }
 
-/// The table of one metric; left out if no run measured it.
+/// The table of one metric, a row per run that measured it; left out if
+/// no run measured it.
 fn table(md: &mut String, r: &Results, m: Metric, rounds: usize) {
     if r.runs.iter().all(|run| run.median(m).is_none())
         && r.runs.iter().any(|run| run.completed() > 0)
@@ -211,6 +212,12 @@ fn table(md: &mut String, r: &Results, m: Metric, rounds: usize) {
     md.push_str(&"---:|".repeat(rounds + 2));
     md.push('\n');
     for run in &r.runs {
+        // A run that completed without measuring this metric (a recovery
+        // run in a throughput table) has no row; one not completed keeps
+        // its row of dashes (a partial report).
+        if run.completed() > 0 && run.median(m).is_none() {
+            continue;
+        }
         let _ = write!(md, "| {} |", run.label);
         for round in &run.rounds {
             match round.as_ref().and_then(|x| x.get(m)) {
