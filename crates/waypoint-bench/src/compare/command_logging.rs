@@ -16,17 +16,11 @@
 //! (replay), the reopen timed; ratios to `silor`.
 
 use super::experiments::{
-    as_procedures, driver, resident_buffer, tpcc, with_scheme, Scheme, COMMAND, PER_WORKER, SILOR,
+    as_procedures, driver, resident_buffer, tpcc, with_scheme, COMMAND, NONE, PER_WORKER, SILOR,
 };
 use super::{Baseline, CrashSpec, Experiment, Figure, Metric, RunSpec, Settings, WorkloadSpec};
 use crate::error::{BenchError, BenchResult};
-use waypoint::{CheckpointMode, CommandSnapshot, CommitProtocol, SchemeKind, SilorCheckpoint};
-
-const NONE: Scheme = (
-    SchemeKind::None,
-    CommitProtocol::RfaGroup,
-    CheckpointMode::None,
-);
+use waypoint::{CommandSnapshot, SilorCheckpoint};
 
 pub fn build(s: &Settings) -> BenchResult<Experiment> {
     let counts: Vec<usize> = match s.workers.as_deref() {

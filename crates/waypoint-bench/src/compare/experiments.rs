@@ -153,6 +153,13 @@ pub(super) fn fixed_workers(s: &Settings, name: &str) -> BenchResult<usize> {
 /// A persistence setting of a run: (scheme, commit, checkpoint).
 pub(super) type Scheme = (SchemeKind, CommitProtocol, CheckpointMode);
 
+/// No log: the baseline of the memory-resident schemes' experiments.
+pub(super) const NONE: Scheme = (
+    SchemeKind::None,
+    CommitProtocol::RfaGroup,
+    CheckpointMode::None,
+);
+
 /// SiloR's value log with its default continuous fuzzy checkpoints.
 pub(super) const SILOR: Scheme = (
     SchemeKind::Silor,

@@ -11,19 +11,13 @@
 //!   apart, on one recovery thread and on every core.
 
 use super::experiments::{
-    driver, fixed_workers, reproduces, resident_buffer, tpcc, with_scheme, Scheme, SILOR,
+    driver, fixed_workers, reproduces, resident_buffer, tpcc, with_scheme, NONE, SILOR,
 };
 use super::{
     Baseline, CrashSpec, Experiment, Figure, Metric, RunSpec, Settings, TimeField, WorkloadSpec,
 };
 use crate::error::BenchResult;
-use waypoint::{CheckpointMode, CommitProtocol, SchemeKind, SilorCheckpoint, SilorOptions};
-
-const NONE: Scheme = (
-    SchemeKind::None,
-    CommitProtocol::RfaGroup,
-    CheckpointMode::None,
-);
+use waypoint::{SilorCheckpoint, SilorOptions};
 
 pub fn build(s: &Settings) -> BenchResult<Experiment> {
     let workers = fixed_workers(s, "silor")?;
