@@ -234,6 +234,7 @@ impl DriverConfig {
                     .clamp(1, waypoint::CommandOptions::MAX_PARTITIONS),
                 snapshot: self.command_snapshot,
                 digests: false,
+                sync_interval: Duration::from_micros(self.sync_interval_us),
             });
         }
         Persistence::of(

@@ -301,3 +301,54 @@ fn a_votes_count_stripe_is_in_its_phones_partition() {
     // More partitions than stripes: still a stripe that exists.
     assert!(voter::stripe_of(12_345, 16, 32) < 16);
 }
+
+/// Each worker casts the votes of its share of the phones (the phone's
+/// number modulo the workers is the worker's): under `command`, with a
+/// partition per worker, each worker runs one partition's calls, as
+/// VoltDB's executor of that partition would. With fewer phones than
+/// workers, a worker without a phone of its own votes from another's
+/// share rather than waiting for one.
+#[test]
+fn each_worker_votes_from_its_share_of_the_phones() {
+    for (phones, workers) in [(3000u64, 3usize), (1, 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path(), Options::default()).unwrap();
+        let config = VoterConfig {
+            phones,
+            ..VoterConfig::default()
+        };
+        let mut w = Voter::new(config);
+        w.setup(&db, workers).unwrap();
+        let mut session = db.session();
+        for worker in 0..workers {
+            let mut gen = w.worker(worker, 7 + worker as u64);
+            for _ in 0..200 {
+                let mut tx = session.begin().unwrap();
+                let (_, body) = gen.next(&mut tx);
+                body.unwrap();
+                tx.commit().unwrap();
+            }
+        }
+        let votes = db.table("voter_votes").unwrap();
+        let mut by_worker = vec![0u64; workers];
+        waypoint_bench::load::for_each_row(&mut session, &votes, |k, _| {
+            // phone, run nonce, worker, sequence
+            let phone = u64::from_be_bytes(k[..8].try_into().unwrap());
+            let worker = u32::from_be_bytes(k[16..20].try_into().unwrap()) as usize;
+            by_worker[worker] += 1;
+            if phones >= workers as u64 {
+                assert_eq!(phone % workers as u64, worker as u64, "phone {phone}");
+            }
+            Ok(())
+        })
+        .unwrap();
+        if phones >= workers as u64 {
+            assert!(by_worker.iter().all(|&n| n > 0), "{by_worker:?}");
+        } else {
+            // The one phone's two votes; the other calls were over its limit.
+            assert_eq!(by_worker.iter().sum::<u64>(), 2, "{by_worker:?}");
+        }
+        drop(session);
+        db.close().unwrap();
+    }
+}

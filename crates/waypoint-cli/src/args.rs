@@ -115,6 +115,7 @@ pub struct BenchArgs {
     /// none waits, a log partition syncs at most this often (or once 128 KiB
     /// or 32 commits wait, or, with half the cores idle, once a commit has
     /// waited two syncs); 0 syncs as soon as anything waits [default: 2000].
+    /// Also paces the command log (--scheme command).
     #[arg(long)]
     pub sync_interval: Option<u64>,
     /// Log segment size: a segment file is closed beyond it [default: 16MiB;
@@ -507,7 +508,7 @@ impl BenchArgs {
             }
         }
         // silor's value log and the command log have none of the page
-        // logs' options.
+        // logs' options but sync pacing (the command log's).
         if !kind.recovers_from_log()
             || matches!(
                 kind,
@@ -521,7 +522,10 @@ impl BenchArgs {
                     self.checkpoint.is_some() && kind != waypoint::SchemeKind::Silor,
                 ),
                 ("--wal-limit", self.wal_limit.is_some()),
-                ("--sync-interval", self.sync_interval.is_some()),
+                (
+                    "--sync-interval",
+                    self.sync_interval.is_some() && kind != waypoint::SchemeKind::Command,
+                ),
                 ("--segment-size", self.segment_size.is_some()),
                 ("--wal-preallocate", self.wal_preallocate.is_some()),
                 ("--wal-zero-fill", self.wal_zero_fill.is_some()),
@@ -599,6 +603,7 @@ pub const BENCH_FLAGS: &[(&str, &str)] = &[
     ("checkpoint_threads", "--checkpoint-threads"),
     ("wal_limit_bytes", "--wal-limit"),
     ("log_sync_interval", "--sync-interval"),
+    ("sync_interval", "--sync-interval"),
     ("workers", "--workers"),
     ("duration_secs", "--duration"),
     ("warmup_secs", "--warmup"),

@@ -149,6 +149,7 @@ pub(crate) fn open_options(
                 partitions: workers.clamp(1, waypoint::CommandOptions::MAX_PARTITIONS),
                 snapshot: command_snapshot,
                 digests: true,
+                ..waypoint::CommandOptions::default()
             }),
             // A command log is replayed by running its calls again.
             procedures: procedures(),

@@ -647,3 +647,52 @@ fn a_log_naming_an_unknown_procedure_or_other_parameters_is_refused_before_any_w
     let db = Database::open(DIR, command(&sim, 256)).unwrap();
     assert_eq!(db.stats().persistence.command.replayed_calls, 10);
 }
+
+/// Pipelined calls are synced once a batch of them waits, as a WAL
+/// partition's pipelined commits are, not held for the whole pacing
+/// interval: with the longest interval (1 s), a batch of calls made right
+/// after a sync is durable long before the interval ends. Asking the
+/// writer lazily (a group window, then the interval) kept every call
+/// about one interval, which capped a worker's 128 calls in flight by
+/// Little's law.
+#[test]
+fn pipelined_calls_are_synced_by_a_batch_not_held_for_the_pacing_interval() {
+    let sim = SimStorage::new(11);
+    let interval = std::time::Duration::from_secs(1);
+    let mut options = command(&sim, 256);
+    if let Persistence::Command(c) = &mut options.persistence {
+        c.sync_interval = interval;
+    }
+    let db = Database::open(Path::new(DIR), options).unwrap();
+    create(&db);
+    let mut s = db.session();
+    // Same-partition transfers, so no call waits for the others' locks.
+    let batch = |s: &mut waypoint::Session, from: u32| -> Vec<waypoint::PendingCommit> {
+        (0..64)
+            .map(|i| {
+                let p = Transfer {
+                    from: 0,
+                    to: PARTITIONS,
+                    amount: 1,
+                    by: 1,
+                    seq: from + i,
+                };
+                call_retrying(s, &p).unwrap()
+            })
+            .collect()
+    };
+    // The first batch's wait has the writer sync (its pacing starts).
+    batch(&mut s, 0).pop().unwrap().wait().unwrap();
+    let started = std::time::Instant::now();
+    let last = batch(&mut s, 64).pop().unwrap();
+    while !last.is_durable() && started.elapsed() < interval * 3 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let took = started.elapsed();
+    assert!(
+        took < interval / 2,
+        "64 pipelined calls became durable after {took:?}, with a sync interval of {interval:?}"
+    );
+    last.wait().unwrap();
+    db.close().unwrap();
+}

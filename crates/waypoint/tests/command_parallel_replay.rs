@@ -125,6 +125,7 @@ fn options(sim: &SimStorage, partitions: usize, altered: Option<u64>) -> Options
             partitions,
             digests: true,
             snapshot: CommandSnapshot::Off,
+            ..CommandOptions::default()
         }),
         procedures: procedures(altered),
         ..Options::default()

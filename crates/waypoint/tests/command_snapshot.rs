@@ -120,6 +120,7 @@ fn options(sim: &SimStorage, snapshot: CommandSnapshot) -> Options {
             partitions: PARTITIONS as usize,
             snapshot,
             digests: true,
+            ..CommandOptions::default()
         }),
         procedures: procedures(),
         ..Options::default()

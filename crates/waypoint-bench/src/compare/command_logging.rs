@@ -160,7 +160,9 @@ pub fn build(s: &Settings) -> BenchResult<Experiment> {
         notes: vec![
             "Runs through the benchmark driver: each worker calls its procedures with up to 128 commits in \
              flight (`call_pipelined`; 65,536 under `silor`, which acknowledges once per 40 ms epoch), not VoltDB's clients and executor queues; under `command` a call runs on \
-             the caller's thread holding its partition (a remote TPC-C New-Order or Payment holds all of them)."
+             the caller's thread holding its partition (a remote TPC-C New-Order or Payment holds all of them). \
+             Each worker runs one partition's calls, as that partition's executor would: TPC-C's worker its home \
+             warehouse's, Voter's worker the phones whose number modulo the workers is its own (under every scheme)."
                 .into(),
             "`silor` is the after-image comparison: SiloR's value log has the shape of seed 001's physiological \
              log (table, key, new value per changed row), logged by its own logger threads with epoch group \

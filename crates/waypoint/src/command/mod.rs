@@ -276,6 +276,7 @@ impl Opening for CommandOpening {
         )?;
         // Under a log limit, segments small enough that pruning (whole
         // segments, never the newest) keeps the log near it.
+        stream.set_sync_interval(self.options.sync_interval);
         if let CommandSnapshot::LogLimit(limit) = self.options.snapshot {
             stream.set_segment_size((limit / 4).clamp(16 << 10, 16 << 20));
         }

@@ -97,6 +97,12 @@ pub struct CommandOptions {
     /// record), instead of leaving a different database. Costs a checksum
     /// over each write set; off by default, on in the crash tests.
     pub digests: bool,
+    /// Sync pacing of the command log, as `PerWorkerOptions::
+    /// log_sync_interval` paces a WAL partition: while pipelined calls
+    /// stream in and none waits, the log syncs at most this often, or once
+    /// a batch of calls waits, or (with half the cores idle) once the
+    /// oldest has waited two syncs. Range: 0 to 1 s.
+    pub sync_interval: Duration,
 }
 
 impl Default for CommandOptions {
@@ -105,6 +111,7 @@ impl Default for CommandOptions {
             partitions: 1,
             snapshot: CommandSnapshot::default(),
             digests: false,
+            sync_interval: crate::logstore::stream::SYNC_INTERVAL,
         }
     }
 }
@@ -138,6 +145,14 @@ impl CommandOptions {
                 )))
             }
             _ => Ok(()),
+        }?;
+        let max = crate::PerWorkerOptions::MAX_LOG_SYNC_INTERVAL;
+        if self.sync_interval > max {
+            return Err(Error::InvalidOptions(format!(
+                "sync_interval = {:?} is out of range: 0 to {max:?}",
+                self.sync_interval
+            )));
         }
+        Ok(())
     }
 }

@@ -156,4 +156,12 @@ fn snapshot_triggers_read_back_what_they_write_and_are_checked() {
     .validate()
     .is_err());
     assert!(with(CommandSnapshot::default()).validate().is_ok());
+    let pacing = |sync_interval| CommandOptions {
+        sync_interval,
+        ..CommandOptions::default()
+    };
+    assert!(pacing(Duration::ZERO).validate().is_ok());
+    assert!(pacing(Duration::from_secs(1)).validate().is_ok());
+    let err = pacing(Duration::from_millis(1001)).validate().unwrap_err();
+    assert!(err.to_string().contains("sync_interval = 1.001s"), "{err}");
 }

@@ -284,6 +284,28 @@ impl Stream {
     pub fn append_frames(&self, frames: &[u8], count: u64, max_mark: u64) -> Result<LogPos> {
         self.check_healthy()?;
         let mut s = self.stage1.lock();
+        Ok(self.append_locked(&mut s, frames, count, max_mark))
+    }
+
+    /// [`Stream::append_frames`] and [`Stream::request_flush`] of the
+    /// frames' end under one acquisition of the stage-1 lock: a committer
+    /// that appends while holding other locks (a call holds its
+    /// partitions: `procedure::order`) does not queue on the stage-1 lock
+    /// a second time with them held.
+    pub fn append_frames_and_request(
+        &self,
+        frames: &[u8],
+        count: u64,
+        max_mark: u64,
+    ) -> Result<LogPos> {
+        self.check_healthy()?;
+        let mut s = self.stage1.lock();
+        let end = self.append_locked(&mut s, frames, count, max_mark);
+        self.request_locked(&mut s, end);
+        Ok(end)
+    }
+
+    fn append_locked(&self, s: &mut Stage1, frames: &[u8], count: u64, max_mark: u64) -> LogPos {
         if !s.current.bytes.is_empty() && s.current.bytes.len() + frames.len() > CHUNK_SIZE {
             s.seal_current();
         }
@@ -315,7 +337,7 @@ impl Stream {
             s.seal_current();
             self.work.notify_one();
         }
-        Ok(end)
+        end
     }
 
     /// Publish `value` in [`Stream::durable_note`] once the stream is
