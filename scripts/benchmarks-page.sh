@@ -9,7 +9,8 @@
 #                    naming some reruns those and keeps the other sections' last results
 # Environment: ROUNDS (default 3), PAGE (default docs/BENCHMARKS.md), RESULTS
 # (default target/benchmarks-page: where the full reports stay), QUICK=1 (tiny
-# runs: a check of the script, never a page to commit).
+# runs: a check of the script, never a page to commit), PAGE_ONLY=1 (run
+# nothing: rebuild the page from the reports in RESULTS).
 # Run it on a quiet machine: nothing else compiling or measuring.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,7 @@ experiments=("$@")
 flags=(--rounds "${ROUNDS:-3}")
 [ "${QUICK:-0}" = 1 ] && flags=(--quick)
 mkdir -p "$results"
+[ "${PAGE_ONLY:-0}" = 1 ] && experiments=()
 for e in "${experiments[@]}"; do
   echo "benchmarks-page.sh: waypoint compare $e ${flags[*]}"
   rm -rf "$results/$e"
