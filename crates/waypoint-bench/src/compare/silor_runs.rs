@@ -173,7 +173,7 @@ pub fn build(s: &Settings) -> BenchResult<Experiment> {
                 .into(),
             "Recovery runs: `analysis` is the log scan (every logger's files read and decoded on the recovery \
              threads) and `redo` the replay (each key's newest value installed); the checkpoint load reads the \
-             installed checkpoint's files, one thread per file. The kill lands wherever the continuous \
+             installed checkpoint's files (16 key ranges at least) on the recovery threads. The kill lands wherever the continuous \
              checkpointer is, not just before a checkpoint completes as in the paper, so the log replayed varies \
              from round to round (its size is in the table). The child runs YCSB as `crash-test` does (YCSB A: 50% \
              reads, zipfian keys) on the same loaded records."

@@ -286,7 +286,7 @@ impl Opening for CommandOpening {
             self.options.digests,
         ));
         let loaded = match &self.found {
-            Some(found) => snapshot::load::load(ctx.storage, pool, found)?,
+            Some(found) => snapshot::load::load(ctx.storage, pool, found, ctx.recovery_threads)?,
             None => snapshot::load::Loaded::default(),
         };
         let order = Arc::new(SerialOrder::new(self.options.partitions));
@@ -382,6 +382,14 @@ impl CommandScheme {
     #[cfg(feature = "testing")]
     pub fn set_broken_snapshot_shadow_for_tests(&self, broken: bool) {
         self.shadow.broken.store(broken, Ordering::Relaxed);
+    }
+
+    /// Close a table's snapshot file beyond `bytes` instead of
+    /// `snapshot::PART_BYTES`, so a test writes several parts of a small
+    /// table (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn set_snapshot_part_bytes_for_tests(&self, bytes: u64) {
+        self.snapshotter.part_bytes.store(bytes.max(1), Ordering::Relaxed);
     }
 
     /// Take, install and prune a snapshot now, on the caller's thread

@@ -48,7 +48,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 
-pub use checkpoint::CheckpointStage;
+pub use checkpoint::{CheckpointStage, LOAD_PARTS};
 pub use options::{SilorCheckpoint, SilorOptions};
 
 use crate::buffer::{BufferPool, PageWritePolicy};
@@ -341,7 +341,7 @@ impl Opening for SilorOpening {
             scanned.scan_time,
         );
         let loaded = match &self.found {
-            Some(found) => checkpoint::load::load(ctx.storage, pool, found)?,
+            Some(found) => checkpoint::load::load(ctx.storage, pool, found, ctx.recovery_threads)?,
             None => checkpoint::load::Loaded::default(),
         };
         let mut replayed = recovery::replay(pool, scanned, ctx.recovery_threads)?;

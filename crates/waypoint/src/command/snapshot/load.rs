@@ -1,7 +1,7 @@
 //! Recovery from the installed snapshot (seed 001 §III-B): at open, read
 //! the meta file and the snapshot's catalog file (reads only, before the
 //! open writes anything); at recovery, load the table files into empty
-//! trees, a thread per file (`persist::resident::load`, shared with
+//! trees, its files on the recovery threads (`persist::resident::load`, shared with
 //! `silor`'s checkpoints). Indexes come back empty and stale, and are
 //! rebuilt from their tables with their registered extractors before the
 //! command log is re-executed from the snapshot's point on
@@ -56,19 +56,23 @@ pub(crate) fn find(storage: &dyn Storage, command: &Path) -> Result<Option<Found
             detail: format!("the catalog file's point {noted:?} is not the meta file's {point:?}"),
         });
     }
-    // Every table of the catalog has its file (an empty table too).
-    let tables = catalog
-        .tables
-        .iter()
-        .map(|(id, _)| super::table_file(&dir, *id))
-        .collect::<Vec<_>>();
-    for path in &tables {
-        if !storage.exists(path) {
+    // Every table of the catalog has its first file (an empty table too),
+    // and its further parts, if any, follow it in name order.
+    let listed: std::collections::HashSet<PathBuf> = storage.list_dir(&dir)?.into_iter().collect();
+    let mut tables = Vec::new();
+    for (id, _) in &catalog.tables {
+        let first = super::table_file(&dir, *id, 0);
+        if !listed.contains(&first) {
             return Err(Error::MissingFile {
-                path: path.clone(),
+                path: first,
                 detail: format!("a table file of installed snapshot {}", point.id),
             });
         }
+        let mut part = 1;
+        while listed.contains(&super::table_file(&dir, *id, part)) {
+            part += 1;
+        }
+        tables.extend((0..part).map(|p| super::table_file(&dir, *id, p)));
     }
     Ok(Some(Found {
         point,
@@ -89,7 +93,12 @@ pub(crate) struct Loaded {
 }
 
 /// Replace the trees in `pool` by the snapshot's.
-pub(crate) fn load(storage: &Arc<dyn Storage>, pool: &BufferPool, found: &Found) -> Result<Loaded> {
+pub(crate) fn load(
+    storage: &Arc<dyn Storage>,
+    pool: &BufferPool,
+    found: &Found,
+    threads: usize,
+) -> Result<Loaded> {
     let began = Instant::now();
     let loaded = base::load(
         storage,
@@ -99,6 +108,7 @@ pub(crate) fn load(storage: &Arc<dyn Storage>, pool: &BufferPool, found: &Found)
         &found.catalog,
         found.point.next_id,
         &found.tables,
+        threads,
     )?;
     Ok(Loaded {
         rows: loaded.rows,

@@ -55,10 +55,21 @@ pub fn snapshot_dir(command: &Path, id: u64) -> PathBuf {
     command.join(SNAPSHOTS_DIR).join(format!("s{id:08}"))
 }
 
-/// Table `id`'s file in a snapshot directory.
-pub fn table_file(dir: &Path, id: u32) -> PathBuf {
-    dir.join(format!("t{id:010}.snap"))
+/// Part `part` of table `id`'s rows in a snapshot directory: part 0 is
+/// the table's first (and, for a small table, only) file; a table larger
+/// than [`PART_BYTES`] goes on in parts 1, 2, ... of later key ranges, so
+/// that recovery loads it on several threads.
+pub fn table_file(dir: &Path, id: u32, part: u32) -> PathBuf {
+    if part == 0 {
+        dir.join(format!("t{id:010}.snap"))
+    } else {
+        dir.join(format!("t{id:010}-{part:06}.snap"))
+    }
 }
+
+/// A table's file is closed, and its next key range goes to a new part,
+/// once it holds about this many bytes.
+pub const PART_BYTES: u64 = 16 << 20;
 
 /// The snapshot directories below `command/`, by id, ascending.
 pub fn snapshots(storage: &dyn Storage, command: &Path) -> Result<Vec<(u64, PathBuf)>> {
@@ -126,6 +137,9 @@ pub(super) struct Snapshotter {
     /// last clean close), counted towards `CommandSnapshot::LogLimit`
     /// until an install deletes them: replay reads them too.
     sealed_log_bytes: AtomicU64,
+    /// A table's file is closed beyond this (`PART_BYTES`; tests lower
+    /// it to write many parts of little data).
+    pub part_bytes: AtomicU64,
 }
 
 impl Snapshotter {
@@ -163,6 +177,7 @@ impl Snapshotter {
             counters: Mutex::new(Counters::default()),
             hook: Mutex::new(None),
             sealed_log_bytes: AtomicU64::new(sealed),
+            part_bytes: AtomicU64::new(PART_BYTES),
         })
     }
 

@@ -25,12 +25,18 @@
 //! saying "absent" (its placeholder is skipped, and its committed row
 //! too).
 //!
-//! Registration does not skip keys the writer has passed (VoltDB does, to
-//! save memory): the shadow holds every row changed while a snapshot is
-//! written, which bounds it by the writes of that interval.
+//! Keys the writer has passed are not kept (VoltDB's snapshots skip them
+//! too, §II-C1): once the writer has written a batch, which covers the
+//! key range (after, upto] of its table, from the tree and then from the
+//! shadow, that range of the file is final, so the writer marks it passed
+//! (`pass`): its pre-images are dropped, and a later change to a key in it
+//! registers nothing. A registration that raced the mark only adds a
+//! pre-image the writer never reads again. So the shadow holds the rows
+//! changed ahead of the writer, not every row changed while it runs.
 //!
 //! Invariant: while active, the shadow holds for each key changed since
-//! the point exactly its image at the point (`None`: absent).
+//! the point and not passed by the writer exactly its image at the point
+//! (`None`: absent).
 
 use crate::ids::Tid;
 use parking_lot::Mutex;
@@ -41,11 +47,35 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// A row's image at the point: (TID, value), or absent.
 pub(crate) type PreImage = Option<(Tid, Vec<u8>)>;
 
+/// How far the writer has written a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Passed {
+    /// Every key up to this one, inclusive.
+    Upto(Vec<u8>),
+    /// The whole table.
+    All,
+}
+
+impl Passed {
+    fn covers(&self, key: &[u8]) -> bool {
+        match self {
+            Passed::Upto(upto) => key <= upto.as_slice(),
+            Passed::All => true,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Rows {
+    images: HashMap<u32, BTreeMap<Vec<u8>, PreImage>>,
+    passed: HashMap<u32, Passed>,
+}
+
 /// The shadow map of the snapshot being written (see the module header).
 #[derive(Default)]
 pub(crate) struct Shadow {
     active: AtomicBool,
-    rows: Mutex<HashMap<u32, BTreeMap<Vec<u8>, PreImage>>>,
+    rows: Mutex<Rows>,
     /// Pre-images kept for the snapshot in progress.
     pub registered: AtomicU64,
     /// Test-only: register nothing, so the writer sees post-point values.
@@ -55,7 +85,7 @@ pub(crate) struct Shadow {
 impl Shadow {
     /// Start keeping pre-images: only with every partition lock held.
     pub fn begin(&self) {
-        self.rows.lock().clear();
+        *self.rows.lock() = Rows::default();
         self.registered.store(0, Ordering::Relaxed);
         self.active.store(true, Ordering::Release);
     }
@@ -63,7 +93,7 @@ impl Shadow {
     /// Stop keeping them and forget them (the writer is done).
     pub fn end(&self) {
         self.active.store(false, Ordering::Release);
-        self.rows.lock().clear();
+        *self.rows.lock() = Rows::default();
     }
 
     /// A call is about to change `key` of `table`, whose image is
@@ -73,7 +103,10 @@ impl Shadow {
             return;
         }
         let mut rows = self.rows.lock();
-        let table = rows.entry(table).or_default();
+        if rows.passed.get(&table).is_some_and(|p| p.covers(key)) {
+            return;
+        }
+        let table = rows.images.entry(table).or_default();
         if !table.contains_key(key) {
             table.insert(key.to_vec(), current.map(|(t, v)| (t, v.to_vec())));
             self.registered.fetch_add(1, Ordering::Relaxed);
@@ -88,7 +121,7 @@ impl Shadow {
         upto: Option<&[u8]>,
     ) -> Vec<(Vec<u8>, PreImage)> {
         let rows = self.rows.lock();
-        let Some(t) = rows.get(&table) else {
+        let Some(t) = rows.images.get(&table) else {
             return Vec::new();
         };
         let lo = after.map_or(Bound::Unbounded, Bound::Excluded);
@@ -96,5 +129,27 @@ impl Shadow {
         t.range::<[u8], _>((lo, hi))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+
+    /// The writer has written `table`'s keys up to `upto` inclusive
+    /// (`None`: all of them): their pre-images go, and later changes to
+    /// them are not kept.
+    pub fn pass(&self, table: u32, upto: Option<&[u8]>) {
+        let mut rows = self.rows.lock();
+        match upto {
+            Some(upto) => {
+                if let Some(t) = rows.images.get_mut(&table) {
+                    // Keep the keys after `upto`.
+                    let mut ahead = t.split_off(upto);
+                    ahead.remove(upto);
+                    *t = ahead;
+                }
+                rows.passed.insert(table, Passed::Upto(upto.to_vec()));
+            }
+            None => {
+                rows.images.remove(&table);
+                rows.passed.insert(table, Passed::All);
+            }
+        }
     }
 }

@@ -11,7 +11,8 @@
 //! at the noted position: what precedes it is in the snapshot, what
 //! follows is replayed on top.
 //!
-//! The write: one file per table (`persist::resident::snapshot_file`), the
+//! The write: a file per table, or per key range of a table larger than
+//! `PART_BYTES` (`persist::resident::snapshot_file`, `table_file`), the
 //! table read in key-ordered batches, each an ordinary shared-latch scan
 //! under the shared side of the quiesce lock (so a dropped tree is never
 //! read after its pages were freed), then merged with the shadow's
@@ -178,17 +179,57 @@ fn write_tables(
     marked: &Marked,
 ) -> Result<Option<(u64, u64)>> {
     let (mut bytes, mut rows) = (0, 0);
-    for (part, t) in marked.tables.iter().enumerate() {
-        let path = table_file(dir, t.id);
-        let mut w = SnapshotWriter::create(sn.storage.as_ref(), &path, SchemeKind::Command, part as u32)?;
-        let Some(n) = write_table(sn, db, t, &mut w)? else {
+    for t in &marked.tables {
+        let mut files = TableFiles {
+            storage: sn.storage.as_ref(),
+            dir,
+            table: t.id,
+            part: 0,
+            bytes: 0,
+            part_bytes: sn.part_bytes.load(Ordering::Relaxed),
+        };
+        let mut w = files.create()?;
+        let Some(n) = write_table(sn, db, t, &mut w, &mut files)? else {
             return Ok(None);
         };
         rows += n;
-        bytes += w.finish()?.bytes;
+        bytes += files.bytes + w.finish()?.bytes;
         sn.stage(SnapshotStage::Table { table: t.id, rows: n });
     }
     Ok(Some((bytes, rows)))
+}
+
+/// The part files of one table being written (`table_file`).
+struct TableFiles<'a> {
+    storage: &'a dyn crate::io::Storage,
+    dir: &'a std::path::Path,
+    table: u32,
+    /// The part being written.
+    part: u32,
+    /// Bytes of the parts finished.
+    bytes: u64,
+    /// A part is finished beyond this (`PART_BYTES`).
+    part_bytes: u64,
+}
+
+impl TableFiles<'_> {
+    fn create(&self) -> Result<SnapshotWriter> {
+        let path = table_file(self.dir, self.table, self.part);
+        SnapshotWriter::create(self.storage, &path, SchemeKind::Command, self.part)
+    }
+
+    /// Between two batches: once the part holds `part_bytes`, finish it
+    /// and go on in the next (each key stays in one file: the batches
+    /// follow each other in key order).
+    fn roll(&mut self, w: &mut SnapshotWriter) -> Result<()> {
+        if w.written_len() < self.part_bytes {
+            return Ok(());
+        }
+        self.part += 1;
+        let next = self.create()?;
+        self.bytes += std::mem::replace(w, next).finish()?.bytes;
+        Ok(())
+    }
 }
 
 /// A row the tree held: key, TID, value.
@@ -200,6 +241,7 @@ fn write_table(
     db: &DbShared,
     t: &TableInfo,
     w: &mut SnapshotWriter,
+    files: &mut TableFiles<'_>,
 ) -> Result<Option<u64>> {
     let tree: BTree = t.tree;
     let mut rows = 0u64;
@@ -237,6 +279,8 @@ fn write_table(
             w.row(t.id, tid, &key, &value)?;
             rows += 1;
         }
+        // (after, upto] is written for good: its pre-images may go.
+        sn.shadow.pass(t.id, upto);
         if let Some((k, _, _)) = batch.last() {
             after = Some(k.clone());
         }
@@ -244,6 +288,7 @@ fn write_table(
         if !more {
             return Ok(Some(rows));
         }
+        files.roll(w)?;
     }
 }
 

@@ -5,8 +5,10 @@
 //! of the last clean close, is then the base the log replays onto: every
 //! table and index the data file holds is dropped first (its pages freed in
 //! memory; the data file is not written until the next clean close), the
-//! snapshot's catalog is created with its ids, and each part file is
-//! loaded by a thread of its own.
+//! snapshot's catalog is created with its ids, and the part files are
+//! loaded on up to `Options::recovery_threads` threads, each taking the
+//! next file not yet taken (the writers cut a snapshot into more files
+//! than they have threads for this: `silor::checkpoint::walk`).
 //!
 //! Why empty tables rather than a merge into the data file's trees: a key
 //! deleted since the last clean close is in the data file and not in the
@@ -26,6 +28,7 @@ use crate::parallel::on_threads;
 use crate::persist::SchemeKind;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A snapshot's catalog file, read.
@@ -77,7 +80,8 @@ pub(crate) struct Loaded {
 
 /// Replace the trees in `pool` by the snapshot's: `catalog` (read from
 /// `catalog_path`, `next_id` the catalog's next id when it was taken)
-/// and its rows in `parts`, each file on a thread of its own.
+/// and its rows in `parts`, on up to `threads` threads.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn load(
     storage: &Arc<dyn Storage>,
     pool: &BufferPool,
@@ -86,6 +90,7 @@ pub(crate) fn load(
     snapshot: &SnapshotCatalog,
     next_id: u32,
     parts: &[PathBuf],
+    threads: usize,
 ) -> Result<Loaded> {
     let log = NoLog;
     let mut catalog = Catalog::load(pool)?;
@@ -114,8 +119,19 @@ pub(crate) fn load(
             stale.push(name.clone());
         }
     }
-    let results = on_threads("snapshot load", parts, |_, path| {
-        load_file(storage.as_ref(), pool, scheme, &trees, path)
+    // Files of different key ranges go to different threads' trees at
+    // once; a thread takes the next file when it is done with one, so
+    // files of uneven sizes still share the threads out.
+    let next = AtomicUsize::new(0);
+    let threads = threads.clamp(1, parts.len().max(1));
+    let results = on_threads("snapshot load", 0..threads, |_, _| {
+        let (mut rows, mut bytes) = (0, 0);
+        while let Some(path) = parts.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let (r, b) = load_file(storage.as_ref(), pool, scheme, &trees, path)?;
+            rows += r;
+            bytes += b;
+        }
+        Ok((rows, bytes))
     })?;
     let mut out = Loaded {
         stale,

@@ -214,6 +214,11 @@ impl SnapshotWriter {
         Ok(())
     }
 
+    /// The file's length so far, buffered frames included.
+    pub fn written_len(&self) -> u64 {
+        self.buf_at + self.buf.len() as u64
+    }
+
     /// A row of table (or index) `table`; rows of one table are written
     /// in key order.
     pub fn row(&mut self, table: u32, tid: Tid, key: &[u8], value: &[u8]) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Loading the installed checkpoint at recovery (seed 002 §4.3): the
 //! checkpoint, not the data file of the last clean close, is the base the
 //! logs replay onto. Finding it is the pepoch file's and this module's;
-//! loading it into empty trees, a thread per file, is
+//! loading it into empty trees, its part files on the recovery threads, is
 //! `persist::resident::load`'s, shared with the `command` scheme's
 //! snapshots.
 //!
@@ -104,6 +104,7 @@ pub(in crate::silor) fn load(
     storage: &Arc<dyn Storage>,
     pool: &BufferPool,
     found: &Found,
+    threads: usize,
 ) -> Result<Loaded> {
     let began = Instant::now();
     let loaded = base::load(
@@ -114,6 +115,7 @@ pub(in crate::silor) fn load(
         &found.catalog,
         found.next_id,
         &found.parts,
+        threads,
     )?;
     Ok(Loaded {
         rows: loaded.rows,

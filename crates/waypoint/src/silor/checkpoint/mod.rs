@@ -1,19 +1,20 @@
 //! SiloR's fuzzy parallel checkpoints (seed 002 §4.2-4.3,
 //! docs/decisions/029-silor-checkpoints.md): `checkpointers` threads walk
-//! their slice of every table and index with ordinary reads that never
-//! stop a writer (`walk`), each into a snapshot file of its own
-//! (`persist::resident::snapshot_file`); the checkpoint records its epoch
+//! key ranges of every table and index with ordinary reads that never
+//! stop a writer (`walk`), a snapshot file per range, `LOAD_PARTS` ranges
+//! at least (`persist::resident::snapshot_file`); the checkpoint records its epoch
 //! range [el, eh] and is installed by one write of the pepoch file once
 //! pepoch ≥ eh; then log segments whose newest epoch is below el, older
 //! checkpoints and older log generations are deleted (`install`). A
-//! recovery loads the installed checkpoint, one thread per file, into
+//! recovery loads the installed checkpoint, its files on the recovery
+//! threads, into
 //! empty trees, and replays the logs' entries of epochs ≥ el on top
 //! (`load`, `silor::recovery`). Triggers: continuous or a log limit
 //! (`SilorCheckpoint`).
 //!
 //! Files: `silor/checkpoints/cNNNNNNNN/catalog.snap` (tables, indexes and
 //! the meta record: generation, the catalog's log position, el) and
-//! `pNNN.snap`, one per checkpointer.
+//! `pNNN.snap`, one per key range.
 //!
 //! Invariant: the installed checkpoint plus the logs' entries of epochs
 //! in [el, their generation's pepoch] recover exactly what the logs alone
@@ -47,7 +48,14 @@ pub fn checkpoint_dir(silor: &Path, id: u64) -> PathBuf {
     silor.join(CHECKPOINTS_DIR).join(format!("c{id:08}"))
 }
 
-/// Checkpointer `part`'s file in a checkpoint directory.
+/// Part files a checkpoint is cut into (key ranges of every tree), at
+/// least: recovery loads the parts on up to `Options::recovery_threads`
+/// threads (`persist::resident::load`), so a checkpoint written by one
+/// checkpointer still loads on several; the files are many more than the
+/// threads so that uneven ranges even out.
+pub const LOAD_PARTS: usize = 16;
+
+/// Key range `part`'s file in a checkpoint directory.
 pub fn part_file(dir: &Path, part: usize) -> PathBuf {
     dir.join(format!("p{part:03}.snap"))
 }

@@ -1,7 +1,8 @@
 //! Taking a checkpoint (seed 002 §4.2): under the catalog lock, note el
 //! (`Loggers::low_epoch`), the catalog and the catalog log's position;
-//! write the catalog file; then each checkpointer walks its key range of
-//! every table and index in batches, each batch an ordinary shared-latch
+//! write the catalog file; then the checkpointers walk the key ranges of
+//! every table and index (`LOAD_PARTS` ranges at least, a file each, so
+//! that recovery loads them on several threads) in batches, each batch an ordinary shared-latch
 //! scan (`BTree::scan`) under the shared side of the quiesce lock (so a
 //! tree is never destroyed under it by a `drop_table`; writers take the
 //! same side and are never stopped); eh is the epoch when the last walker
@@ -16,7 +17,7 @@
 //! Invariant: every row written is a committed version with the TID that
 //! wrote it (placeholders are skipped), each key in at most one file.
 
-use super::{checkpoint_dir, part_file, CheckpointStage, Checkpointer, CATALOG_FILE};
+use super::{checkpoint_dir, part_file, CheckpointStage, Checkpointer, CATALOG_FILE, LOAD_PARTS};
 use crate::btree::BTree;
 use crate::error::Result;
 use crate::parallel::on_threads;
@@ -113,7 +114,8 @@ pub(super) fn take(ck: &Checkpointer, db: &DbShared, id: u64) -> Result<Option<T
     drop(catalog);
     w.meta(&encode_meta(generation, catalog_pos, el, next_id))?;
     let mut bytes = w.finish()?.bytes;
-    let parts = ck.options.checkpointers;
+    let threads = ck.options.checkpointers;
+    let parts = threads.max(LOAD_PARTS);
     // Each tree's key space in `parts` ranges.
     let mut splits = Vec::with_capacity(trees.len());
     {
@@ -126,8 +128,18 @@ pub(super) fn take(ck: &Checkpointer, db: &DbShared, id: u64) -> Result<Option<T
             });
         }
     }
-    let results = on_threads("checkpoint walk", 0..parts, |_, part| {
-        walk_part(ck, db, &trees, &splits, part, &part_file(&dir, part))
+    // Walker `t` writes parts t, t + threads, ...: neighbouring ranges on
+    // different threads, so a skewed table shares its load between them.
+    let results = on_threads("checkpoint walk", 0..threads, |_, thread| {
+        let mut written = (0, 0);
+        for part in (thread..parts).step_by(threads) {
+            let Some((b, n)) = walk_part(ck, db, &trees, &splits, part, &part_file(&dir, part))?
+            else {
+                return Ok(None);
+            };
+            written = (written.0 + b, written.1 + n);
+        }
+        Ok(Some(written))
     })?;
     let eh = ck.loggers.clock.current();
     let mut rows = 0;
