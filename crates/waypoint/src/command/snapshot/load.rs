@@ -56,23 +56,33 @@ pub(crate) fn find(storage: &dyn Storage, command: &Path) -> Result<Option<Found
             detail: format!("the catalog file's point {noted:?} is not the meta file's {point:?}"),
         });
     }
-    // Every table of the catalog has its first file (an empty table too),
-    // and its further parts, if any, follow it in name order.
+    // Every table of the catalog has the files its catalog record counts
+    // (one without a count: an empty table too), and no more.
     let listed: std::collections::HashSet<PathBuf> = storage.list_dir(&dir)?.into_iter().collect();
     let mut tables = Vec::new();
     for (id, _) in &catalog.tables {
-        let first = super::table_file(&dir, *id, 0);
-        if !listed.contains(&first) {
-            return Err(Error::MissingFile {
-                path: first,
-                detail: format!("a table file of installed snapshot {}", point.id),
+        let parts = catalog.parts.get(id).copied().unwrap_or(1);
+        for part in 0..parts.max(1) {
+            let path = super::table_file(&dir, *id, part);
+            if !listed.contains(&path) {
+                return Err(Error::MissingFile {
+                    path,
+                    detail: format!(
+                        "part {part} of {parts} of a table's rows in installed snapshot {}",
+                        point.id
+                    ),
+                });
+            }
+            tables.push(path);
+        }
+        let extra = super::table_file(&dir, *id, parts.max(1));
+        if listed.contains(&extra) {
+            return Err(Error::Corruption {
+                path: extra,
+                offset: 0,
+                detail: format!("a table part beyond the {parts} its snapshot's catalog counts"),
             });
         }
-        let mut part = 1;
-        while listed.contains(&super::table_file(&dir, *id, part)) {
-            part += 1;
-        }
-        tables.extend((0..part).map(|p| super::table_file(&dir, *id, p)));
     }
     Ok(Some(Found {
         point,

@@ -146,7 +146,7 @@ pub(super) fn take(sn: &Snapshotter, db: &DbShared, id: u64) -> Result<Option<Wr
     sn.stage(SnapshotStage::Marked);
     let written = write_tables(sn, db, &dir, &marked);
     sn.shadow.end();
-    let Some((bytes, rows)) = written? else {
+    let Some((bytes, rows, parts)) = written? else {
         return Ok(None);
     };
     let point = Point {
@@ -156,6 +156,11 @@ pub(super) fn take(sn: &Snapshotter, db: &DbShared, id: u64) -> Result<Option<Wr
     let mut w = SnapshotWriter::create(storage, &dir.join(CATALOG_FILE), SchemeKind::Command, 0)?;
     for t in &marked.tables {
         w.table(t.id, &t.name)?;
+    }
+    // Written after the table files: recovery refuses a snapshot missing
+    // any of them (a lost last part would otherwise load a shorter table).
+    for (table, n) in parts {
+        w.parts(table, n)?;
     }
     // No index rows are written: stale, rebuilt at load.
     for (id, name, table) in &marked.indexes {
@@ -172,13 +177,17 @@ pub(super) fn take(sn: &Snapshotter, db: &DbShared, id: u64) -> Result<Option<Wr
     }))
 }
 
+/// Bytes and rows written, and each table's (id, part files).
+type TablesWritten = (u64, u64, Vec<(u32, u32)>);
+
 fn write_tables(
     sn: &Snapshotter,
     db: &DbShared,
     dir: &std::path::Path,
     marked: &Marked,
-) -> Result<Option<(u64, u64)>> {
+) -> Result<Option<TablesWritten>> {
     let (mut bytes, mut rows) = (0, 0);
+    let mut parts = Vec::with_capacity(marked.tables.len());
     for t in &marked.tables {
         let mut files = TableFiles {
             storage: sn.storage.as_ref(),
@@ -194,9 +203,10 @@ fn write_tables(
         };
         rows += n;
         bytes += files.bytes + w.finish()?.bytes;
+        parts.push((t.id, files.part + 1));
         sn.stage(SnapshotStage::Table { table: t.id, rows: n });
     }
-    Ok(Some((bytes, rows)))
+    Ok(Some((bytes, rows, parts)))
 }
 
 /// The part files of one table being written (`table_file`).

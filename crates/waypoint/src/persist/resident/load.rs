@@ -39,6 +39,8 @@ pub(crate) struct SnapshotCatalog {
     pub indexes: Vec<(u32, String, String, bool)>,
     /// The scheme's meta record, if any.
     pub meta: Option<Vec<u8>>,
+    /// Part files per table id, where the catalog says (else one).
+    pub parts: HashMap<u32, u32>,
     pub bytes: u64,
 }
 
@@ -59,6 +61,9 @@ pub(crate) fn read_catalog(
                 stale,
             } => out.indexes.push((id, name, table, stale)),
             Record::Meta(bytes) => out.meta = Some(bytes.to_vec()),
+            Record::Parts { table, parts } => {
+                out.parts.insert(table, parts);
+            }
             Record::Row { .. } | Record::End { .. } => {}
         }
         Ok(())

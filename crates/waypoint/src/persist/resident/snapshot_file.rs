@@ -20,6 +20,7 @@
 //!           [table len: vint][table]
 //!   meta:   [4][len: vint][bytes]
 //!   end:    [5][records before it: vint]
+//!   parts:  [6][table: vint][part files: vint]
 //! ```
 //!
 //! The framing, checksums and the torn-tail/corruption scan are the log
@@ -62,6 +63,7 @@ const KIND_TABLE: u8 = 2;
 const KIND_INDEX: u8 = 3;
 const KIND_META: u8 = 4;
 const KIND_END: u8 = 5;
+const KIND_PARTS: u8 = 6;
 
 /// One record of a snapshot file, borrowing from the bytes read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +88,12 @@ pub enum Record<'a> {
     },
     /// The scheme's own metadata.
     Meta(&'a [u8]),
+    /// Table `table`'s rows are in `parts` files (`command`'s snapshots,
+    /// in their catalog file; a table without one has one file).
+    Parts {
+        table: u32,
+        parts: u32,
+    },
     End {
         records: u64,
     },
@@ -252,6 +260,15 @@ impl SnapshotWriter {
         })
     }
 
+    /// Table `table`'s rows are in `parts` files.
+    pub fn parts(&mut self, table: u32, parts: u32) -> Result<()> {
+        self.record(|out| {
+            out.push(KIND_PARTS);
+            frame::put_vint(out, table as u64);
+            frame::put_vint(out, parts as u64);
+        })
+    }
+
     /// The scheme's own metadata (`bytes` well below a frame's limit).
     pub fn meta(&mut self, bytes: &[u8]) -> Result<()> {
         self.record(|out| {
@@ -317,7 +334,7 @@ impl Payloads for Records {
     type Error = &'static str;
 
     fn plausible(head: &[u8]) -> bool {
-        matches!(head.first(), Some(1..=5))
+        matches!(head.first(), Some(1..=6))
     }
 
     fn decode<'a>(frame: Frame<'a>) -> std::result::Result<Record<'a>, &'static str> {
@@ -366,6 +383,10 @@ impl Payloads for Records {
             }
             KIND_END => Record::End {
                 records: vint(&mut rest)?,
+            },
+            KIND_PARTS => Record::Parts {
+                table: id(&mut rest)?,
+                parts: u32::try_from(vint(&mut rest)?).map_err(|_| "part count out of range")?,
             },
             _ => return Err("unknown record kind"),
         };
