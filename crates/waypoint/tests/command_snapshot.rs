@@ -279,6 +279,30 @@ struct Outcome {
     recovered: Result<bool, String>,
 }
 
+/// Take a snapshot of `db`, running `calls` on a session of their own
+/// once, when the writer has written its first batch of accounts
+/// (accounts 0 to 255).
+fn snapshot_with_calls_after_the_first_accounts_batch(
+    db: &Arc<Database>,
+    calls: impl Fn(&mut waypoint::Session) + Send + Sync + 'static,
+) {
+    let command = db.command().unwrap();
+    let accounts_id = db.table("accounts").unwrap().id();
+    let (db2, fired) = (Arc::clone(db), Arc::new(AtomicBool::new(false)));
+    let f = Arc::clone(&fired);
+    command.set_snapshot_hook(Some(Arc::new(move |stage| {
+        if !matches!(stage, SnapshotStage::Batch { table, .. } if table == accounts_id)
+            || f.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        calls(&mut db2.session());
+    })));
+    command.snapshot_now().unwrap().unwrap();
+    assert!(fired.load(Ordering::SeqCst));
+    command.set_snapshot_hook(None);
+}
+
 /// 40 calls, then a snapshot; when the writer has written its first batch
 /// of accounts (accounts 0 to 255), calls move money from account 0
 /// (written) to the last account (not reached yet), add history rows and
@@ -294,16 +318,7 @@ fn snapshot_while_calls_move_rows_around_the_writer(broken: bool) -> Outcome {
     let at_point = tables_only(digest(&db));
     let command = db.command().unwrap();
     command.set_broken_snapshot_shadow_for_tests(broken);
-    let accounts_id = db.table("accounts").unwrap().id();
-    let (db2, fired) = (Arc::clone(&db), Arc::new(AtomicBool::new(false)));
-    let f = Arc::clone(&fired);
-    command.set_snapshot_hook(Some(Arc::new(move |stage| {
-        if !matches!(stage, SnapshotStage::Batch { table, .. } if table == accounts_id)
-            || f.swap(true, Ordering::SeqCst)
-        {
-            return;
-        }
-        let mut s = db2.session();
+    snapshot_with_calls_after_the_first_accounts_batch(&db, |s| {
         for k in 0..5u32 {
             let p = Transfer {
                 from: 0,
@@ -317,10 +332,7 @@ fn snapshot_while_calls_move_rows_around_the_writer(broken: bool) -> Outcome {
         assert!(s
             .call::<_, bool>("forget", &Forget { by: 0, seq: 2 })
             .unwrap());
-    })));
-    command.snapshot_now().unwrap().unwrap();
-    assert!(fired.load(Ordering::SeqCst));
-    command.set_snapshot_hook(None);
+    });
     let snapshot = installed_snapshot(&sim).unwrap();
     let snapshot_sum = sum(&snapshot["accounts"]);
     let snapshot_is_the_point = snapshot == at_point;
@@ -919,17 +931,7 @@ fn pre_images_of_transfers_during_a_snapshot(from: u32, to: u32) -> u64 {
     let sim = SimStorage::new(2);
     let db = Arc::new(Database::open(DIR, options(&sim, CommandSnapshot::Off)).unwrap());
     create(&db);
-    let command = db.command().unwrap();
-    let accounts_id = db.table("accounts").unwrap().id();
-    let (db2, fired) = (Arc::clone(&db), Arc::new(AtomicBool::new(false)));
-    let f = Arc::clone(&fired);
-    command.set_snapshot_hook(Some(Arc::new(move |stage| {
-        if !matches!(stage, SnapshotStage::Batch { table, .. } if table == accounts_id)
-            || f.swap(true, Ordering::SeqCst)
-        {
-            return;
-        }
-        let mut s = db2.session();
+    snapshot_with_calls_after_the_first_accounts_batch(&db, move |s| {
         for seq in 0..5u32 {
             let p = Transfer {
                 from,
@@ -940,10 +942,7 @@ fn pre_images_of_transfers_during_a_snapshot(from: u32, to: u32) -> u64 {
             };
             s.call::<_, u64>("transfer", &p).unwrap();
         }
-    })));
-    command.snapshot_now().unwrap().unwrap();
-    assert!(fired.load(Ordering::SeqCst));
-    command.set_snapshot_hook(None);
+    });
     let kept = db.stats().persistence.command.last_snapshot_pre_images;
     std::mem::forget(db);
     kept
