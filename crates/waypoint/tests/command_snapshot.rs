@@ -723,8 +723,12 @@ fn the_log_stays_bounded_under_each_trigger() {
             largest < 160 << 10,
             "{trigger:?}: {largest} log bytes at most"
         );
+        // What the byte bound allows in 16 KiB segments (32 KiB under the
+        // periodic trigger) and the spare, with room for a snapshot that
+        // installs late while calls go on: a fixed 8 failed one CI run in
+        // three (9 files) once pipelined calls were acknowledged sooner.
         assert!(
-            most_segments <= 8,
+            most_segments <= 10,
             "{trigger:?}: {most_segments} log files at most"
         );
         let snaps = sim.list_dir(&command_dir.join("snapshots")).unwrap();
