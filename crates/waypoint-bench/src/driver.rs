@@ -19,7 +19,7 @@ use crate::metrics::{Sample, Snapshot};
 use crate::plots::{self, Cdf};
 use crate::report::new_histogram;
 use crate::summary::{self, RecoverySummary, Summary};
-use crate::workload::{is_abort, Workload};
+use crate::workload::{is_abort, InFlightCall, Workload};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -85,6 +85,9 @@ pub struct DriverConfig {
     /// The `command` scheme's snapshot trigger.
     #[serde(skip)]
     pub command_snapshot: waypoint::CommandSnapshot,
+    /// `CommandOptions::executors`: calls run on an executor thread per
+    /// partition, and workers hand them over (`Worker::submit`).
+    pub executors: bool,
     pub recovery_threads: usize,
     /// `PerWorkerOptions::wal_archive_dir`.
     pub wal_archive: Option<PathBuf>,
@@ -156,6 +159,7 @@ impl Default for DriverConfig {
             checkpoint_threads: log.checkpoint_threads,
             silor: waypoint::SilorOptions::default(),
             command_snapshot: waypoint::CommandSnapshot::default(),
+            executors: waypoint::CommandOptions::default().executors,
             recovery_threads: engine.recovery_threads,
             wal_archive: None,
             direct_io: engine.direct_io,
@@ -235,6 +239,7 @@ impl DriverConfig {
                 snapshot: self.command_snapshot,
                 digests: false,
                 sync_interval: Duration::from_micros(self.sync_interval_us),
+                executors: self.executors,
             });
         }
         Persistence::of(
@@ -603,7 +608,31 @@ pub(crate) fn sample_loop(
     }
 }
 
-type Pending = VecDeque<(Instant, usize, PendingCommit)>;
+/// A transaction in flight: a commit, or a call on an executor.
+enum InFlight {
+    Commit(PendingCommit),
+    Call(Box<dyn InFlightCall>),
+}
+
+impl InFlight {
+    fn is_done(&self) -> bool {
+        match self {
+            InFlight::Commit(p) => p.is_durable(),
+            InFlight::Call(c) => c.is_done(),
+        }
+    }
+
+    /// Wait until durable: the type (a call's result may name it) and the
+    /// outcome.
+    fn wait(self, ty: usize) -> (usize, Result<(), waypoint::Error>) {
+        match self {
+            InFlight::Commit(p) => (ty, p.wait().map(|_| ())),
+            InFlight::Call(c) => c.wait(),
+        }
+    }
+}
+
+type Pending = VecDeque<(Instant, usize, InFlight)>;
 
 /// One worker: generate, commit pipelined, resolve; returns its latency
 /// histograms per transaction type (measured window only).
@@ -619,6 +648,7 @@ fn worker_loop(
     let mut hists: Vec<Histogram<u64>> =
         counters.committed.iter().map(|_| new_histogram()).collect();
     let mut pending: Pending = VecDeque::new();
+    let executors = session.runs_calls_on_executors();
     let mut pace = config
         .rate
         .map(|rate| Pace::new(rate / config.workers as f64));
@@ -630,6 +660,24 @@ fn worker_loop(
             pace.wait(|| resolve(&mut pending, config.in_flight, counters, &mut hists))?;
         }
         let t0 = Instant::now();
+        // Under executors a worker keeps its calls in flight from before
+        // they run (VoltDB's clients), unless it runs one at a time.
+        let submitted = if executors && config.in_flight > 1 {
+            gen.submit(&mut session)
+        } else {
+            None
+        };
+        if let Some((ty, outcome)) = submitted {
+            match outcome {
+                Ok(call) => pending.push_back((t0, ty, InFlight::Call(call))),
+                Err(e) if is_abort(&e) => {
+                    counters.aborts[ty].fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e.into()),
+            }
+            resolve(&mut pending, config.in_flight, counters, &mut hists)?;
+            continue;
+        }
         let (ty, outcome) = match gen.call(&mut session, config.in_flight <= 1, None) {
             Some(called) => called,
             None => {
@@ -650,7 +698,7 @@ fn worker_loop(
             }
         };
         match outcome {
-            Ok(p) => pending.push_back((t0, ty, p)),
+            Ok(p) => pending.push_back((t0, ty, InFlight::Commit(p))),
             Err(e) if is_abort(&e) => {
                 counters.aborts[ty].fetch_add(1, Ordering::Relaxed);
             }
@@ -709,13 +757,44 @@ fn resolve(
     counters: &Counters,
     hists: &mut [Histogram<u64>],
 ) -> BenchResult<()> {
+    // What is done already is acknowledged (and timed) first.
+    retire(pending, |_, p| p.is_done(), counters, hists)?;
+    // Calls on executors, window still full: wait for the oldest quarter
+    // of the window to have run and retire it at once, so the worker is
+    // woken about once for those calls rather than once per call (a
+    // context switch per call where workers and executors share cores).
+    if keep > 1 && pending.len() >= keep {
+        let quarter = (pending.len() - keep + keep / 4).clamp(1, pending.len());
+        if let Some((_, _, InFlight::Call(call))) = pending.get(quarter - 1) {
+            call.wait_until_run();
+            let floor = pending.len() - quarter;
+            retire(pending, |pending, _| pending.len() > floor, counters, hists)?;
+        }
+    }
+    retire(
+        pending,
+        |pending, p| pending.len() >= keep || p.is_done(),
+        counters,
+        hists,
+    )
+}
+
+/// Acknowledge the oldest transactions in flight while `take` says so
+/// (waiting for each to be durable), counting and timing each.
+fn retire(
+    pending: &mut Pending,
+    take: impl Fn(&Pending, &InFlight) -> bool,
+    counters: &Counters,
+    hists: &mut [Histogram<u64>],
+) -> BenchResult<()> {
     while let Some((_, _, p)) = pending.front() {
-        if pending.len() < keep && !p.is_durable() {
+        if !take(pending, p) {
             break;
         }
         let (t0, ty, p) = pending.pop_front().expect("front exists");
-        match p.wait() {
-            Ok(_) => {
+        let (ty, outcome) = p.wait(ty);
+        match outcome {
+            Ok(()) => {
                 if counters.measuring.load(Ordering::Relaxed) {
                     hists[ty].saturating_record(t0.elapsed().as_micros() as u64);
                 }

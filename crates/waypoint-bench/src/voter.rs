@@ -47,7 +47,7 @@
 
 use crate::error::{BenchError, BenchResult};
 use crate::load::{self, for_each_row, parallel_insert};
-use crate::workload::{Ack, Loaded, Worker, Workload};
+use crate::workload::{Ack, InFlightCall, Loaded, Submitted, TypedCall, Worker, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -588,6 +588,20 @@ impl Worker for VoterWorker<'_> {
                 Err(e) => (VOTE, Err(e)),
             },
         )
+    }
+
+    fn submit(&mut self, session: &mut Session) -> Submitted {
+        let v = self.next_vote();
+        Some((
+            VOTE,
+            session.submit::<_, usize>(VOTE_PROCEDURE, &v).map(|call| {
+                Box::new(TypedCall {
+                    ty: VOTE,
+                    call,
+                    ty_of: |ty, _| *ty,
+                }) as Box<dyn InFlightCall>
+            }),
+        ))
     }
 }
 

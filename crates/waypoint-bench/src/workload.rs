@@ -3,7 +3,7 @@
 //! transaction generator, and checks its invariants on demand.
 
 use crate::error::BenchResult;
-use waypoint::{Database, Error, PendingCommit, Session, Transaction};
+use waypoint::{Database, Error, PendingCall, PendingCommit, Session, Transaction};
 
 /// What `setup` found or did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +62,57 @@ pub trait Worker {
     ) -> Option<(usize, Result<PendingCommit, Error>)> {
         let _ = (session, wait_now, ack);
         None
+    }
+
+    /// A workload written as stored procedures hands its next call over
+    /// here when calls run on executor threads
+    /// (`Session::runs_calls_on_executors`), without waiting for it to
+    /// run: its type as drawn, and the call in flight. `None`: the driver
+    /// uses [`Worker::call`].
+    fn submit(&mut self, session: &mut Session) -> Submitted {
+        let _ = session;
+        None
+    }
+}
+
+/// What [`Worker::submit`] gives: the call's type as drawn and the call
+/// in flight, or `None` for a workload that does not hand calls over.
+pub type Submitted = Option<(usize, Result<Box<dyn InFlightCall>, Error>)>;
+
+/// A call in flight on an executor ([`Worker::submit`]).
+pub trait InFlightCall {
+    /// Has it run and become durable, or failed (never blocks)?
+    fn is_done(&self) -> bool;
+    /// Block until it has run (committed or failed), durable or not.
+    fn wait_until_run(&self);
+    /// Wait until durable: the transaction's type (which a procedure's
+    /// result may name) and the outcome.
+    fn wait(self: Box<Self>) -> (usize, Result<(), Error>);
+}
+
+/// A [`PendingCall`] of type `ty` as drawn; `ty_of` names the type from
+/// the result (Voter's call returns it).
+pub struct TypedCall<R> {
+    pub ty: usize,
+    pub call: PendingCall<R>,
+    pub ty_of: fn(&R, usize) -> usize,
+}
+
+impl<R: 'static> InFlightCall for TypedCall<R> {
+    fn is_done(&self) -> bool {
+        self.call.is_done()
+    }
+
+    fn wait_until_run(&self) {
+        self.call.wait_until_run()
+    }
+
+    fn wait(self: Box<Self>) -> (usize, Result<(), Error>) {
+        let ty = self.ty;
+        match self.call.wait() {
+            Ok((result, _)) => ((self.ty_of)(&result, ty), Ok(())),
+            Err(e) => (ty, Err(e)),
+        }
     }
 }
 

@@ -150,6 +150,11 @@ pub struct BenchArgs {
     /// log-limit=SIZE or off [default: log-limit=256MiB].
     #[arg(long)]
     pub snapshot: Option<String>,
+    /// `command`: run each partition's calls on an executor thread of its
+    /// own, to which workers hand their calls over (VoltDB's sites),
+    /// rather than on the workers under the partition's lock [default: false].
+    #[arg(long, value_name = "BOOL")]
+    pub executors: Option<bool>,
     /// Threads for redo and undo when the database needs recovery
     /// (analysis runs a thread per log partition) [default: the cores the process may use].
     #[arg(long)]
@@ -236,6 +241,7 @@ struct FileOptions {
     checkpointers: Option<usize>,
     loggers: Option<usize>,
     snapshot: Option<String>,
+    executors: Option<bool>,
     recovery_threads: Option<usize>,
     wal_archive: Option<PathBuf>,
     direct_io: Option<bool>,
@@ -315,6 +321,7 @@ impl BenchArgs {
             checkpointers,
             loggers,
             snapshot,
+            executors,
             recovery_threads,
             wal_archive,
             log_direct_io,
@@ -439,6 +446,17 @@ impl BenchArgs {
     /// periodic=DUR|log-limit=SIZE|off`; refused with another scheme.
     pub fn command_snapshot(&self) -> Result<waypoint::CommandSnapshot> {
         parse_command_snapshot(self.snapshot.as_deref(), self.scheme_name())
+    }
+
+    /// `--executors`, refused with another scheme than `command`.
+    pub fn command_executors(&self) -> Result<bool> {
+        match self.executors {
+            Some(_) if self.scheme_name() != "command" => bail!(
+                "--executors is an option of --scheme command, not of --scheme {}",
+                self.scheme_name()
+            ),
+            given => Ok(given.unwrap_or(waypoint::CommandOptions::default().executors)),
+        }
     }
 
     /// `--sync-interval`, or the engine's default.

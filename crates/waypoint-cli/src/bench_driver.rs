@@ -41,6 +41,7 @@ pub(crate) fn driver_config(args: &BenchArgs) -> Result<DriverConfig> {
         checkpoint_threads: args.checkpoint_threads.unwrap_or(d.checkpoint_threads),
         silor: args.silor_options()?,
         command_snapshot: args.command_snapshot()?,
+        executors: args.command_executors()?,
         recovery_threads: args.recovery_threads.unwrap_or(d.recovery_threads),
         wal_archive: args.wal_archive.clone(),
         direct_io: args.direct_io,

@@ -226,6 +226,7 @@ impl Crasher for ChildCrasher {
             phantom_ack: false,
             silor: config.silor.clone(),
             command_snapshot: config.command_snapshot,
+            executors: config.executors,
         };
         let killed = run_child_until_killed(&self.exe, &spec, &stderr_path, &mut |n| stop(n));
         let _ = std::fs::remove_file(&stderr_path);

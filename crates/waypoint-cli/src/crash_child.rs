@@ -66,6 +66,9 @@ pub struct CrashChildArgs {
     /// `command`: the snapshot trigger, as `CommandSnapshot::name` writes it.
     #[arg(long)]
     pub command_snapshot: String,
+    /// `command`: run the calls on executor threads.
+    #[arg(long)]
+    pub executors: bool,
     /// Exit by itself after this long (a safety net if the parent vanished).
     #[arg(long)]
     pub max_run_ms: u64,
@@ -129,7 +132,8 @@ pub(crate) fn scheme_kind(name: &str) -> Result<SchemeKind> {
 /// The options of the child and of the recovery after it: `scheme` with
 /// `commit` (a central log takes RFA's as group commit:
 /// `CentralOptions::from_log`); under `command` a partition per worker,
-/// as the benchmark driver runs it.
+/// as the benchmark driver runs it, on executor threads with `executors`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn open_options(
     scheme: SchemeKind,
     commit: waypoint::CommitProtocol,
@@ -138,6 +142,7 @@ pub(crate) fn open_options(
     silor: &waypoint::SilorOptions,
     command_snapshot: waypoint::CommandSnapshot,
     workers: usize,
+    executors: bool,
 ) -> Options {
     if scheme == SchemeKind::Command {
         return Options {
@@ -149,6 +154,7 @@ pub(crate) fn open_options(
                 partitions: workers.clamp(1, waypoint::CommandOptions::MAX_PARTITIONS),
                 snapshot: command_snapshot,
                 digests: true,
+                executors,
                 ..waypoint::CommandOptions::default()
             }),
             // A command log is replayed by running its calls again.
@@ -209,6 +215,7 @@ pub fn child(args: CrashChildArgs) -> Result<()> {
         waypoint::CommandSnapshot::parse(&args.command_snapshot, |s| s.parse().ok())
             .map_err(|e| anyhow::anyhow!(e))?,
         args.workers,
+        args.executors,
     );
     let db = Database::open(&args.dir, options).context("open")?;
     let workload = registry::reopen(&db, &args.workload)?;
@@ -366,6 +373,8 @@ pub(crate) struct ChildSpec<'a> {
     pub phantom_ack: bool,
     pub silor: waypoint::SilorOptions,
     pub command_snapshot: waypoint::CommandSnapshot,
+    /// `command`: the child's calls run on executor threads.
+    pub executors: bool,
 }
 
 /// Start `waypoint crash-child` (`exe`) with `spec`, wait for it to be
@@ -402,6 +411,7 @@ pub(crate) fn run_child_until_killed(
         .args(["--checkpointers", &spec.silor.checkpointers.to_string()])
         .args(["--loggers", &spec.silor.loggers.to_string()])
         .args(["--command-snapshot", &spec.command_snapshot.name()])
+        .args(spec.executors.then_some("--executors"))
         .args(["--max-run-ms", &spec.max_run_ms.to_string()])
         .args(spec.phantom_ack.then_some("--phantom-ack"))
         .stdin(Stdio::null())

@@ -83,8 +83,10 @@ pub struct CrashTestArgs {
     #[arg(long, default_value = "rfa-group")]
     pub commit: String,
     /// Persistence scheme of the child and of recovery: per-worker, aries
-    /// aether or silor (its children keep the whole --buffer: it steals
-    /// nothing). none keeps no log: a kill loses what it changed, by design.
+    /// aether, silor (its children keep the whole --buffer: it steals
+    /// nothing) or command (voter and tpcc; odd cycles run the calls on
+    /// executor threads, even ones on the workers). none keeps no log: a
+    /// kill loses what it changed, by design.
     #[arg(long, default_value = "per-worker")]
     pub scheme: String,
     /// Buffer pool of the child on odd cycles (even cycles: at most 2 MiB,
@@ -268,6 +270,9 @@ impl Run<'_> {
             phantom_ack: a.unsafe_phantom_ack,
             silor: self.silor.clone(),
             command_snapshot: self.command_snapshot,
+            // Under `command`, odd cycles run the calls on executor
+            // threads, even ones on the workers under the partition locks.
+            executors: cycle % 2 == 1,
         };
         let mut ready_at = None;
         let acks = run_child_until_killed(&self.exe, &spec, &self.stderr_path, &mut |_| {
@@ -294,6 +299,7 @@ impl Run<'_> {
                 &self.silor,
                 self.command_snapshot,
                 self.args.workers,
+                false,
             ),
         )
         .map_err(|e| fail(format!("recovery failed: {e}"), true))?;
@@ -402,6 +408,7 @@ pub fn run(args: CrashTestArgs) -> Result<()> {
         &silor,
         snapshot,
         args.workers,
+        false,
     )
     .validate()
     .map_err(|e| crate::args::name_flag(e, flags))?;

@@ -118,6 +118,7 @@ pub fn options(plan: &Plan, sim: &SimStorage) -> Options {
                 interval: waypoint::CommandOptions::MIN_INTERVAL,
             },
             digests: true,
+            executors: plan.command_executors(),
             ..waypoint::CommandOptions::default()
         }),
     };

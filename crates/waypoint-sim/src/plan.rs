@@ -391,6 +391,12 @@ impl Plan {
         1 + (self.workload_seed / 2 % 2) as usize
     }
 
+    /// Whether the `command` scheme's calls run on executor threads: on
+    /// half the seeds (independent of the partition count).
+    pub fn command_executors(&self) -> bool {
+        self.workload_seed / 4 % 2 == 1
+    }
+
     /// One line: the workload, the options and the fault schedule.
     pub fn describe(&self) -> String {
         let mut s = format!(
@@ -414,8 +420,13 @@ impl Plan {
             SchemeKind::Command => {
                 let _ = write!(
                     s,
-                    "scheme command, {} partitions, snapshots every 10 ms, ",
-                    self.command_partitions()
+                    "scheme command, {} partitions{}, snapshots every 10 ms, ",
+                    self.command_partitions(),
+                    if self.command_executors() {
+                        " on executors"
+                    } else {
+                        ""
+                    }
                 );
             }
             SchemeKind::PerWorker | SchemeKind::Aries | SchemeKind::Aether => {

@@ -91,6 +91,11 @@ fn procedures() -> Procedures {
 }
 
 fn command(sim: &SimStorage, pool_pages: usize) -> Options {
+    command_on(sim, pool_pages, false)
+}
+
+/// With `executors`: calls run on an executor thread per partition.
+fn command_on(sim: &SimStorage, pool_pages: usize, executors: bool) -> Options {
     Options {
         page_size: Some(4096),
         buffer_pool_bytes: pool_pages * 4096,
@@ -98,6 +103,7 @@ fn command(sim: &SimStorage, pool_pages: usize) -> Options {
         persistence: Persistence::Command(CommandOptions {
             partitions: PARTITIONS as usize,
             digests: true,
+            executors,
             ..CommandOptions::default()
         }),
         procedures: procedures(),
@@ -349,10 +355,12 @@ fn replay_after_power_loss_equals_the_same_calls_run_without_a_crash() {
 /// Transfers from four sessions (two pipelined), across partitions and
 /// within them; power is lost at a random moment. Returns the violations
 /// found after the reopen: a lost acknowledged call, money created or
-/// destroyed.
-fn transfers_then_power_loss(seed: u64, broken: bool) -> Vec<String> {
+/// destroyed. With `executors`, the calls run on executor threads, and
+/// the last session hands its calls over without waiting for them to
+/// run (`Session::submit`).
+fn transfers_then_power_loss(seed: u64, broken: bool, executors: bool) -> Vec<String> {
     let sim = SimStorage::new(seed);
-    let options = || command(&sim, 1024);
+    let options = || command_on(&sim, 1024, executors);
     {
         let db = Database::open(DIR, options()).unwrap();
         create(&db);
@@ -373,12 +381,28 @@ fn transfers_then_power_loss(seed: u64, broken: bool) -> Vec<String> {
             scope.spawn(move || {
                 let mut s = db.session();
                 let mut pending = Vec::new();
+                let mut submitted = std::collections::VecDeque::new();
                 for seq in 0u32.. {
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
                     let p = nth_transfer(seq, th);
-                    if th % 2 == 0 {
+                    if executors && th == 3 {
+                        match s.submit::<_, u64>("transfer", &p) {
+                            Ok(call) => submitted.push_back((seq, call)),
+                            Err(_) => break,
+                        }
+                        if submitted.len() >= 8 {
+                            let (seq, call) = submitted.pop_front().unwrap();
+                            match call.wait() {
+                                Ok(_) => {
+                                    acked.lock().unwrap().insert((th, seq));
+                                }
+                                Err(Error::Conflict) => {}
+                                Err(_) => break,
+                            }
+                        }
+                    } else if th % 2 == 0 {
                         match s.call::<_, u64>("transfer", &p) {
                             Ok(_) => {
                                 acked.lock().unwrap().insert((th, seq));
@@ -454,7 +478,15 @@ fn transfers_then_power_loss(seed: u64, broken: bool) -> Vec<String> {
 #[test]
 fn power_loss_during_transfers_keeps_every_acknowledged_call_and_no_partial_one() {
     for seed in 10..16 {
-        let v = transfers_then_power_loss(seed, false);
+        let v = transfers_then_power_loss(seed, false, false);
+        assert!(v.is_empty(), "seed {seed}: {v:?}");
+    }
+}
+
+#[test]
+fn power_loss_during_transfers_on_executors_keeps_every_acknowledged_call_and_no_partial_one() {
+    for seed in 40..46 {
+        let v = transfers_then_power_loss(seed, false, true);
         assert!(v.is_empty(), "seed {seed}: {v:?}");
     }
 }
@@ -463,15 +495,17 @@ fn power_loss_during_transfers_keeps_every_acknowledged_call_and_no_partial_one(
 /// same check finds acknowledged calls lost.
 #[test]
 fn acknowledging_before_the_record_is_durable_is_caught() {
-    let caught = (20..30).any(|seed| {
-        transfers_then_power_loss(seed, true)
-            .iter()
-            .any(|v| v.contains("is lost"))
-    });
-    assert!(
-        caught,
-        "no seed lost an acknowledged call under the broken variant"
-    );
+    for executors in [false, true] {
+        let caught = (20..30).any(|seed| {
+            transfers_then_power_loss(seed, true, executors)
+                .iter()
+                .any(|v| v.contains("is lost"))
+        });
+        assert!(
+            caught,
+            "no seed lost an acknowledged call under the broken variant (executors: {executors})"
+        );
+    }
 }
 
 /// Power loss at every point of a clean close (after a crash, so an older

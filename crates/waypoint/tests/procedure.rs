@@ -24,6 +24,13 @@ fn deposit(tx: &mut Transaction<'_>, p: &(u64, u64)) -> waypoint::Result<u64> {
     Ok(now)
 }
 
+/// Writes, then panics: a failed call like any other, on any thread.
+fn explode(tx: &mut Transaction<'_>, account: &u64) -> waypoint::Result<()> {
+    let accounts = tx.table("accounts")?;
+    tx.upsert(&accounts, &account.to_be_bytes(), &0u64.to_be_bytes())?;
+    panic!("a procedure that panics after a write")
+}
+
 /// Writes, then fails: nothing of it may stay.
 fn overdraw(tx: &mut Transaction<'_>, account: &u64) -> waypoint::Result<()> {
     let accounts = tx.table("accounts")?;
@@ -36,6 +43,8 @@ fn procedures() -> Procedures {
         .single("deposit", |p: &(u64, u64)| p.0, deposit)
         .unwrap()
         .single("overdraw", |a: &u64| *a, overdraw)
+        .unwrap()
+        .single("explode", |a: &u64| *a, explode)
         .unwrap()
         .add(
             "total",
@@ -57,7 +66,7 @@ fn a_registry_refuses_a_name_twice_and_names_out_of_range() {
     assert!(matches!(empty, Err(Error::InvalidOptions(_))));
     let registered = procedures();
     let names: Vec<&str> = registered.names().collect();
-    assert_eq!(names, ["deposit", "overdraw", "total"]);
+    assert_eq!(names, ["deposit", "explode", "overdraw", "total"]);
 }
 
 #[test]
@@ -98,6 +107,12 @@ fn calls_run_commit_and_fail_with_typed_errors_under_every_scheme() {
             s.call::<_, ()>("overdraw", &1u64),
             Err(Error::KeyNotFound)
         ));
+        // A panic of the body is the call's error: rolled back, and the
+        // session goes on.
+        match s.call::<_, ()>("explode", &2u64) {
+            Err(Error::Internal { what }) => assert!(what.contains("explode"), "{what}"),
+            other => panic!("{scheme}: a panicking procedure gave {other:?}"),
+        }
         assert_eq!(s.call::<_, u64>("total", &()).unwrap(), 112, "{scheme}");
 
         // Writes outside a procedure: refused only where calls are what

@@ -38,7 +38,7 @@ use crate::workload::Ack;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
-use waypoint::{Error, Partition, PendingCommit, Procedures, Session, Transaction};
+use waypoint::{Error, Partition, PendingCall, PendingCommit, Procedures, Session, Transaction};
 
 /// The procedures' names, in the order of [`super::TXN_TYPES`].
 pub const PROCEDURES: [&str; 5] = [
@@ -159,6 +159,20 @@ impl Drawn {
             Drawn::OrderStatus(args) => one(session, name, TpccCall { w, args, ack }, wait_now),
             Drawn::Delivery(args) => one(session, name, TpccCall { w, args, ack }, wait_now),
             Drawn::StockLevel(args) => one(session, name, TpccCall { w, args, ack }, wait_now),
+        }
+    }
+
+    /// Hand this transaction's call over without waiting for it to run
+    /// ([`waypoint::Session::submit`]).
+    pub fn submit(self, session: &mut Session, w: u16) -> Result<PendingCall<Effect>, Error> {
+        let name = PROCEDURES[self.ty()];
+        let ack = None;
+        match self {
+            Drawn::NewOrder(args) => session.submit(name, &TpccCall { w, args, ack }),
+            Drawn::Payment(args) => session.submit(name, &TpccCall { w, args, ack }),
+            Drawn::OrderStatus(args) => session.submit(name, &TpccCall { w, args, ack }),
+            Drawn::Delivery(args) => session.submit(name, &TpccCall { w, args, ack }),
+            Drawn::StockLevel(args) => session.submit(name, &TpccCall { w, args, ack }),
         }
     }
 }

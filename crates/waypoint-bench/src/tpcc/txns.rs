@@ -14,7 +14,7 @@ use super::procedures::{DeliveryArgs, Drawn, NewOrderArgs, PaymentArgs, StockLev
 use super::random::{last_name, nurand, NuConstants};
 use super::schema::*;
 use super::{Tables, TpccConfig, DELIVERY, NEW_ORDER, ORDER_STATUS, PAYMENT, STOCK_LEVEL};
-use crate::workload::{intended_rollback, Ack, Worker};
+use crate::workload::{intended_rollback, Ack, InFlightCall, Submitted, TypedCall, Worker};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -378,6 +378,23 @@ impl Worker for TpccWorker<'_> {
             called.map(|(effect, pending)| {
                 self.last = effect;
                 pending
+            }),
+        ))
+    }
+
+    fn submit(&mut self, session: &mut Session) -> Submitted {
+        let drawn = self.draw();
+        let ty = drawn.ty();
+        // What it writes is known only once it runs.
+        self.last = Effect::None;
+        Some((
+            ty,
+            drawn.submit(session, self.inputs.home).map(|call| {
+                Box::new(TypedCall {
+                    ty,
+                    call,
+                    ty_of: |_, ty| ty,
+                }) as Box<dyn InFlightCall>
             }),
         ))
     }

@@ -33,8 +33,9 @@
 //! single-partition call's rows are checked against the tables'
 //! registered partitioning keys (`procedure::partition`).
 //!
-//! Not built yet (docs/decisions/030-command-logging.md): executor
-//! threads that own their partitions.
+//! With `CommandOptions::executors` each partition's calls run on an
+//! executor thread of its own (`procedure::executor`), started with the
+//! scheme's services and stopped first at the close.
 //!
 //! Invariant: after a crash, the recovered state is the state of the
 //! installed snapshot (or the last clean close) plus the calls of a
@@ -70,7 +71,9 @@ use crate::persist::resident::{self, generation_dir, generations, journal};
 use crate::persist::{
     OpenContext, Opening, PersistenceStats, Prepared, Scheme, SchemeKind, SessionLog, UncleanMark,
 };
+use crate::procedure::executor::Executors;
 use crate::procedure::SerialOrder;
+use crate::txn::Session;
 use crate::wal::recovery::RecoveryReport;
 use log::{CommandLog, CommandSessionLog};
 use parking_lot::Mutex;
@@ -329,6 +332,7 @@ impl Opening for CommandOpening {
             dir: self.dir.clone(),
             log,
             order,
+            executors: self.options.executors,
             shadow,
             snapshotter,
             stale_indexes: loaded.stale,
@@ -350,6 +354,8 @@ pub struct CommandScheme {
     dir: PathBuf,
     log: Arc<CommandLog>,
     order: Arc<SerialOrder>,
+    /// Start executor threads for the order (`CommandOptions::executors`).
+    executors: bool,
     shadow: Arc<snapshot::Shadow>,
     snapshotter: Arc<snapshot::Snapshotter>,
     /// Indexes the loaded snapshot left empty: rebuilt before the replay.
@@ -453,10 +459,17 @@ impl Scheme for CommandScheme {
     }
 
     fn start_services(&self, db: &Database) -> Result<()> {
+        if self.executors {
+            let sessions = (0..self.order.partitions()).map(|_| db.session()).collect();
+            self.order
+                .set_executors(Executors::start(sessions, Session::run_on_executor)?);
+        }
         self.snapshotter.start(db.shared_weak())
     }
 
     fn stop_services(&self) {
+        // Calls first: the snapshotter may be waiting for a partition.
+        self.order.stop_executors();
         self.snapshotter.stop();
     }
 

@@ -103,6 +103,16 @@ pub struct CommandOptions {
     /// a batch of calls waits, or (with half the cores idle) once the
     /// oldest has waited two syncs. Range: 0 to 1 s.
     pub sync_interval: Duration,
+    /// Run each partition's calls on an executor thread of its own,
+    /// which takes them from a queue one after another (seed
+    /// 001 §II-B, VoltDB's sites; `procedure::executor`), rather than on
+    /// the calling thread under the partition's lock. `Session::submit`
+    /// then hands a call over without waiting for it to run. A
+    /// multi-partition call is queued on every executor and run once all
+    /// have reached it. Off by default: on a machine with fewer cores
+    /// than workers plus executors, handing calls over costs more than
+    /// it saves (decision 030, "Executor threads").
+    pub executors: bool,
 }
 
 impl Default for CommandOptions {
@@ -112,6 +122,7 @@ impl Default for CommandOptions {
             snapshot: CommandSnapshot::default(),
             digests: false,
             sync_interval: crate::logstore::stream::SYNC_INTERVAL,
+            executors: false,
         }
     }
 }

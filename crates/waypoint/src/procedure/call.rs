@@ -1,17 +1,22 @@
 //! `Session::call`: look the procedure up, decode its parameters, enter
 //! the scheme's serial order (if it has one), run the body in a
 //! transaction that carries the call to the commit hook (with whether
-//! it must replay alone: `partition::is_barrier`), and commit. Replay
-//! re-executes logged calls through the same path without the order
-//! (`Session::replay_call`).
+//! it must replay alone: `partition::is_barrier`), and commit. Under
+//! executors a call is handed to its partition's executor (a
+//! multi-partition call to all of them), which runs it through the same
+//! path (`executor`); `Session::submit` hands it over without waiting.
+//! Replay re-executes logged calls through the same path without the
+//! order (`Session::replay_call`).
 //!
-//! Invariant: a call whose body fails is rolled back and reaches no log;
+//! Invariant: a call whose body fails (or panics) is rolled back and
+//! reaches no log;
 //! the serial order is held from before the transaction begins until its
 //! commit record is appended, and released before waiting for
 //! durability (so the partition's next call can run while this one's
 //! record is synced: group commit).
 
-use super::{Output, Partition};
+use super::executor::{PendingCall, ReplyHandle};
+use super::{Decoded, Output, Partition, Procedure};
 use crate::error::{Error, Result};
 use crate::txn::{PendingCommit, Session};
 use serde::Serialize;
@@ -69,6 +74,40 @@ impl Session {
         Ok((typed(name, out)?, pending))
     }
 
+    /// Do calls run on executor threads (`CommandOptions::executors`)?
+    pub fn runs_calls_on_executors(&self) -> bool {
+        self.db
+            .scheme
+            .command_order()
+            .is_some_and(|o| o.executors().is_some())
+    }
+
+    /// Hand a call over without waiting for it to run: under executors it
+    /// is queued (on its partition's executor, or on every executor for a
+    /// multi-partition call) and this returns at once; without them the
+    /// call runs here first. One partition runs its calls in the order
+    /// they were handed over; calls of different partitions, from one
+    /// session too, run in no set order between them (a multi-partition
+    /// call after each partition's earlier ones).
+    /// The handle gives its result once it has run and acknowledges it
+    /// once durable; a failure of the body comes through the handle.
+    /// An unknown procedure or parameters that do not decode are refused
+    /// here.
+    pub fn submit<P: Serialize + ?Sized, R: 'static>(
+        &mut self,
+        name: &str,
+        params: &P,
+    ) -> Result<PendingCall<R>> {
+        let params = super::encode_params(name, params)?;
+        let procedure = Arc::clone(self.db.procedures.get(name)?);
+        let call = procedure.decode(&params)?;
+        let name = Arc::clone(&procedure.name);
+        Ok(match self.hand_over(procedure, call, params, false)? {
+            Ok(reply) => PendingCall::queued(name, reply),
+            Err(outcome) => PendingCall::ran(name, outcome),
+        })
+    }
+
     /// Run a call whose parameters are already encoded (a logged call);
     /// blocking, the result untyped.
     pub fn call_encoded(&mut self, name: &str, params: &[u8]) -> Result<Output> {
@@ -83,9 +122,67 @@ impl Session {
         params: &[u8],
         wait_now: bool,
     ) -> Result<(Output, PendingCommit)> {
+        let procedure = Arc::clone(self.db.procedures.get(name)?);
+        let call = procedure.decode(params)?;
+        match self.hand_over(procedure, call, params.to_vec(), wait_now)? {
+            Ok(reply) => reply.take(),
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// Queue a decoded call on its executor (`Ok`: its reply), or run it
+    /// here, under the serial order if there is one (`Err`: its outcome).
+    #[allow(clippy::type_complexity)]
+    fn hand_over(
+        &mut self,
+        procedure: Arc<Procedure>,
+        call: Box<dyn Decoded>,
+        params: Vec<u8>,
+        wait_now: bool,
+    ) -> Result<std::result::Result<ReplyHandle, Result<(Output, PendingCommit)>>> {
         let scheme = Arc::clone(&self.db.scheme);
         let order = scheme.command_order();
-        self.run_call(name, params, wait_now, order, order.map(|o| o.partitions()))
+        if let Some((order, executors)) = order.and_then(|o| o.executors().map(|e| (o, e))) {
+            self.db.check_open()?;
+            if super::executor::on_executor() {
+                return Err(Error::Unsupported {
+                    what: format!(
+                        "calling procedure {} from inside a procedure on an executor thread (it would wait for its own executor)",
+                        procedure.name
+                    ),
+                });
+            }
+            let reply = match call.partition() {
+                Partition::Key(key) => {
+                    executors.submit(order.partition_of(key), procedure, call, params, wait_now)
+                }
+                Partition::All => executors.submit_all(procedure, call, params, wait_now),
+            };
+            return reply.map(Ok);
+        }
+        Ok(Err(self.run_decoded(
+            &procedure,
+            call.as_ref(),
+            &params,
+            wait_now,
+            order,
+            order.map(|o| o.partitions()),
+        )))
+    }
+
+    /// How an executor runs a call it took from its queue: as the caller
+    /// would, under the serial order.
+    pub(crate) fn run_on_executor(
+        &mut self,
+        procedure: &Procedure,
+        call: &dyn Decoded,
+        params: &[u8],
+        wait_now: bool,
+    ) -> Result<(Output, PendingCommit)> {
+        let scheme = Arc::clone(&self.db.scheme);
+        let order = scheme.command_order();
+        debug_assert!(order.is_some(), "executors run only under a serial order");
+        self.run_decoded(procedure, call, params, wait_now, order, order.map(|o| o.partitions()))
     }
 
     /// Re-execute a logged call at recovery, blocking, the result
@@ -100,28 +197,40 @@ impl Session {
         params: &[u8],
         partitions: Option<usize>,
     ) -> Result<()> {
-        let (_, pending) = self.run_call(name, params, true, None, partitions)?;
+        let procedure = Arc::clone(self.db.procedures.get(name)?);
+        let call = procedure.decode(params)?;
+        let (_, pending) = self.run_decoded(&procedure, call.as_ref(), params, true, None, partitions)?;
         pending.wait().map(|_| ())
     }
 
     /// Run a call under `order` (if any), its rows checked against
     /// `partitions` (if known), and commit it.
-    fn run_call(
+    fn run_decoded(
         &mut self,
-        name: &str,
+        procedure: &Procedure,
+        call: &dyn Decoded,
         params: &[u8],
         wait_now: bool,
         order: Option<&super::SerialOrder>,
         partitions: Option<usize>,
     ) -> Result<(Output, PendingCommit)> {
-        let procedure = Arc::clone(self.db.procedures.get(name)?);
-        let call = procedure.decode(params)?;
+        let name: &str = &procedure.name;
         let partition = call.partition();
         let _serial = order.map(|o| o.enter(partition));
         let mut tx = self.begin()?;
         tx.call = Some((Arc::clone(&procedure.name), params.to_vec()));
-        // An error drops the transaction: rolled back, nothing logged.
-        let out = call.run(&mut tx)?;
+        // An error drops the transaction: rolled back, nothing logged. So
+        // does a panic of the body (its writes are only buffered): the
+        // call's error, not the thread's end.
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call.run(&mut tx)))
+            .unwrap_or_else(|panic| {
+                Err(Error::Internal {
+                    what: format!(
+                        "procedure {name} panicked: {}",
+                        super::panic_text(panic.as_ref())
+                    ),
+                })
+            })?;
         tx.call_barrier = match partition {
             Partition::Key(routed) => {
                 if let Some(partitions) = partitions {

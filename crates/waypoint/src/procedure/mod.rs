@@ -29,12 +29,14 @@
 //! `Error::ProcedureParams` before anything runs.
 
 mod call;
+pub(crate) mod executor;
 mod order;
 pub(crate) mod partition;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use order::partition_of;
+pub use executor::PendingCall;
 pub use order::SerialOrder;
 pub use partition::PartitionKey;
 
@@ -123,6 +125,15 @@ impl Procedure {
             detail,
         })
     }
+}
+
+/// What a caught panic said (its message, if it was a string).
+pub(crate) fn panic_text(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }
 
 /// Encode a call's parameters as procedures decode them (postcard).

@@ -6,17 +6,19 @@
 //! partition order, so each partition reaches the same point of its order
 //! before it runs and continues after it.
 //!
-//! This is the first version of VoltDB's partitioned execution: the
-//! calling thread runs the call under its partition's lock, rather than
-//! handing it to an executor thread that owns the partition. The order
-//! the log records is the same; what is missing is the executors' queue
-//! (a caller blocks on a busy partition instead of queueing its call).
+//! Who runs a call: by default the calling thread, under its
+//! partition's lock; with `CommandOptions::executors`, an executor thread
+//! per partition that takes the partition's calls from a queue
+//! (`executor`, VoltDB's sites), still under the same lock, so the order
+//! the log records is made the same way either way.
 //!
 //! Invariant: while a call holds partition `p`, no other call of `p` runs
 //! or appends; partitions are locked in ascending order (no deadlock).
 
+use super::executor::Executors;
 use super::Partition;
 use parking_lot::{Mutex, MutexGuard};
+use std::sync::OnceLock;
 
 /// The partition routing key `key` runs in among `partitions` (at least
 /// 1): the one rule, used by the order and by parallel replay, which
@@ -28,6 +30,8 @@ pub fn partition_of(key: u64, partitions: usize) -> usize {
 /// The partitions' locks (see the module documentation).
 pub struct SerialOrder {
     partitions: Vec<Mutex<()>>,
+    /// The executor threads, once started (`CommandOptions::executors`).
+    executors: OnceLock<Executors>,
 }
 
 /// The partitions a running call holds; released on drop.
@@ -41,6 +45,33 @@ impl SerialOrder {
         assert!(partitions >= 1, "at least one partition");
         SerialOrder {
             partitions: (0..partitions).map(|_| Mutex::new(())).collect(),
+            executors: OnceLock::new(),
+        }
+    }
+
+    /// Hand calls to these executors from now on (one per partition;
+    /// set once).
+    pub(crate) fn set_executors(&self, executors: Executors) {
+        assert_eq!(
+            executors.len(),
+            self.partitions.len(),
+            "one executor per partition"
+        );
+        if let Err(executors) = self.executors.set(executors) {
+            executors.stop();
+            panic!("the executors of a serial order are started once");
+        }
+    }
+
+    /// The executors, if calls run on them.
+    pub(crate) fn executors(&self) -> Option<&Executors> {
+        self.executors.get()
+    }
+
+    /// Stop the executors (if any): queued calls are answered `Closed`.
+    pub(crate) fn stop_executors(&self) {
+        if let Some(executors) = self.executors.get() {
+            executors.stop();
         }
     }
 
