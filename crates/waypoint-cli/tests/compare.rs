@@ -56,6 +56,7 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
             "peers",
             "checkpoint-dips",
             "command-logging",
+            "multi-partition",
             "silor"
         ]
     );
@@ -117,6 +118,9 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
         if name == "command-logging" {
             command_logging_runs_both_workloads_and_recovers_both_ways(&r);
         }
+        if name == "multi-partition" {
+            multi_partition_runs_each_share_under_each_scheme(&r);
+        }
         if name == "silor" {
             silor_runs_three_designs_and_recovers_from_a_checkpoint(&r, &report);
         }
@@ -154,6 +158,30 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
 /// transaction than its after-image log; recovery under `command` and
 /// `silor` after the same number of acknowledged transactions, against
 /// `silor`.
+/// Seed 001's Fig. 9: every share under every scheme, each run with the
+/// share it is plotted at, executors only in their own series.
+fn multi_partition_runs_each_share_under_each_scheme(r: &serde_json::Value) {
+    let runs = r["runs"].as_array().unwrap();
+    for series in ["none", "command", "command-executors", "silor"] {
+        for pct in [0, 10, 50, 100] {
+            let label = format!("{series}, {pct}% multi-partition");
+            let run = runs
+                .iter()
+                .find(|run| run["label"] == label.as_str())
+                .unwrap_or_else(|| panic!("no run {label:?}"));
+            assert_eq!(run["x"], f64::from(pct), "{run}");
+            let workload = &run["config"]["workload"];
+            assert_eq!(workload["workload"], "tpcc-multi-partition", "{run}");
+            assert_eq!(workload["pct"], pct, "{run}");
+            assert_eq!(
+                run["config"]["executors"],
+                series == "command-executors",
+                "{run}"
+            );
+        }
+    }
+}
+
 fn command_logging_runs_both_workloads_and_recovers_both_ways(r: &serde_json::Value) {
     let runs = r["runs"].as_array().unwrap();
     let run = |label: &str| {
@@ -162,10 +190,19 @@ fn command_logging_runs_both_workloads_and_recovers_both_ways(r: &serde_json::Va
             .unwrap_or_else(|| panic!("no run {label:?}"))
     };
     for workload in ["voter", "tpcc"] {
-        for scheme in ["none", "command", "silor", "per-worker"] {
+        for series in [
+            "none",
+            "command",
+            "command-executors",
+            "silor",
+            "per-worker",
+        ] {
+            let executors = series == "command-executors";
+            let scheme = if executors { "command" } else { series };
             for w in [1, 2] {
-                let run = run(&format!("{workload} {scheme}, {w} workers"));
+                let run = run(&format!("{workload} {series}, {w} workers"));
                 assert_eq!(run["config"]["scheme"], scheme, "{run}");
+                assert_eq!(run["config"]["executors"], executors, "{run}");
                 assert!(
                     run["vs_baseline"]["txn_per_sec"].as_f64().is_some(),
                     "{run}"
@@ -184,6 +221,11 @@ fn command_logging_runs_both_workloads_and_recovers_both_ways(r: &serde_json::Va
                 run["vs_baseline"]["recovery_ms"].as_f64().is_some(),
                 "{run}"
             );
+            // Against the rate of the run that was killed.
+            let ratio = run["median"]["recovery_vs_run"].as_f64();
+            let rate = run["median"]["run_txn_per_sec"].as_f64();
+            assert!(ratio.is_some_and(|r| r > 0.0), "{run}");
+            assert!(rate.is_some_and(|r| r > 0.0), "{run}");
         }
     }
     let per_txn = |label: &str| run(label)["median"]["wal_bytes_per_txn"].as_f64().unwrap();

@@ -16,11 +16,38 @@
 //! (replay), the reopen timed; ratios to `silor`.
 
 use super::experiments::{
-    as_procedures, driver, resident_buffer, tpcc, with_scheme, COMMAND, NONE, PER_WORKER, SILOR,
+    as_procedures, driver, resident_buffer, tpcc, with_scheme, Scheme, COMMAND, NONE, PER_WORKER,
+    SILOR,
 };
 use super::{Baseline, CrashSpec, Experiment, Figure, Metric, RunSpec, Settings, WorkloadSpec};
+use crate::driver::DriverConfig;
 use crate::error::{BenchError, BenchResult};
 use waypoint::{CommandSnapshot, SilorCheckpoint};
+
+/// The series of seed 001's comparisons (this one and
+/// `multi_partition`): name, scheme, and whether calls run on executor
+/// threads.
+pub(super) const SERIES: [(&str, Scheme, bool); 4] = [
+    ("none", NONE, false),
+    ("command", COMMAND, false),
+    ("command-executors", COMMAND, true),
+    ("silor", SILOR, false),
+];
+
+/// A run of one of [`SERIES`]: its scheme, executors, and a pool that
+/// holds the whole database (the memory-resident schemes need it).
+pub(super) fn series_driver(
+    d: DriverConfig,
+    scheme: Scheme,
+    executors: bool,
+    buffer: usize,
+) -> DriverConfig {
+    DriverConfig {
+        buffer_bytes: buffer,
+        executors,
+        ..with_scheme(d, scheme)
+    }
+}
 
 pub fn build(s: &Settings) -> BenchResult<Experiment> {
     let counts: Vec<usize> = match s.workers.as_deref() {
@@ -40,22 +67,16 @@ pub fn build(s: &Settings) -> BenchResult<Experiment> {
         (1_000_000, 200_000)
     };
     let workloads = [("voter", voter, acked_voter), ("tpcc", tpcc, acked_tpcc)];
-    let schemes = [
-        ("none", NONE),
-        ("command", COMMAND),
-        ("silor", SILOR),
-        ("per-worker", PER_WORKER),
-    ];
+    let schemes = SERIES.iter().chain(&[("per-worker", PER_WORKER, false)]);
     let buffer = resident_buffer(most, s);
     let mut runs = Vec::new();
     let mut baselines = Vec::new();
     for (name, workload, _) in &workloads {
-        for (scheme, settings) in &schemes {
+        for &(scheme, settings, executors) in schemes.clone() {
             let series = format!("{name} {scheme}");
             baselines.push((series.clone(), format!("{name} none")));
             for &w in &counts {
-                let mut d = with_scheme(driver(w, most, s), *settings);
-                d.buffer_bytes = buffer;
+                let d = series_driver(driver(w, most, s), settings, executors, buffer);
                 runs.push(RunSpec {
                     label: format!("{series}, {w} workers"),
                     series: series.clone(),
@@ -107,7 +128,8 @@ pub fn build(s: &Settings) -> BenchResult<Experiment> {
         why: format!(
             "{} and {}, each as stored procedures under every scheme (the same calls), with {counts_text} \
              workers (a partition per worker under `command`), under no logging (`none`), command logging \
-             (`command`: the call's name and parameters), after-image logging (`silor`: the changed rows, the \
+             (`command`: the call's name and parameters; `command-executors`: the same with each partition's \
+             calls run by an executor thread of its own, to which the workers hand them over), after-image logging (`silor`: the changed rows, the \
              main-memory physiological logging of seed 001 §IV) and the per-worker page log (`per-worker`): \
              throughput, commit latency and log bytes per transaction, each against `none` at the same workers. \
              Then recovery: the workload with {most} workers in a child process, killed (SIGKILL) once it \
@@ -128,6 +150,8 @@ pub fn build(s: &Settings) -> BenchResult<Experiment> {
             Metric::CpuUsPerTxn,
             Metric::RecoveryMs,
             Metric::RecoveryTxnPerSec,
+            Metric::RunTxnPerSec,
+            Metric::RecoveryVsRun,
             Metric::RecoveredLogMib,
             Metric::OpenMs,
         ],
@@ -159,8 +183,11 @@ pub fn build(s: &Settings) -> BenchResult<Experiment> {
         ],
         notes: vec![
             "Runs through the benchmark driver: each worker calls its procedures with up to 128 commits in \
-             flight (`call_pipelined`; 65,536 under `silor`, which acknowledges once per 40 ms epoch), not VoltDB's clients and executor queues; under `command` a call runs on \
-             the caller's thread holding its partition (a remote TPC-C New-Order or Payment holds all of them). \
+             flight (`call_pipelined`; 65,536 under `silor`, which acknowledges once per 40 ms epoch). Under \
+             `command` a call runs on the caller's thread holding its partition (a remote TPC-C New-Order or \
+             Payment holds all of them); under `command-executors` the worker hands it to its partition's \
+             executor thread (`Session::submit`; the 128 in flight then include calls queued, not yet run), and \
+             a multi-partition call is queued on every executor and runs once all have reached it. \
              Each worker runs one partition's calls, as that partition's executor would: TPC-C's worker its home \
              warehouse's, Voter's worker the phones whose number modulo the workers is its own (under every scheme)."
                 .into(),
@@ -180,7 +207,9 @@ pub fn build(s: &Settings) -> BenchResult<Experiment> {
                 .into(),
             "Recovery time is the engine's own (log read + replay), without the data file's open; acknowledged \
              transactions recovered per second divide the child's acknowledged count by it (a few more calls \
-             may be in the log than were acknowledged)."
+             may be in the log than were acknowledged). The killed run's rate divides the same count by the \
+             time from the child's start (once ready) to the kill, and recovery / run compares the two: seed \
+             001's replayed transactions per second against the original rate."
                 .into(),
         ],
         instructions: false,

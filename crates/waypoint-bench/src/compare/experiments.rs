@@ -28,6 +28,7 @@ pub const NAMES: &[&str] = &[
     "peers",
     "checkpoint-dips",
     "command-logging",
+    "multi-partition",
     "silor",
 ];
 
@@ -58,6 +59,7 @@ pub fn reproduces(name: &str) -> &'static str {
         "peers" => super::peer_runs::REPRODUCES,
         "checkpoint-dips" => super::peer_runs::DIPS_REPRODUCES,
         "silor" => "seed 002 Figs. 1, 5 and §6.4: SiloR (value log, epochs, fuzzy checkpoints) against its log alone and no persistence, throughput and log on disk over time; recovery, checkpoint load and log replay apart, against threads",
+        "multi-partition" => "seed 001 Fig. 9 (§V-B): TPC-C throughput against the share of multi-partition New-Orders and Payments, under command logging (callers and executors), after-image logging and no logging",
         "command-logging" => "seed 001 Figs. 5-8 (§V): Voter and TPC-C throughput, latency and log bytes under command logging, physiological (after-image) logging and no logging; recovery by re-execution against replay",
         _ => "",
     }
@@ -74,6 +76,7 @@ pub fn build(name: &str, s: &Settings) -> BenchResult<Experiment> {
         "wal-bound" => wal_bound(s)?,
         "out-of-memory" => out_of_memory(s)?,
         "command-logging" => super::command_logging::build(s)?,
+        "multi-partition" => super::multi_partition::build(s)?,
         "silor" => super::silor_runs::build(s)?,
         "peers" => {
             let workers = fixed_workers(s, "peers")?;
@@ -799,6 +802,30 @@ mod tests {
                 r.label
             );
         }
+    }
+
+    /// Only the `command-executors` series hands calls to executor
+    /// threads; it runs the `command` scheme like the `command` series.
+    #[test]
+    fn command_logging_runs_executors_in_their_own_series_only() {
+        let e = build("command-logging", &settings(false, 2)).unwrap();
+        for r in &e.runs {
+            let executors = r.series.ends_with("command-executors");
+            assert_eq!(r.driver.executors, executors, "{}", r.label);
+            if executors {
+                assert_eq!(
+                    r.driver.scheme,
+                    waypoint::SchemeKind::Command,
+                    "{}",
+                    r.label
+                );
+            }
+        }
+        assert_eq!(
+            e.runs.iter().filter(|r| r.driver.executors).count(),
+            4,
+            "voter and tpcc on 1 and 2 workers"
+        );
     }
 
     #[test]

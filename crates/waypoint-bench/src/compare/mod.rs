@@ -26,6 +26,7 @@ pub mod experiments;
 pub mod figures;
 pub mod machine;
 pub mod markdown;
+pub mod multi_partition;
 pub mod peer_runs;
 pub mod perf;
 pub mod results;
@@ -85,6 +86,13 @@ pub enum WorkloadSpec {
     /// (`Tpcc::with_procedures`): seed 001's like-for-like comparison.
     #[serde(rename = "tpcc-procedures")]
     TpccCalls(TpccConfig),
+    /// [`WorkloadSpec::TpccCalls`] with `pct`% of the New-Orders and
+    /// Payments remote (`Tpcc::multi_partition`): seed 001's Fig. 9.
+    #[serde(rename = "tpcc-multi-partition")]
+    TpccMultiPartition {
+        config: TpccConfig,
+        pct: u8,
+    },
     /// Voter (its one stored procedure) with `phones` phone numbers and
     /// the paper's 6 contestants and 2 votes per phone.
     Voter {
@@ -101,7 +109,9 @@ pub enum WorkloadSpec {
 impl WorkloadSpec {
     pub fn name(&self) -> &'static str {
         match self {
-            WorkloadSpec::Tpcc(_) | WorkloadSpec::TpccCalls(_) => "tpcc",
+            WorkloadSpec::Tpcc(_)
+            | WorkloadSpec::TpccCalls(_)
+            | WorkloadSpec::TpccMultiPartition { .. } => "tpcc",
             WorkloadSpec::Ycsb { .. } | WorkloadSpec::SilorYcsb { .. } => "ycsb",
             WorkloadSpec::Tpcb { .. } => "tpcb",
             WorkloadSpec::Voter { .. } => "voter",
@@ -132,6 +142,15 @@ impl WorkloadSpec {
         }))
     }
 
+    /// The workload whose load this one runs on: the runs of one load
+    /// share a template (the multi-partition share changes only the run).
+    pub fn load(&self) -> WorkloadSpec {
+        match *self {
+            WorkloadSpec::TpccMultiPartition { config, .. } => WorkloadSpec::TpccCalls(config),
+            other => other,
+        }
+    }
+
     /// A fresh workload object for the driver (nothing loaded).
     pub fn build(&self, seed: u64) -> BenchResult<Box<dyn Workload>> {
         Ok(match *self {
@@ -143,6 +162,11 @@ impl WorkloadSpec {
                 Box::new(Tpcb::new(TpcbConfig::with_accounts(branches, accounts)))
             }
             WorkloadSpec::TpccCalls(c) => Box::new(Tpcc::new(c, seed).with_procedures(true)),
+            WorkloadSpec::TpccMultiPartition { config, pct } => Box::new(
+                Tpcc::new(config, seed)
+                    .with_procedures(true)
+                    .multi_partition(pct),
+            ),
             WorkloadSpec::Voter { phones } => Box::new(Voter::new(VoterConfig {
                 phones,
                 ..VoterConfig::default()
@@ -153,7 +177,10 @@ impl WorkloadSpec {
     /// The same workload for the peers' client threads.
     pub fn peer_workload(&self) -> BenchResult<PeerWorkload> {
         Ok(match *self {
-            WorkloadSpec::Tpcc(_) | WorkloadSpec::TpccCalls(_) | WorkloadSpec::Voter { .. } => {
+            WorkloadSpec::Tpcc(_)
+            | WorkloadSpec::TpccCalls(_)
+            | WorkloadSpec::TpccMultiPartition { .. }
+            | WorkloadSpec::Voter { .. } => {
                 return Err(BenchError::Config(format!(
                     "{} does not run on the peers (YCSB and TPC-B do)",
                     self.name()
@@ -183,6 +210,10 @@ impl WorkloadSpec {
             WorkloadSpec::TpccCalls(c) => {
                 format!("{} as stored procedures", WorkloadSpec::Tpcc(c).describe())
             }
+            WorkloadSpec::TpccMultiPartition { config, pct } => format!(
+                "{}, {pct}% of New-Orders and Payments remote",
+                WorkloadSpec::TpccCalls(config).describe()
+            ),
             WorkloadSpec::Voter { phones } => format!("Voter, {phones} phones"),
             WorkloadSpec::Ycsb {
                 preset,
@@ -345,6 +376,12 @@ pub enum Metric {
     RecoveryMs,
     RecoveryMbPerSec,
     RecoveryTxnPerSec,
+    /// Acknowledged transactions per second of the run that was killed
+    /// (from the child's first poll to the kill).
+    RunTxnPerSec,
+    /// `RecoveryTxnPerSec` / `RunTxnPerSec`: how fast recovery redoes
+    /// the run's transactions against how fast the run made them.
+    RecoveryVsRun,
     OpenMs,
 }
 
@@ -372,6 +409,8 @@ impl Metric {
             Metric::RecoveryMs => "recovery_ms",
             Metric::RecoveryMbPerSec => "recovery_mb_per_sec",
             Metric::RecoveryTxnPerSec => "recovery_txn_per_sec",
+            Metric::RunTxnPerSec => "run_txn_per_sec",
+            Metric::RecoveryVsRun => "recovery_vs_run",
             Metric::OpenMs => "open_ms",
         }
     }
@@ -399,6 +438,8 @@ impl Metric {
             Metric::RecoveryMs => "recovery (load + analysis + redo + undo), ms",
             Metric::RecoveryMbPerSec => "log and checkpoint recovered per second, MB/s",
             Metric::RecoveryTxnPerSec => "acknowledged txns recovered per second of recovery",
+            Metric::RunTxnPerSec => "acknowledged txn/s of the run that was killed",
+            Metric::RecoveryVsRun => "recovery rate / the killed run's rate",
             Metric::OpenMs => "open (recovery included), ms",
         }
     }
@@ -406,7 +447,7 @@ impl Metric {
     /// Digits after the point in tables.
     pub fn decimals(self) -> usize {
         match self {
-            Metric::LowestSecondRatio => 2,
+            Metric::LowestSecondRatio | Metric::RecoveryVsRun => 2,
             Metric::RecoveryMbPerSec
             | Metric::RemoteFlushPct
             | Metric::AbortPct
@@ -432,7 +473,9 @@ impl Metric {
             Metric::TxnPerSec
             | Metric::LowestSecondRatio
             | Metric::RecoveryMbPerSec
-            | Metric::RecoveryTxnPerSec => Some("higher is better"),
+            | Metric::RecoveryTxnPerSec
+            | Metric::RunTxnPerSec
+            | Metric::RecoveryVsRun => Some("higher is better"),
             Metric::RecoveredLogMib
             | Metric::LoadedMib
             | Metric::WalDiskMaxMib

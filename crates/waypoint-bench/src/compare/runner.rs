@@ -302,7 +302,7 @@ impl Templates {
     fn get(&mut self, spec: &RunSpec, s: &Settings, hooks: &Hooks<'_>) -> BenchResult<PathBuf> {
         let key = format!(
             "{} {}",
-            serde_json::to_string(&spec.workload).expect("workload serializes"),
+            serde_json::to_string(&spec.workload.load()).expect("workload serializes"),
             spec.driver.page_size
         );
         if let Some((_, path)) = self.made.iter().find(|(k, _)| *k == key) {
@@ -573,7 +573,13 @@ fn crash_and_recover(
     let wal = dir.join(WAL_DIR);
     let t0 = Instant::now();
     let max = Duration::from_secs_f64(crash.max_secs);
+    // The child is ready when it is first asked; the run it makes is
+    // timed from there to the kill.
+    let ready = std::cell::Cell::new(None::<Instant>);
     let stop = |acked: u64| {
+        if ready.get().is_none() {
+            ready.set(Some(Instant::now()));
+        }
         hooks.interrupt.load(Ordering::Relaxed)
             || t0.elapsed() >= max
             || match crash.until_acked {
@@ -582,6 +588,7 @@ fn crash_and_recover(
             }
     };
     let acked = crasher.run_then_kill(dir, spec.workload.name(), &spec.driver, &stop)?;
+    let ran = ready.get().map(|at| at.elapsed().as_secs_f64());
     if hooks.interrupt.load(Ordering::Relaxed) {
         return Ok(None);
     }
@@ -611,10 +618,13 @@ fn crash_and_recover(
     m.set(Metric::RecoveryMs, r.total_ms);
     m.set(Metric::RecoveryMbPerSec, r.mb_per_sec);
     if r.total_ms > 0.0 {
-        m.set(
-            Metric::RecoveryTxnPerSec,
-            acked as f64 / (r.total_ms / 1000.0),
-        );
+        let recovered = acked as f64 / (r.total_ms / 1000.0);
+        m.set(Metric::RecoveryTxnPerSec, recovered);
+        if let Some(ran) = ran.filter(|&s| s > 0.0 && acked > 0) {
+            let run = acked as f64 / ran;
+            m.set(Metric::RunTxnPerSec, run);
+            m.set(Metric::RecoveryVsRun, recovered / run);
+        }
     }
     m.set(Metric::OpenMs, r.open_ms);
     Ok(Some(m))
