@@ -67,9 +67,10 @@ impl ReplyHandle {
     }
 }
 
-/// A call handed to an executor ([`Session::submit`]), or one that ran
-/// already: its result once it has run, and its acknowledgement once its
-/// commit is durable.
+/// A call handed to an executor
+/// ([`Session::submit`](crate::Session::submit)), or one that ran already:
+/// its result once it has run, and its acknowledgement once its commit is
+/// durable.
 pub struct PendingCall<R> {
     name: Arc<str>,
     state: CallState,
