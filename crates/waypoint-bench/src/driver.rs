@@ -667,38 +667,30 @@ fn worker_loop(
         } else {
             None
         };
-        if let Some((ty, outcome)) = submitted {
-            match outcome {
-                Ok(call) => pending.push_back((t0, ty, InFlight::Call(call))),
-                Err(e) if is_abort(&e) => {
-                    counters.aborts[ty].fetch_add(1, Ordering::Relaxed);
+        let (ty, outcome) = match submitted {
+            Some((ty, outcome)) => (ty, outcome.map(InFlight::Call)),
+            None => match gen.call(&mut session, config.in_flight <= 1, None) {
+                Some((ty, outcome)) => (ty, outcome.map(InFlight::Commit)),
+                None => {
+                    let mut tx = session.begin()?;
+                    let (ty, body) = gen.next(&mut tx);
+                    let outcome = match body {
+                        // One at a time: a blocking commit, which syncs the
+                        // log itself rather than waking the log writer and
+                        // waiting to be woken.
+                        Ok(()) if config.in_flight <= 1 => tx.commit().map(PendingCommit::durable),
+                        Ok(()) => tx.commit_pipelined(),
+                        Err(e) => {
+                            drop(tx);
+                            Err(e)
+                        }
+                    };
+                    (ty, outcome.map(InFlight::Commit))
                 }
-                Err(e) => return Err(e.into()),
-            }
-            resolve(&mut pending, config.in_flight, counters, &mut hists)?;
-            continue;
-        }
-        let (ty, outcome) = match gen.call(&mut session, config.in_flight <= 1, None) {
-            Some(called) => called,
-            None => {
-                let mut tx = session.begin()?;
-                let (ty, body) = gen.next(&mut tx);
-                let outcome = match body {
-                    // One at a time: a blocking commit, which syncs the log
-                    // itself rather than waking the log writer and waiting
-                    // to be woken.
-                    Ok(()) if config.in_flight <= 1 => tx.commit().map(PendingCommit::durable),
-                    Ok(()) => tx.commit_pipelined(),
-                    Err(e) => {
-                        drop(tx);
-                        Err(e)
-                    }
-                };
-                (ty, outcome)
-            }
+            },
         };
         match outcome {
-            Ok(p) => pending.push_back((t0, ty, InFlight::Commit(p))),
+            Ok(p) => pending.push_back((t0, ty, p)),
             Err(e) if is_abort(&e) => {
                 counters.aborts[ty].fetch_add(1, Ordering::Relaxed);
             }
