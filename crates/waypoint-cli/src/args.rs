@@ -155,8 +155,8 @@ pub struct BenchArgs {
     /// rather than on the workers under the partition's lock [default: false].
     #[arg(long, value_name = "BOOL")]
     pub executors: Option<bool>,
-    /// Threads for redo and undo when the database needs recovery
-    /// (analysis runs a thread per log partition) [default: the cores the process may use].
+    /// Threads for analysis, redo and undo when the database needs
+    /// recovery [default: the cores the process may use].
     #[arg(long)]
     pub recovery_threads: Option<usize>,
     /// Move pruned log segments to this directory (relative paths are below

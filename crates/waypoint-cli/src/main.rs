@@ -58,8 +58,8 @@ enum Command {
         /// than that it must write pages out while redoing.
         #[arg(long, default_value = "1GiB")]
         buffer: String,
-        /// Threads for redo and undo, 1 to 1024 (analysis runs a thread
-        /// per log partition) [default: the cores this process may use].
+        /// Threads for analysis, redo and undo, 1 to 1024 [default: the
+        /// cores this process may use].
         #[arg(long)]
         threads: Option<usize>,
         /// Recover with this persistence scheme (per-worker, aries, aether,

@@ -152,9 +152,10 @@ pub struct Options {
     ///
     /// [`RealStorage`]: crate::io::RealStorage
     pub storage: Option<Arc<dyn Storage>>,
-    /// Threads for redo and undo (analysis runs a thread per log
-    /// partition). Range: 1 to 1024. Default: the cores the process may
-    /// use (redo splits its records into one page shard per thread).
+    /// Threads for recovery: analysis (segments of every partition
+    /// shared out), redo (one page shard per thread) and undo each run on
+    /// at most this many. Range: 1 to 1024. Default: the cores the process
+    /// may use.
     pub recovery_threads: usize,
     /// The persistence scheme and its options (default: per-worker).
     pub persistence: Persistence,

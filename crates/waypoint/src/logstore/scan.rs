@@ -134,8 +134,25 @@ pub struct Scan<R> {
 /// are relative to `buf`, whose first byte must be where the first frame
 /// starts (frames are aligned relative to it).
 pub fn scan<P: Payloads>(buf: &[u8], base: LogPos) -> Scan<P::Record<'_>> {
-    let base = base.get();
     let mut records = Vec::new();
+    let (valid_len, end) = scan_each::<P>(buf, base, |pos, record| records.push((pos, record)));
+    Scan {
+        records,
+        valid_len,
+        end,
+    }
+}
+
+/// [`scan`] without collecting: `each(offset, record)` for every valid
+/// record in order, then the bytes of valid log and how the scan ended. A
+/// reader that walks the records once (recovery's analysis) keeps no
+/// vector of every decoded record of a segment.
+pub fn scan_each<'a, P: Payloads>(
+    buf: &'a [u8],
+    base: LogPos,
+    mut each: impl FnMut(u64, P::Record<'a>),
+) -> (u64, ScanEnd) {
+    let base = base.get();
     let mut pos = 0usize;
     let end = loop {
         if pos == buf.len() {
@@ -145,7 +162,7 @@ pub fn scan<P: Payloads>(buf: &[u8], base: LogPos) -> Scan<P::Record<'_>> {
             Ok(frame) => {
                 let len = frame.encoded_len();
                 match P::decode(frame) {
-                    Ok(record) => records.push((pos as u64, record)),
+                    Ok(record) => each(pos as u64, record),
                     Err(e) => break unreadable(pos, &e),
                 }
                 // In bounds: `open` checked the length against the buffer.
@@ -155,11 +172,7 @@ pub fn scan<P: Payloads>(buf: &[u8], base: LogPos) -> Scan<P::Record<'_>> {
             Err(e) => break classify::<P>(buf, base, pos, e),
         }
     };
-    Scan {
-        records,
-        valid_len: pos as u64,
-        end,
-    }
+    (pos as u64, end)
 }
 
 /// A frame at `pos` that passed its checksum but does not read: it was

@@ -24,11 +24,10 @@ use crate::buffer::BufferPool;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::io::Storage;
-use crate::parallel::on_threads;
+use crate::parallel::taking_turns;
 use crate::persist::SchemeKind;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A snapshot's catalog file, read.
@@ -127,16 +126,8 @@ pub(crate) fn load(
     // Files of different key ranges go to different threads' trees at
     // once; a thread takes the next file when it is done with one, so
     // files of uneven sizes still share the threads out.
-    let next = AtomicUsize::new(0);
-    let threads = threads.clamp(1, parts.len().max(1));
-    let results = on_threads("snapshot load", 0..threads, |_, _| {
-        let (mut rows, mut bytes) = (0, 0);
-        while let Some(path) = parts.get(next.fetch_add(1, Ordering::Relaxed)) {
-            let (r, b) = load_file(storage.as_ref(), pool, scheme, &trees, path)?;
-            rows += r;
-            bytes += b;
-        }
-        Ok((rows, bytes))
+    let results = taking_turns("snapshot load", threads, parts.iter().collect(), |_, path| {
+        load_file(storage.as_ref(), pool, scheme, &trees, path)
     })?;
     let mut out = Loaded {
         stale,

@@ -393,6 +393,16 @@ pub fn scan_segment(buf: &[u8], base: LogPos) -> SegmentScan<'_> {
     scan::scan::<Records>(buf, base)
 }
 
+/// [`scan_segment`] record by record ([`scan::scan_each`]): `each(offset,
+/// record)` in order, then the bytes of valid log and how the scan ended.
+pub fn scan_segment_each<'a>(
+    buf: &'a [u8],
+    base: LogPos,
+    each: impl FnMut(u64, Record<'a>),
+) -> (u64, scan::ScanEnd) {
+    scan::scan_each::<Records>(buf, base, each)
+}
+
 /// The record in an opened frame.
 fn decode_payload(frame: Frame<'_>) -> Result<Record<'_>, DecodeError> {
     let rec = frame.payload;

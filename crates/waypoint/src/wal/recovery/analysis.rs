@@ -1,16 +1,18 @@
-//! Analysis over all partitions (seed 000 §3.7): a thread per partition,
-//! then the winners (a commit all of whose dependencies survived), the
+//! Analysis over all partitions (seed 000 §3.7): every segment walked on
+//! the recovery threads, each partition decided in stream order, then the
+//! winners (a commit all of whose dependencies survived), the
 //! check against the synced positions of the checkpoint metadata
 //! (docs/decisions/023-synced-positions-outside-the-log.md), the changes to
 //! the log's files, and redo into a [`Recovery`] whose losers undo reverts.
 //! Nothing on disk changes before [`Analysis::apply`].
 
-use super::partition_log::{analyze_partition, partition_ids, PartitionLog};
+use super::partition_log::{analyze_partition, list_segments, partition_ids, PartitionLog, Segments};
 use super::report::{RecoveredPartition, RecoveryReport};
+use super::segment_walk::walk_segment;
 use super::Recovery;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
-use crate::parallel::on_threads;
+use crate::parallel::{on_threads, taking_turns};
 use crate::ids::{Gsn, LogPos};
 use crate::io::Storage;
 use crate::persist::SchemeKind;
@@ -41,7 +43,7 @@ impl Analysis {
         self.logs.iter().map(|l| l.recovered.clone()).collect()
     }
 
-    /// Analysis: read every partition below `log_dir` (a thread each) and
+    /// Analysis: read every partition below `log_dir` (on one thread) and
     /// decide the winners. Reads only; records with a GSN at or below
     /// `floor` are ignored.
     pub fn read(storage: &dyn Storage, log_dir: &Path, floor: Gsn) -> Result<Analysis> {
@@ -49,10 +51,12 @@ impl Analysis {
     }
 
     /// [`Analysis::read`] of `scheme`'s log: a segment of another scheme
-    /// is refused ([`Error::LogSchemeMismatch`]). `threads` are shared out
-    /// among the partitions: each partition reads and decodes that many
-    /// segments at a time (at least one), so a log of few partitions (a
-    /// central log has one) still uses every thread.
+    /// is refused ([`Error::LogSchemeMismatch`]). Analysis runs on
+    /// `threads` threads whatever the number of partitions: every segment
+    /// of every partition is read, decoded and walked by the next free
+    /// thread (`segment_walk`), then each partition's segments are decided
+    /// in stream order (`analyze_partition`), the partitions again shared
+    /// out among the threads.
     pub fn read_for(
         scheme: SchemeKind,
         storage: &dyn Storage,
@@ -61,10 +65,28 @@ impl Analysis {
         threads: usize,
     ) -> Result<Analysis> {
         let t0 = Instant::now();
-        let ids = partition_ids(storage, log_dir)?;
-        let per_partition = (threads / ids.len().max(1)).max(1);
-        let logs = on_threads("log analysis", &ids, |_, &id| {
-            analyze_partition(storage, log_dir, scheme, id, floor, per_partition)
+        let threads = threads.max(1);
+        let partitions: Vec<Segments> = partition_ids(storage, log_dir)?
+            .into_iter()
+            .map(|id| list_segments(storage, log_dir, id))
+            .collect::<Result<_>>()?;
+        let work: Vec<(u32, LogPos, PathBuf)> = partitions
+            .iter()
+            .flat_map(|p| p.starts.iter().map(|(start, path)| (p.id, *start, path.clone())))
+            .collect();
+        let mut walks = taking_turns(
+            "log analysis",
+            threads,
+            work,
+            |_, (id, start, path)| walk_segment(storage, (id, scheme, floor), start, path),
+        )?
+        .into_iter();
+        let per_partition: Vec<_> = partitions
+            .iter()
+            .map(|p| (p, walks.by_ref().take(p.starts.len()).collect::<Vec<_>>()))
+            .collect();
+        let logs = taking_turns("log analysis", threads, per_partition, |_, (p, walks)| {
+            analyze_partition(log_dir, p, walks)
         })?;
         let mut report = RecoveryReport {
             partitions: logs.len(),
@@ -193,8 +215,9 @@ impl Analysis {
             );
         }
         let ended: FxHashSet<u64> = logs.iter().flat_map(|l| l.ended.iter().copied()).collect();
-        // A partition each: a look-up or two per record is redo-sized work.
-        let per_log = on_threads("loser scan", &logs, |_, l| {
+        // A partition at a time on each thread: a look-up or two per record
+        // is redo-sized work.
+        let per_log = taking_turns("loser scan", threads.max(1), logs.iter().collect(), |_, l| {
             let mut losers = FxHashSet::default();
             let mut last = None;
             for r in &l.records {
@@ -232,3 +255,6 @@ impl Analysis {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

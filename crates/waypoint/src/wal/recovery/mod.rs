@@ -1,8 +1,9 @@
 //! Restart after a crash: analysis, redo, undo (seed 000 §3.7, Fig. 7).
 //!
-//! - **Analysis** ([`Analysis::read_for`]), a thread per partition, each
-//!   reading and decoding a window of segments in parallel when the
-//!   recovery threads outnumber the partitions: read every segment, stop at the torn tail (records that stop exactly where the
+//! - **Analysis** ([`Analysis::read_for`]), on the recovery threads: each
+//!   segment of every partition read, decoded and walked by the next free
+//!   thread, then each partition decided in stream order: read every
+//!   segment, stop at the torn tail (records that stop exactly where the
 //!   next segment starts are that segment's end, followed by a recycled
 //!   file's old bytes), refuse corruption in the middle and missing
 //!   segments; collect page records, commit records (with their dependency
@@ -44,6 +45,7 @@
 mod analysis;
 mod partition_log;
 mod report;
+mod segment_walk;
 #[cfg(test)]
 mod tests;
 mod undo;

@@ -1,23 +1,21 @@
-//! One partition's analysis (seed 000 §3.7): read its segments in stream
-//! order, find where the durable log ends (a torn tail, a structure
+//! One partition's analysis (seed 000 §3.7): from its segments, each read
+//! and walked on its own (`segment_walk`, on any recovery thread), decide
+//! in stream order where the durable log ends (a torn tail, a structure
 //! modification cut short, segments never synced) and keep its page,
 //! commit and end records. It only reads; the changes to the partition's
 //! files it decides on are made by `PartitionLog::apply`, after the
 //! caller's checks, so a refused open leaves the files as they were.
 
-use super::report::RecoveredPartition;
 use super::corruption;
+use super::report::RecoveredPartition;
+use super::segment_walk::SegmentWalk;
 use crate::error::{Error, Result};
 use crate::ids::{Gsn, LogPos};
 use crate::io::{OpenMode, Storage};
-use crate::logstore::frame;
-use crate::logstore::scan::ScanEnd;
 use crate::logstore::segment;
 use crate::logstore::segment::parse_segment_name;
-use crate::parallel::on_threads;
-use crate::persist::SchemeKind;
 use crate::wal::partition::partition_dir;
-use crate::wal::record::{self, RecordBody, RecordKind};
+use crate::wal::record::RecordKind;
 use std::path::{Path, PathBuf};
 
 /// One record kept in memory between analysis and undo.
@@ -34,16 +32,16 @@ pub(in crate::wal) struct Logged {
     pub smo: u32,
     /// Where the whole encoded record lies in its partition's arenas
     /// ([`PartitionLog::bytes_of`]).
-    arena: u32,
-    len: u32,
-    at: usize,
+    pub(super) arena: u32,
+    pub(super) len: u32,
+    pub(super) at: usize,
 }
 
 /// A change to the log's files that analysis decided on, applied by
 /// [`Analysis::apply`](super::Analysis::apply) in the order decided (stream
 /// order per partition).
 #[derive(Debug)]
-enum FileAction {
+pub(super) enum FileAction {
     /// Remove a segment that holds nothing durable (`why` says what it is).
     Remove { path: PathBuf, why: &'static str },
     /// Keep a segment: cut it to `len` bytes if given (a torn tail, a
@@ -60,7 +58,7 @@ pub(in crate::wal) struct PartitionLog {
     /// The segment the log ends in (the last one kept), if any.
     pub(super) end_segment: Option<PathBuf>,
     /// What `Analysis::apply` changes on disk.
-    actions: Vec<FileAction>,
+    pub(super) actions: Vec<FileAction>,
     /// Page records in log order, which is GSN order.
     pub(in crate::wal) records: Vec<Logged>,
     pub(super) commits: Vec<(u64, Vec<(u32, LogPos)>)>,
@@ -68,9 +66,9 @@ pub(in crate::wal) struct PartitionLog {
     pub(super) bytes: u64,
     pub(super) torn_tails: usize,
     /// Structure modifications seen so far (numbers `Logged::smo`).
-    smos: u32,
-    /// The page records' bytes, one arena per segment (one allocation per
-    /// segment, not one per record).
+    pub(super) smos: u32,
+    /// The page records' bytes: each segment kept, as it was read (one
+    /// allocation per segment, nothing copied per record).
     arenas: Vec<Box<[u8]>>,
 }
 
@@ -132,29 +130,15 @@ pub(crate) fn partition_ids(storage: &dyn Storage, log_dir: &Path) -> Result<Vec
     Ok(ids)
 }
 
-/// Index of the first record of an unfinished structure modification at
-/// the end of `records`, if the last record says more should follow.
-fn unfinished_smo(records: &[(u64, record::Record<'_>)]) -> Option<usize> {
-    let last = records.len().checked_sub(1)?;
-    if !records[last].1.header.smo_more {
-        return None;
-    }
-    let mut first = last;
-    while first > 0 && records[first - 1].1.header.smo_more {
-        first -= 1;
-    }
-    Some(first)
+/// A partition's segment files, in stream order: the work analysis
+/// shares out among its threads.
+pub(super) struct Segments {
+    pub id: u32,
+    pub starts: Vec<(LogPos, PathBuf)>,
 }
 
-pub(super) fn analyze_partition(
-    storage: &dyn Storage,
-    log_dir: &Path,
-    scheme: SchemeKind,
-    id: u32,
-    floor: Gsn,
-    window: usize,
-) -> Result<PartitionLog> {
-    assert!(window >= 1, "at least one segment at a time");
+/// List partition `id`'s segments below `log_dir`.
+pub(super) fn list_segments(storage: &dyn Storage, log_dir: &Path, id: u32) -> Result<Segments> {
     let dir = partition_dir(log_dir, id);
     let mut starts: Vec<(LogPos, PathBuf)> = Vec::new();
     for path in storage.list_dir(&dir)? {
@@ -170,17 +154,35 @@ pub(super) fn analyze_partition(
         }
     }
     starts.sort();
+    Ok(Segments { id, starts })
+}
+
+/// One partition's analysis from its segments' walks (in stream order,
+/// one per segment of `segments`): decide where its durable log ends and
+/// keep what lies before.
+pub(super) fn analyze_partition(
+    log_dir: &Path,
+    segments: &Segments,
+    walks: Vec<SegmentWalk>,
+) -> Result<PartitionLog> {
+    assert_eq!(segments.starts.len(), walks.len(), "a walk per segment");
+    let id = segments.id;
+    // Sized once: growing a vector of millions of records copies them.
+    let records = walks
+        .iter()
+        .map(|w| w.walked.as_ref().map_or(0, |w| w.records.len()))
+        .sum();
     let mut log = PartitionLog {
         recovered: RecoveredPartition {
             id,
-            end: starts.first().map(|s| s.0).unwrap_or(LogPos::ZERO),
+            end: segments.starts.first().map(|s| s.0).unwrap_or(LogPos::ZERO),
             clock: Gsn::ZERO,
             segments: Vec::new(),
         },
-        dir: dir.clone(),
+        dir: partition_dir(log_dir, id),
         end_segment: None,
         actions: Vec::new(),
-        records: Vec::new(),
+        records: Vec::with_capacity(records),
         commits: Vec::new(),
         ended: Vec::new(),
         bytes: 0,
@@ -188,246 +190,119 @@ pub(super) fn analyze_partition(
         smos: 0,
         arenas: Vec::new(),
     };
-    // Once the log has ended (torn tail, or a segment that does not start
-    // where the previous one ended), later segments can only hold writes
-    // that were never made durable: a crash kept some unsynced writes and
-    // directory entries. Their records prove it by watermarks at or below
-    // the end; anything else is a lost durable segment.
-    let mut ended = false;
-    // The previous segment's records stopped at a bad record: a torn tail
-    // ends the log there, unless the next segment starts exactly there.
-    // Then the segment ended there, and what follows its records in the
-    // file is a recycled file's previous life (spare.rs), not a torn write.
-    let mut stopped: Option<(PathBuf, u64)> = None;
-    // `window` segments at a time are read and decoded in parallel (the
-    // checksums and record decoding are most of analysis' time); what
-    // follows is decided in stream order. One buffer per slot of the
-    // window, reused: a fresh one per segment costs the kernel's zeroing
-    // of its pages again each time.
-    let mut buffers: Vec<Vec<u8>> = vec![Vec::new(); window.min(starts.len()).max(1)];
-    for chunk in starts.chunks(window) {
-        on_threads(
-            "log analysis read",
-            buffers.iter_mut().zip(chunk),
-            |_, (whole, (_, path))| {
-                let file = storage.open(path, OpenMode::ReadOnly)?;
-                let file_len = file.len()?;
-                whole.clear();
-                whole.resize(file_len as usize, 0);
-                file.read_at(whole, 0)
-            },
-        )?;
-        // A segment whose header turns out torn or foreign is decoded for
-        // nothing, which is harmless: decoding is total on any bytes.
-        let scans = on_threads(
-            "log analysis decode",
-            buffers.iter().zip(chunk),
-            |_, (whole, (start, _))| {
-                let body = whole.get(segment::HEADER_SIZE as usize..).unwrap_or(&[]);
-                Ok(record::scan_segment(body, *start))
-            },
-        )?;
-        for ((start, path), (whole, scan)) in chunk.iter().zip(buffers.iter().zip(scans)) {
-            let (start, path) = (*start, path.clone());
-            analyze_segment(
-                &mut log,
-                &mut ended,
-                &mut stopped,
-                (id, scheme, floor),
-                start,
-                path,
-                whole,
-                scan,
-            )?;
-        }
+    let mut walk = Walk {
+        ended: false,
+        stopped: None,
+    };
+    for segment in walks {
+        log.take_segment(&mut walk, segment)?;
     }
-    if let Some((torn, offset)) = stopped {
+    if let Some((torn, offset)) = walk.stopped {
         log.note_torn_tail(&torn, offset);
     }
     Ok(log)
 }
 
-/// One segment of `log`'s partition `id`, in stream order, read into
-/// `whole` and decoded as `scan`: keep its records, or decide it lies
-/// beyond the end of the durable log.
-#[allow(clippy::too_many_arguments)] // the walk's state, passed apart
-fn analyze_segment(
-    log: &mut PartitionLog,
-    ended: &mut bool,
-    stopped: &mut Option<(PathBuf, u64)>,
-    (id, scheme, floor): (u32, SchemeKind, Gsn),
-    start: LogPos,
-    path: PathBuf,
-    whole: &[u8],
-    scan: record::SegmentScan<'_>,
-) -> Result<()> {
-    {
-        if let Some((torn, offset)) = stopped.take() {
-            if start != log.recovered.end {
-                log.note_torn_tail(&torn, offset);
-                *ended = true;
+/// Where the in-order walk over a partition's segments stands.
+struct Walk {
+    /// Once the log has ended (torn tail, or a segment that does not start
+    /// where the previous one ended), later segments can only hold writes
+    /// that were never made durable: a crash kept some unsynced writes and
+    /// directory entries. Their records prove it by watermarks at or below
+    /// the end; anything else is a lost durable segment.
+    ended: bool,
+    /// The previous segment's records stopped at a bad record: a torn tail
+    /// ends the log there, unless the next segment starts exactly there.
+    /// Then the segment ended there, and what follows its records in the
+    /// file is a recycled file's previous life (spare.rs), not a torn write.
+    stopped: Option<(PathBuf, u64)>,
+}
+
+impl PartitionLog {
+    /// The next segment in stream order: keep its records, or decide it
+    /// lies beyond the end of the durable log.
+    fn take_segment(&mut self, walk: &mut Walk, segment: SegmentWalk) -> Result<()> {
+        let SegmentWalk {
+            start,
+            path,
+            header,
+            walked,
+            rises,
+        } = segment;
+        if let Some((torn, offset)) = walk.stopped.take() {
+            if start != self.recovered.end {
+                self.note_torn_tail(&torn, offset);
+                walk.ended = true;
             }
         }
-        match segment::decode_header(&path, whole, scheme)? {
-            segment::Header::Valid { stream, start: s } if stream == id && s == start => {}
-            segment::Header::Valid {
-                stream: partition,
-                start: s,
-            } => {
-                return Err(corruption(
-                    &path,
-                    0,
-                    format!("segment header names partition {partition} at {s}, the file is partition {id} at {start}"),
-                ))
-            }
-            segment::Header::Torn => {
-                // The header is synced with the first records: nothing in
-                // this file was ever durable.
-                log.actions.push(FileAction::Remove {
-                    path,
-                    why: "a log segment whose header was never synced",
-                });
-                *ended = true;
-                return Ok(());
-            }
+        if let segment::Header::Torn = header? {
+            // The header is synced with the first records: nothing in this
+            // file was ever durable.
+            self.actions.push(FileAction::Remove {
+                path,
+                why: "a log segment whose header was never synced",
+            });
+            walk.ended = true;
+            return Ok(());
         }
-        // Offsets below are within `buf`; file offsets are `HEADER_SIZE` more.
-        let buf = &whole[segment::HEADER_SIZE as usize..];
-        let len = buf.len() as u64;
-        if *ended || start != log.recovered.end {
-            let end = log.recovered.end;
-            if let Some((offset, rec)) = scan.records.iter().find(|(_, r)| r.header.watermark > end)
-            {
+        if walk.ended || start != self.recovered.end {
+            let end = self.recovered.end;
+            if let Some(&(offset, watermark)) = rises.iter().find(|(_, w)| *w > end) {
                 // The damage lies before this segment: name where the log
                 // ends too.
-                let ends_in = log
+                let ends_in = self
                     .end_segment
                     .as_ref()
                     .map(|p| format!(" in {}", p.display()))
                     .unwrap_or_default();
                 return Err(corruption(
                     &path,
-                    segment::HEADER_SIZE + *offset,
+                    segment::HEADER_SIZE + offset,
                     format!(
-                        "log segment missing or damaged: this record was written after stream position {} was durable, but the log ends at {end}{ends_in}",
-                        rec.header.watermark
+                        "log segment missing or damaged: this record was written after stream position {watermark} was durable, but the log ends at {end}{ends_in}"
                     ),
                 ));
             }
-            log.actions.push(FileAction::Remove {
+            self.actions.push(FileAction::Remove {
                 path,
                 why: "a log segment written after the end of the durable log",
             });
-            *ended = true;
+            walk.ended = true;
             return Ok(());
         }
-        if let Some(err) = scan.end.to_error(&path, segment::HEADER_SIZE) {
-            return Err(err);
+        let walked = walked?;
+        if walked.smo_cut {
+            tracing::info!(path = %path.display(), offset = walked.valid, "log ends inside a structure modification");
+            self.torn_tails += 1;
+            walk.ended = true;
+        } else if let Some(offset) = walked.torn_at {
+            walk.stopped = Some((path.clone(), offset));
         }
-        let mut valid = scan.valid_len;
-        let mut records = scan.records.as_slice();
-        if let ScanEnd::TornTail { offset, .. } = &scan.end {
-            *stopped = Some((path.clone(), *offset));
-        }
-        // A structure modification is appended and synced whole, so one
-        // without its last record can only be a tail a crash cut short.
-        if let Some(cut) = unfinished_smo(records) {
-            valid = records[cut].0;
-            records = &records[..cut];
-            tracing::info!(path = %path.display(), offset = valid, "log ends inside a structure modification");
-            *stopped = None;
-            log.torn_tails += 1;
-            *ended = true;
-        }
-        let mut max_gsn = Gsn::ZERO;
-        let mut in_smo = false;
-        let arena_id = u32::try_from(log.arenas.len()).map_err(|_| Error::Internal {
+        let arena = u32::try_from(self.arenas.len()).map_err(|_| Error::Internal {
             what: "more than 2^32 log segments in one partition".into(),
         })?;
-        let mut arena: Vec<u8> = Vec::with_capacity(valid as usize);
-        for (offset, rec) in records {
-            let h = &rec.header;
-            max_gsn = max_gsn.max(h.gsn);
-            if in_smo && !rec.body.kind().is_structural() {
-                return Err(corruption(
-                    &path,
-                    segment::HEADER_SIZE + *offset,
-                    "a structure modification is interrupted by another record",
-                ));
+        let smos_before = self.smos;
+        self.records.extend(walked.records.into_iter().map(|mut r| {
+            r.arena = arena;
+            if r.smo != 0 {
+                r.smo += smos_before;
             }
-            let smo = if in_smo || h.smo_more {
-                if !in_smo {
-                    log.smos += 1;
-                }
-                log.smos
-            } else {
-                0
-            };
-            in_smo = h.smo_more;
-            if rec.body.kind().has_page()
-                && (h.page == 0 || h.page >= crate::buffer::pool::MAX_PAGES)
-            {
-                return Err(corruption(
-                    &path,
-                    segment::HEADER_SIZE + *offset,
-                    format!(
-                        "a log record names page {}, outside the data file's range",
-                        h.page
-                    ),
-                ));
-            }
-            if h.gsn >= crate::wal::partition::MAX_GSN {
-                // The clock's reservation bit (`Partition::clock`) lies
-                // above every GSN a log can reach.
-                return Err(corruption(
-                    &path,
-                    segment::HEADER_SIZE + *offset,
-                    format!("a log record carries GSN {}, beyond the GSN range", h.gsn),
-                ));
-            }
-            if h.gsn <= floor {
-                continue; // reflected in the data file by a checkpoint or clean close
-            }
-            let end = *offset as usize + rec.encoded_len();
-            match &rec.body {
-                RecordBody::Commit { deps, .. } => log.commits.push((h.txn, deps.to_vec())),
-                RecordBody::End => log.ended.push(h.txn),
-                _ => {}
-            }
-            if rec.body.kind().has_page() {
-                // Taken out of the stream, so redo and undo decode the
-                // copy without knowing where it lay.
-                let at = arena.len();
-                arena.extend_from_slice(&buf[*offset as usize..end]);
-                frame::place_at(&mut arena[at..], start.advance(*offset));
-                log.records.push(Logged {
-                    gsn: h.gsn,
-                    txn: h.txn,
-                    page: h.page,
-                    prev: h.prev_gsn,
-                    tree: h.tree,
-                    kind: rec.body.kind(),
-                    compensation: h.compensation,
-                    smo,
-                    arena: arena_id,
-                    len: u32::try_from(end - *offset as usize).map_err(|_| {
-                        corruption(&path, segment::HEADER_SIZE + *offset, "a record of 4 GiB or more")
-                    })?,
-                    at,
-                });
-            }
-        }
-        log.arenas.push(arena.into_boxed_slice());
+            r
+        }));
+        self.smos += walked.smos;
+        self.commits.extend(walked.commits);
+        self.ended.extend(walked.ended);
+        self.arenas.push(walked.arena);
         // Cut the torn tail so new records follow the last valid one.
-        log.actions.push(FileAction::Keep {
+        self.actions.push(FileAction::Keep {
             path: path.clone(),
-            len: (valid < len).then_some(segment::HEADER_SIZE + valid),
+            len: (walked.valid < walked.len).then_some(segment::HEADER_SIZE + walked.valid),
         });
-        log.end_segment = Some(path);
-        log.bytes += valid;
-        log.recovered.clock = log.recovered.clock.max(max_gsn);
-        log.recovered.segments.push((start, valid, max_gsn));
-        log.recovered.end = start.advance(valid);
+        self.end_segment = Some(path);
+        self.bytes += walked.valid;
+        self.recovered.clock = self.recovered.clock.max(walked.max_gsn);
+        self.recovered.segments.push((start, walked.valid, walked.max_gsn));
+        self.recovered.end = start.advance(walked.valid);
+        Ok(())
     }
-    Ok(())
 }
