@@ -136,7 +136,8 @@ pub struct BenchArgs {
     /// Buffer shards of continuous checkpointing [default: 64].
     #[arg(long)]
     pub checkpoint_shards: Option<usize>,
-    /// Checkpoint increments that may run at once [default: 1].
+    /// Checkpoint increments that may run at once, when more than one is
+    /// due [default: a quarter of the cores, 1 to 8].
     #[arg(long)]
     pub checkpoint_threads: Option<usize>,
     /// `silor`: checkpointer threads, each walking a slice of every table
