@@ -12,7 +12,7 @@ use super::segment_walk::walk_segment;
 use super::Recovery;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
-use crate::parallel::{on_threads, taking_turns};
+use crate::parallel::taking_turns;
 use crate::ids::{Gsn, LogPos};
 use crate::io::Storage;
 use crate::persist::SchemeKind;
@@ -28,6 +28,9 @@ pub struct Analysis {
     logs: Vec<PartitionLog>,
     winners: FxHashSet<u64>,
     floor: Gsn,
+    /// The recovery threads: analysis and its file changes run on at most
+    /// this many.
+    threads: usize,
     report: RecoveryReport,
 }
 
@@ -126,6 +129,7 @@ impl Analysis {
             logs,
             winners,
             floor,
+            threads,
             report,
         })
     }
@@ -179,12 +183,14 @@ impl Analysis {
         Ok(())
     }
 
-    /// Make the changes analysis decided on (a thread per partition): cut
-    /// torn tails, remove segments that were never synced, sync every
-    /// segment kept. Afterwards every partition's log is durable up to its
-    /// end ([`Analysis::synced_ends`]).
+    /// Make the changes analysis decided on (a partition at a time on each
+    /// recovery thread): cut torn tails, remove segments that were never
+    /// synced, sync every segment kept. Afterwards every partition's log is
+    /// durable up to its end ([`Analysis::synced_ends`]).
     pub fn apply(&self, storage: &dyn Storage) -> Result<()> {
-        on_threads("log analysis", &self.logs, |_, l| l.apply(storage))?;
+        taking_turns("log analysis", self.threads, self.logs.iter().collect(), |_, l| {
+            l.apply(storage)
+        })?;
         if self.logs.is_empty() {
             return Ok(());
         }

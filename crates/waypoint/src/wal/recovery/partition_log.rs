@@ -67,8 +67,9 @@ pub(in crate::wal) struct PartitionLog {
     pub(super) torn_tails: usize,
     /// Structure modifications seen so far (numbers `Logged::smo`).
     pub(super) smos: u32,
-    /// The page records' bytes: each segment kept, as it was read (one
-    /// allocation per segment, nothing copied per record).
+    /// The page records' bytes, one arena per segment kept: the file as
+    /// read, or a copy of just its page records where they are less than
+    /// half of it (`segment_walk::arena_of`).
     arenas: Vec<Box<[u8]>>,
 }
 

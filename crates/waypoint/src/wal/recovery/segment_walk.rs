@@ -60,8 +60,9 @@ pub(super) struct Walked {
     pub smos: u32,
     pub commits: Vec<(u64, Vec<(u32, LogPos)>)>,
     pub ended: Vec<u64>,
-    /// The whole segment file as read, its page records placed at position
-    /// 0 (`frame::place_at`): the records are not copied out of it.
+    /// The page records' bytes, each placed at position 0
+    /// (`frame::place_at`): the segment file as read when they are most of
+    /// it (nothing copied), else a copy of just them (`arena_of`).
     pub arena: Box<[u8]>,
     /// The largest GSN of any record kept, those at or below the floor
     /// included.
@@ -95,10 +96,9 @@ pub(super) fn walk_segment(
     let body = whole.get(segment::HEADER_SIZE as usize..).unwrap_or(&[]);
     let mut rises = Vec::new();
     let mut walker = Walker::new(&path, floor);
-    // Room for records of 64 bytes on average (TPC-C's average 86): growing
-    // the vector record by record copied it and faulted in fresh pages
-    // several times per segment; untouched room costs no memory.
-    walker.out.records.reserve(body.len() / 64);
+    // Room for records of 128 bytes on average (TPC-C's average 86: the
+    // vector grows once, not record by record from empty).
+    walker.out.records.reserve(body.len() / 128);
     let (valid, end) = record::scan_segment_each(body, start, |offset, rec| {
         if rises.last().is_none_or(|&(_, w)| rec.header.watermark > w) {
             rises.push((offset, rec.header.watermark));
@@ -113,7 +113,7 @@ pub(super) fn walk_segment(
             let offset = (r.at - segment::HEADER_SIZE as usize) as u64;
             frame::place_at(&mut whole[r.at..r.at + r.len as usize], start.advance(offset));
         }
-        walked.arena = std::mem::take(&mut whole).into_boxed_slice();
+        walked.arena = arena_of(std::mem::take(&mut whole), &mut walked.records);
         walked
     });
     Ok(SegmentWalk {
@@ -123,6 +123,26 @@ pub(super) fn walk_segment(
         walked,
         rises,
     })
+}
+
+/// The arena of a segment's kept page `records`, which lie in `whole`, the
+/// segment file as read: the file itself when they are most of it, or a
+/// copy of just them (each record's `at` moved to its copy) when they are
+/// not: a segment mostly below the log floor, the unwritten end of a
+/// preallocated segment, a recycled file's old bytes. Analysis holds the
+/// arenas until undo is done, so they hold little beyond what redo reads.
+fn arena_of(whole: Vec<u8>, records: &mut [Logged]) -> Box<[u8]> {
+    let kept: usize = records.iter().map(|r| r.len as usize).sum();
+    if kept >= whole.len() / 2 {
+        return whole.into_boxed_slice();
+    }
+    let mut arena = Vec::with_capacity(kept);
+    for r in records.iter_mut() {
+        let at = arena.len();
+        arena.extend_from_slice(&whole[r.at..r.at + r.len as usize]);
+        r.at = at;
+    }
+    arena.into_boxed_slice()
 }
 
 /// The per-record walk of a segment, one decoded record at a time: the
