@@ -628,7 +628,6 @@ fn reading_rows_of_an_earlier_run_is_no_remote_dependency() {
 fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
     let sim = SimStorage::new(31);
     let small_segments = || small_segments(&sim, 8192);
-    insert_and_kill(&sim, small_segments(), 300);
     let files = |sim: &SimStorage| -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for part in waypoint::io::Storage::list_dir(sim, std::path::Path::new("/db/wal")).unwrap() {
@@ -636,19 +635,50 @@ fn spare_segments_survive_a_crash_harmlessly_and_a_clean_close_removes_them() {
         }
         out
     };
-    let spares: Vec<_> = files(&sim)
-        .into_iter()
-        .filter(|f| waypoint::logstore::spare::is_spare(f))
-        .collect();
-    assert!(!spares.is_empty(), "the killed process left its spares");
-    let preallocated = files(&sim)
-        .iter()
-        .filter(|f| waypoint::logstore::segment::parse_segment_name(f).is_some())
-        .filter(|f| sim.read_current(f).is_some_and(|b| b.ends_with(&[0; 4096])))
-        .count();
-    assert!(preallocated > 0, "some segments were renamed from spares");
+    let preallocated = |sim: &SimStorage| {
+        files(sim)
+            .iter()
+            .filter(|f| waypoint::logstore::segment::parse_segment_name(f).is_some())
+            .filter(|f| sim.read_current(f).is_some_and(|b| b.ends_with(&[0; 4096])))
+            .count()
+    };
+    // Commits until a segment was renamed from a spare and a new spare is
+    // waiting: the spare thread runs beside the commits, and on a loaded
+    // machine 300 commits could all land before it had one ready.
     let db = Database::open("/db", small_segments()).unwrap();
-    assert_eq!(rows(&db), 300, "every acknowledged insert recovered");
+    let t = db.create_table("t").unwrap();
+    let mut s = db.session();
+    let mut n = 0u32;
+    while n < 300
+        || preallocated(&sim) == 0
+        || !files(&sim)
+            .iter()
+            .any(|f| waypoint::logstore::spare::is_spare(f))
+    {
+        assert!(
+            n < 100_000,
+            "no segment was renamed from a spare in {n} commits"
+        );
+        let mut tx = s.begin().unwrap();
+        tx.insert(&t, &n.to_be_bytes(), &[n as u8; 50]).unwrap();
+        tx.commit().unwrap();
+        n += 1;
+    }
+    drop((s, t));
+    std::mem::forget(db);
+    sim.crash(CrashPolicy::KeepAll);
+    assert!(
+        files(&sim)
+            .iter()
+            .any(|f| waypoint::logstore::spare::is_spare(f)),
+        "the killed process left its spares"
+    );
+    assert!(
+        preallocated(&sim) > 0,
+        "some segments were renamed from spares"
+    );
+    let db = Database::open("/db", small_segments()).unwrap();
+    assert_eq!(rows(&db), n as usize, "every acknowledged insert recovered");
     db.close().unwrap();
     assert_eq!(
         files(&sim),
