@@ -316,10 +316,16 @@ fn a_call_that_fails_stops_parallel_replay_where_serial_replay_stops() {
         })
         .collect();
     for altered in [mixes[2], mixes[mixes.len() - 2]] {
-        let serial = replay_error(altered, 1);
-        let parallel = replay_error(altered, 3);
-        assert!(matches!(serial, Error::Corruption { .. }), "{serial}");
-        assert_eq!(serial.to_string(), parallel.to_string());
+        // Each run writes its own log, whose segment files the writer's
+        // timing cuts differently: the same call is named in either run,
+        // at whatever file and offset it landed.
+        let (serial, parallel) = (replay_error(altered, 1), replay_error(altered, 3));
+        match (&serial, &parallel) {
+            (Error::Corruption { detail: s, .. }, Error::Corruption { detail: p, .. }) => {
+                assert_eq!(s, p)
+            }
+            _ => panic!("expected corruption from both: {serial} / {parallel}"),
+        }
     }
 }
 
