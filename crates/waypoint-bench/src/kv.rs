@@ -18,9 +18,10 @@ pub trait KvTx {
     /// The engine's error: waypoint's, or [`crate::peers::KvError`].
     type Error;
     fn get(&mut self, table: usize, key: &[u8]) -> Result<Option<Vec<u8>>, Self::Error>;
-    /// A read the transaction will write back: engines with pessimistic
-    /// locks (RocksDB's `TransactionDB`) lock the row here, so that two
-    /// read-modify-writes of one row cannot both commit.
+    /// A read the transaction will write back: the engine locks the row
+    /// here (waypoint's `Transaction::get_for_update`, RocksDB's
+    /// `TransactionDB`), so that two read-modify-writes of one row cannot
+    /// both commit and the second waits for the first instead of failing.
     fn get_for_update(&mut self, table: usize, key: &[u8]) -> Result<Option<Vec<u8>>, Self::Error> {
         self.get(table, key)
     }
@@ -53,6 +54,10 @@ impl KvTx for WaypointTx<'_, '_> {
 
     fn get(&mut self, table: usize, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         self.tx.get(&self.tables[table], key)
+    }
+
+    fn get_for_update(&mut self, table: usize, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        self.tx.get_for_update(&self.tables[table], key)
     }
 
     fn insert(&mut self, table: usize, key: &[u8], value: &[u8]) -> Result<(), Error> {

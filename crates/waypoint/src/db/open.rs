@@ -257,7 +257,7 @@ impl Database {
                 return Err(e);
             }
         };
-        let locks = LockTable::with_tids(scheme.orders_writes_by_tid());
+        let locks = LockTable::new(scheme.orders_writes_by_tid(), options.lock_wait);
         let shared = Arc::new(DbShared {
             pool,
             scheme,

@@ -163,6 +163,15 @@ pub struct Options {
     /// the `command` scheme recovery runs the logged calls again, so a
     /// database must be reopened with every procedure its log names.
     pub procedures: crate::procedure::Procedures,
+    /// The longest `Transaction::get_for_update`, and the commit of a
+    /// transaction that used it, wait for a record's lock that another
+    /// transaction holds, before giving up with [`Error::Conflict`]. Those
+    /// locks come in the application's order, so such a wait can be part
+    /// of a deadlock; one between two such transactions ends sooner (the
+    /// younger gives way), one through a plain commit ends here. Range: 0
+    /// (never wait) to 10 s. Default: 5 ms, long against a commit's hold
+    /// of a lock (a few microseconds) and a scheduler's time slice.
+    pub lock_wait: std::time::Duration,
 }
 
 /// One recovery thread per core the process may use, within the range.
@@ -183,6 +192,7 @@ impl Default for Options {
             recovery_threads: default_recovery_threads(),
             persistence: Persistence::default(),
             procedures: crate::procedure::Procedures::default(),
+            lock_wait: Options::DEFAULT_LOCK_WAIT,
         }
     }
 }
@@ -194,6 +204,8 @@ pub(crate) fn out_of_range(option: &str, value: impl std::fmt::Display, range: S
 
 impl Options {
     pub const MAX_RECOVERY_THREADS: usize = 1024;
+    pub const DEFAULT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+    pub const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
     /// These options with the per-worker scheme's options changed by
     /// `change` (starting from the per-worker defaults if another scheme
@@ -270,6 +282,13 @@ impl Options {
                 "recovery_threads",
                 self.recovery_threads,
                 format!("1 to {}", Self::MAX_RECOVERY_THREADS),
+            ));
+        }
+        if self.lock_wait > Self::MAX_LOCK_WAIT {
+            return Err(out_of_range(
+                "lock_wait",
+                format!("{:?}", self.lock_wait),
+                format!("at most {:?}", Self::MAX_LOCK_WAIT),
             ));
         }
         self.persistence.validate()

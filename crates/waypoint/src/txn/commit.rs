@@ -112,6 +112,10 @@ impl Transaction<'_> {
         });
         match &result {
             Ok(_) => {
+                debug_assert!(
+                    self.early_locks.is_empty() && self.early_age == 0,
+                    "early locks released by the commit"
+                );
                 self.finished = true;
                 self.session
                     .db
@@ -130,7 +134,17 @@ impl Transaction<'_> {
         let db = Arc::clone(&self.session.own_db);
         let _quiesce = db.quiesce.read_as(self.session.slot);
         db.check_open()?;
+        let owner = self.session.lock_owner();
         if self.writes.is_empty() {
+            // Stripes `get_for_update` took stay held until after the
+            // commit hook, as a writer's do.
+            let _early = (self.early_age != 0)
+                .then(|| {
+                    let held = std::mem::take(&mut self.early_locks);
+                    let age = std::mem::take(&mut self.early_age);
+                    StripeGuard::lock_after(&db.locks, held, age, [], owner)
+                })
+                .transpose()?;
             let me = self.session.next_owner();
             self.validate(&db, me, &[])?;
             let observed = self.observed_tids(&[]);
@@ -143,12 +157,16 @@ impl Transaction<'_> {
         // A full log disk refuses writes before anything is locked.
         db.check_writable()?;
         let me = self.session.next_owner();
-        let stripes = self
-            .writes
-            .keys()
-            .map(|(t, k)| LockTable::stripe(*t, k))
-            .collect();
-        let locks = StripeGuard::lock(&db.locks, stripes, self.session.lock_owner());
+        let stripes = self.writes.keys().map(|(t, k)| LockTable::stripe(*t, k));
+        // Stripes held since a `get_for_update` break the ascending order:
+        // the rest are then waited for only so long (`locks` header).
+        let locks = if self.early_age == 0 {
+            StripeGuard::lock(&db.locks, stripes.collect(), owner)
+        } else {
+            let held = std::mem::take(&mut self.early_locks);
+            let age = std::mem::take(&mut self.early_age);
+            StripeGuard::lock_after(&db.locks, held, age, stripes, owner)?
+        };
         // A rollback that failed left its placeholders behind and poisoned
         // the database before releasing these locks: seen from here, so no
         // commit builds on what it left.

@@ -14,13 +14,32 @@
 //! larger commit lock table").
 //!
 //! Invariant: a stripe's owner is set only by its owner's CAS from 0 and
-//! cleared only by that owner; owners acquire stripes in ascending order,
-//! so lock waits cannot form a cycle.
+//! cleared only by that owner. A commit that holds nothing yet acquires
+//! its stripes in ascending order and may wait as long as it takes; a
+//! transaction that holds stripes out of that order (taken early by
+//! `Transaction::get_for_update`) waits for another at most
+//! `Options::lock_wait` and then gives up with `Conflict`. So every cycle
+//! of waits contains a bounded wait, and no deadlock outlasts it.
+//!
+//! Deadlocks end sooner, by wound-wait: such a transaction has an age
+//! (when it took its first early stripe). Waiting for a younger holder of
+//! early stripes, it wounds it; a wounded transaction gives up (`Conflict`)
+//! as soon as it waits for a stripe itself. A cycle of waits has an older
+//! waiter with a younger holder, which is waiting too, so it is broken at
+//! once; the oldest transaction never gives way. The one that gave way
+//! then waits, its stripes released, until the transaction that wounded
+//! it has ended (`step_aside`), so that its retry does not take the
+//! stripes back first. (Without these, a test's transfers chased each
+//! other 1,000 times in a row: with limits alone two deadlocked, gave up
+//! together, retried together and deadlocked again; with wounds alone the
+//! wounded retry took its first stripe back while the older waiter slept
+//! in its backoff.)
 
 use crate::buffer::latch::Backoff;
-use std::num::NonZeroU16;
 use crate::ids::Tid;
+use std::num::NonZeroU16;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 const STRIPE_BITS: u32 = 20;
 
@@ -43,6 +62,11 @@ impl LockOwner {
     fn raw(self) -> u16 {
         self.0.get()
     }
+
+    /// The session slot, an index of per-slot tables.
+    fn slot(self) -> usize {
+        usize::from(self.0.get() - 1)
+    }
 }
 
 pub(crate) struct LockTable {
@@ -59,7 +83,32 @@ pub(crate) struct LockTable {
     /// commit (its durability, under RFA). Raised under the stripe's
     /// lock, before its release.
     delete_marks: Box<[AtomicU64]>,
+    /// The longest an owner holding stripes out of order waits for one
+    /// more (module header; `Options::lock_wait`).
+    pub(crate) early_wait: Duration,
+    /// Per session slot, the age of the transaction holding stripes out
+    /// of order (0: none), with `WOUNDED` once an older one waits for it:
+    /// set before its first early stripe is taken, cleared after its last
+    /// is released.
+    ages: Box<[AtomicU64]>,
+    /// The last age given out.
+    last_age: AtomicU64,
+    /// Per session slot, the owner that last wounded its transaction.
+    wounders: Box<[AtomicU16]>,
 }
+
+/// Why `LockTable::lock_by` gave up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Refusal {
+    /// Not granted within `early_wait`.
+    TimedOut,
+    /// An older transaction, of slot `by` and age `age`, waits for one of
+    /// the refused owner's stripes.
+    Wounded { by: usize, age: u64 },
+}
+
+/// The bit of an age that says an older transaction waits for its owner.
+const WOUNDED: u64 = 1 << 63;
 
 /// Delete marks are kept per `1 << DELETE_MARK_BITS` groups of stripes:
 /// coarser than the stripes (2 MiB rather than 8), which only makes a
@@ -67,14 +116,18 @@ pub(crate) struct LockTable {
 const DELETE_MARK_BITS: u32 = 18;
 
 impl LockTable {
-    #[cfg(test)]
-    pub(crate) fn new() -> Self {
-        Self::with_tids(false)
-    }
-
-    /// A lock table that also keeps each stripe's last TID if `tids`.
-    pub(crate) fn with_tids(tids: bool) -> Self {
+    /// A lock table that also keeps each stripe's last TID if `tids`, and
+    /// bounds waits out of order by `early_wait`.
+    pub(crate) fn new(tids: bool, early_wait: Duration) -> Self {
         LockTable {
+            early_wait,
+            ages: (0..super::epoch::MAX_SESSIONS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            last_age: AtomicU64::new(0),
+            wounders: (0..super::epoch::MAX_SESSIONS)
+                .map(|_| AtomicU16::new(0))
+                .collect(),
             stripes: (0..1usize << STRIPE_BITS)
                 .map(|_| AtomicU16::new(0))
                 .collect(),
@@ -150,6 +203,81 @@ impl LockTable {
         }
     }
 
+    /// Give `owner` an age, before it takes its first stripe out of order;
+    /// returns it. Later ages are larger (younger).
+    pub(crate) fn begin_early(&self, owner: LockOwner) -> u64 {
+        let age = self.last_age.fetch_add(1, Ordering::Relaxed) + 1;
+        self.ages[owner.slot()].store(age, Ordering::Release);
+        age
+    }
+
+    /// Take `stripe` for `owner`, a transaction of age `age` (module
+    /// header) that holds stripes out of order or is about to: wounds a
+    /// younger holder; refused once `owner` is wounded itself, or after
+    /// `early_wait`. Granted at once if `owner` holds it.
+    pub(crate) fn lock_by(&self, stripe: u32, owner: LockOwner, age: u64) -> Result<(), Refusal> {
+        debug_assert!(age != 0 && age & WOUNDED == 0, "an age from begin_early");
+        let slot = &self.stripes[stripe as usize];
+        let asked = Instant::now();
+        let mut backoff = Backoff::new();
+        loop {
+            match slot.compare_exchange_weak(0, owner.raw(), Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(held) if held == owner.raw() => return Ok(()),
+                // A spurious failure of the weak exchange: try again.
+                Err(0) => continue,
+                Err(held) => {
+                    if self.ages[owner.slot()].load(Ordering::Acquire) & WOUNDED != 0 {
+                        let by = usize::from(self.wounders[owner.slot()].load(Ordering::Acquire));
+                        let age = self.ages[by].load(Ordering::Acquire);
+                        return Err(Refusal::Wounded { by, age });
+                    }
+                    let holder = usize::from(held - 1);
+                    let theirs = self.ages[holder].load(Ordering::Acquire);
+                    if theirs > age && theirs & WOUNDED == 0 {
+                        self.wounders[holder].store(owner.slot() as u16, Ordering::Release);
+                        // Fails harmlessly if that transaction ended meanwhile.
+                        let _ = self.ages[holder].compare_exchange(
+                            theirs,
+                            theirs | WOUNDED,
+                            Ordering::AcqRel,
+                            Ordering::Relaxed,
+                        );
+                    }
+                    if asked.elapsed() >= self.early_wait {
+                        return Err(Refusal::TimedOut);
+                    }
+                    backoff.wait();
+                }
+            }
+        }
+    }
+
+    /// After `refusal`, with every stripe released: a wounded owner waits
+    /// until the transaction that wounded it ended (at most `early_wait`),
+    /// so that its retry does not take back the stripes that one waits
+    /// for (module header).
+    pub(crate) fn step_aside(&self, refusal: Refusal) {
+        let Refusal::Wounded { by, age } = refusal else {
+            return;
+        };
+        let asked = Instant::now();
+        let mut backoff = Backoff::new();
+        while age != 0
+            && self.ages[by].load(Ordering::Acquire) & !WOUNDED == age & !WOUNDED
+            && asked.elapsed() < self.early_wait
+        {
+            backoff.wait();
+        }
+    }
+
+    /// Release the stripes `owner` took out of order (all it holds) and
+    /// then its age.
+    pub(crate) fn release_early(&self, stripes: &[u32], owner: LockOwner) {
+        self.unlock_all(stripes, owner);
+        self.ages[owner.slot()].store(0, Ordering::Release);
+    }
+
     pub(crate) fn unlock_all(&self, stripes: &[u32], owner: LockOwner) {
         for &s in stripes {
             let prev = self.stripes[s as usize].swap(0, Ordering::Release);
@@ -175,9 +303,14 @@ pub(crate) struct StripeGuard<'a> {
     table: &'a LockTable,
     stripes: Vec<u32>,
     owner: LockOwner,
+    /// Whether the owner took stripes out of order: its age is cleared on
+    /// drop.
+    early: bool,
 }
 
 impl<'a> StripeGuard<'a> {
+    /// Lock `stripes` in ascending order, waiting as long as each takes:
+    /// for an owner that holds no stripe yet.
     pub(crate) fn lock(table: &'a LockTable, mut stripes: Vec<u32>, owner: LockOwner) -> Self {
         stripes.sort_unstable();
         stripes.dedup();
@@ -186,13 +319,55 @@ impl<'a> StripeGuard<'a> {
             table,
             stripes,
             owner,
+            early: false,
         }
+    }
+
+    /// Take over `held` (stripes `owner`, of age `age`, took out of order:
+    /// distinct) and lock the rest of `more`, each wait ended as
+    /// [`LockTable::lock_by`]'s since the held ones break the ascending
+    /// order. `Conflict` if one is not granted in time; every stripe and
+    /// the age are released then.
+    pub(crate) fn lock_after(
+        table: &'a LockTable,
+        held: Vec<u32>,
+        age: u64,
+        more: impl IntoIterator<Item = u32>,
+        owner: LockOwner,
+    ) -> crate::error::Result<Self> {
+        let mut guard = StripeGuard {
+            table,
+            stripes: held,
+            owner,
+            early: true,
+        };
+        guard.stripes.sort_unstable();
+        let held = guard.stripes.len();
+        let mut more: Vec<u32> = more.into_iter().collect();
+        more.sort_unstable();
+        more.dedup();
+        for s in more {
+            if guard.stripes[..held].binary_search(&s).is_ok() {
+                continue;
+            }
+            if let Err(refusal) = table.lock_by(s, owner, age) {
+                drop(guard);
+                table.step_aside(refusal);
+                return Err(crate::error::Error::Conflict);
+            }
+            guard.stripes.push(s);
+        }
+        Ok(guard)
     }
 }
 
 impl Drop for StripeGuard<'_> {
     fn drop(&mut self) {
-        self.table.unlock_all(&self.stripes, self.owner);
+        if self.early {
+            self.table.release_early(&self.stripes, self.owner);
+        } else {
+            self.table.unlock_all(&self.stripes, self.owner);
+        }
     }
 }
 
@@ -239,7 +414,7 @@ mod tests {
 
     #[test]
     fn a_stripe_is_locked_for_everyone_but_its_owner_until_released() {
-        let table = LockTable::new();
+        let table = LockTable::new(false, Duration::from_millis(5));
         let (a, b) = (LockOwner::of_slot(0), LockOwner::of_slot(1));
         let s = LockTable::stripe(7, b"key");
         {
@@ -248,6 +423,52 @@ mod tests {
             assert!(!table.locked_by_other(s, a), "a's own stripe");
         }
         assert!(!table.locked_by_other(s, b), "released on drop");
+    }
+
+    #[test]
+    fn a_wait_out_of_order_ends_at_its_limit_or_a_wound_and_releases_everything() {
+        let limit = Duration::from_millis(40);
+        let table = LockTable::new(false, limit);
+        let (a, b) = (LockOwner::of_slot(0), LockOwner::of_slot(1));
+        let (x, y, z) = (
+            LockTable::stripe(1, b"x"),
+            LockTable::stripe(1, b"y"),
+            LockTable::stripe(1, b"z"),
+        );
+        let old = table.begin_early(a);
+        let young = table.begin_early(b);
+        assert!(old < young);
+        assert!(table.lock_by(x, a, old).is_ok(), "free: taken");
+        assert!(table.lock_by(x, a, old).is_ok(), "own: taken at once");
+        let asked = Instant::now();
+        assert!(matches!(table.lock_by(x, b, young), Err(Refusal::TimedOut)));
+        assert!(asked.elapsed() >= limit, "the younger waited the limit");
+        // The younger b holds y; the older a, waiting for it, wounds b.
+        assert!(table.lock_by(y, b, young).is_ok());
+        assert!(
+            matches!(table.lock_by(y, a, old), Err(Refusal::TimedOut)),
+            "b did not give way: a's limit"
+        );
+        assert_ne!(table.ages[b.slot()].load(Ordering::Relaxed) & WOUNDED, 0);
+        // Wounded, b gives up at its next wait without waiting it out, and
+        // steps aside until a (still running) ends: here, a's limit.
+        let refusal = table.lock_by(z, a, old).and_then(|()| table.lock_by(x, b, young));
+        assert!(matches!(refusal, Err(Refusal::Wounded { by: 0, .. })), "{refusal:?}");
+        table.unlock_all(&[z], a);
+        let asked = Instant::now();
+        let refused = StripeGuard::lock_after(&table, vec![y], young, [z, x, y], b);
+        assert!(matches!(refused, Err(crate::error::Error::Conflict)));
+        assert!(asked.elapsed() >= limit, "stepped aside: {:?}", asked.elapsed());
+        for s in [y, z] {
+            assert!(!table.locked_by_other(s, a), "b's stripes all released");
+        }
+        assert_eq!(table.ages[b.slot()].load(Ordering::Relaxed), 0, "b's age too");
+        table.release_early(&[x], a);
+        let again = table.begin_early(b);
+        let granted = StripeGuard::lock_after(&table, Vec::new(), again, [z, x], b).expect("free");
+        assert!(table.locked_by_other(x, a) && table.locked_by_other(z, a));
+        drop(granted);
+        assert!(!table.locked_by_other(x, a) && !table.locked_by_other(z, a));
     }
 
     #[test]
@@ -266,7 +487,7 @@ mod tests {
 
     #[test]
     fn the_table_stays_cache_sized() {
-        let table = LockTable::new();
+        let table = LockTable::new(false, Duration::from_millis(5));
         let bytes = std::mem::size_of_val(&*table.stripes);
         assert_eq!(bytes, 2 << 20, "2^20 two-byte stripes");
         let spread: std::collections::HashSet<u32> = (0..10_000u32)

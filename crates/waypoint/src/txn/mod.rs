@@ -3,7 +3,10 @@
 //!
 //! A transaction reads records and their TIDs into a read set, buffers its
 //! writes, and at commit:
-//! 1. locks the stripes of its write set in ascending order (deadlock-free);
+//! 1. locks the stripes of its write set in ascending order (deadlock-free;
+//!    stripes a `get_for_update` took during the body are held already,
+//!    and the rest are then waited for at most `Options::lock_wait`, since
+//!    the held ones broke the order: decision 036);
 //! 2. inserts *absent placeholders* for keys it will create, in tables and
 //!    secondary indexes, so concurrent scanners see them (Silo inserts
 //!    absent records before validating for the same reason: phantoms);

@@ -89,6 +89,8 @@ impl Session {
             reads: Vec::new(),
             scans: Vec::new(),
             writes: BTreeMap::new(),
+            early_locks: Vec::new(),
+            early_age: 0,
             finished: false,
             call: None,
             call_barrier: false,

@@ -6,6 +6,7 @@
 //! Invariant: a read sees committed records and this transaction's own
 //! writes, never another transaction's placeholder as a value.
 
+use super::locks::LockTable;
 use super::session::Session;
 use super::shared::DbShared;
 use crate::btree::BTree;
@@ -65,6 +66,13 @@ pub struct Transaction<'s> {
     pub(super) reads: Vec<PointRead>,
     pub(super) scans: Vec<ScanRead>,
     pub(super) writes: BTreeMap<(u32, Vec<u8>), PendingWrite>,
+    /// Commit-lock stripes taken by `get_for_update`, held until the
+    /// transaction ends: handed to the commit's lock guard, or released
+    /// by an abort.
+    pub(super) early_locks: Vec<u32>,
+    /// The transaction's age in the lock table once it took an early
+    /// stripe (`txn::locks` header); 0 before.
+    pub(super) early_age: u64,
     pub(super) finished: bool,
     /// The stored procedure this transaction runs (`Session::call`): its
     /// name and encoded parameters, shown to the commit hook.
@@ -223,6 +231,54 @@ impl Transaction<'_> {
     /// The value of `key`, seeing this transaction's own writes.
     pub fn get(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.get_with_hint(table, key)?.0)
+    }
+
+    /// `get`, holding the key's commit lock from before the read until the
+    /// transaction ends (SQL's `SELECT ... FOR UPDATE`): no other
+    /// transaction commits a change of the key in between, and another
+    /// `get_for_update` of it waits for this transaction to end. A
+    /// read-modify-write of a hot record so waits its turn where a plain
+    /// `get` would fail validation (`Conflict`) once another commit
+    /// changed the record.
+    ///
+    /// Locks taken here come in the application's order, not the commit's,
+    /// so they can deadlock: an older transaction (by its first such lock)
+    /// waiting for a younger one makes the younger give up at its next
+    /// wait, and any wait gives up after `Options::lock_wait` (5 ms by
+    /// default). Giving up aborts the transaction with `Conflict`; retry
+    /// it then. Meanwhile other
+    /// transactions' commits of the key wait, so do not hold such a
+    /// transaction open while the same thread commits another that writes
+    /// the key.
+    pub fn get_for_update(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_active()?;
+        table.info.check_live()?;
+        let stripe = LockTable::stripe(table.info.id, key);
+        if !self.early_locks.contains(&stripe) {
+            let owner = self.session.lock_owner();
+            if self.early_age == 0 {
+                self.early_age = self.db().locks.begin_early(owner);
+            }
+            if let Err(refusal) = self.db().locks.lock_by(stripe, owner, self.early_age) {
+                // A deadlock's victim releases what it holds.
+                self.finish_abort();
+                self.db().locks.step_aside(refusal);
+                return Err(Error::Conflict);
+            }
+            self.early_locks.push(stripe);
+        }
+        self.get(table, key)
+    }
+
+    /// Release the stripes `get_for_update` took and the age (an abort).
+    fn release_early_locks(&mut self) {
+        if self.early_age != 0 {
+            let stripes = std::mem::take(&mut self.early_locks);
+            self.db()
+                .locks
+                .release_early(&stripes, self.session.lock_owner());
+            self.early_age = 0;
+        }
     }
 
     /// `get`, with a hint to the key's leaf if one is known.
@@ -510,6 +566,7 @@ impl Transaction<'_> {
     }
 
     pub(super) fn finish_abort(&mut self) {
+        self.release_early_locks();
         if !self.finished {
             self.finished = true;
             self.session.log.on_abort();
