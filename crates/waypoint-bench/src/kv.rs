@@ -21,7 +21,8 @@ pub trait KvTx {
     /// A read the transaction will write back: the engine locks the row
     /// here (waypoint's `Transaction::get_for_update`, RocksDB's
     /// `TransactionDB`), so that two read-modify-writes of one row cannot
-    /// both commit and the second waits for the first instead of failing.
+    /// both commit and the second waits for the first (waypoint: up to
+    /// `Options::lock_wait`) instead of failing.
     fn get_for_update(&mut self, table: usize, key: &[u8]) -> Result<Option<Vec<u8>>, Self::Error> {
         self.get(table, key)
     }

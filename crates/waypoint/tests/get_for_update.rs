@@ -56,7 +56,8 @@ const WHILE: Duration = Duration::from_millis(150);
 
 #[test]
 fn another_commit_of_a_locked_key_waits_for_the_holder() {
-    let (db, t) = open(Options::DEFAULT_LOCK_WAIT);
+    // Long enough that the commit waits through the holder's whole turn.
+    let (db, t) = open(Duration::from_secs(10));
     set(&db, &t, b"k", 0);
     let mut holder = db.session();
     let mut tx = holder.begin().unwrap();
@@ -190,6 +191,57 @@ fn in_a_deadlock_of_two_holders_the_younger_gives_way_at_once() {
 }
 
 #[test]
+fn a_held_lock_a_waiting_commit_and_a_new_table_do_not_deadlock() {
+    // The cycle: the plain commit of k waits (inside its commit, holding
+    // the quiesce lock shared) for the holder's lock on k; the new table
+    // waits for that commit to leave; the holder's commit waits for the
+    // new table. The plain commit's wait for a lock taken early must end.
+    let limit = Duration::from_secs(2);
+    let (db, t) = open(limit);
+    set(&db, &t, b"k", 0);
+    let finished = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let finished = Arc::clone(&finished);
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !finished.load(Ordering::SeqCst) {
+                if start.elapsed() > Duration::from_secs(60) {
+                    eprintln!("deadlocked: the commits and the new table still wait after 60 s");
+                    std::process::exit(1);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let mut holder = db.session();
+    let mut tx = holder.begin().unwrap();
+    tx.get_for_update(&t, b"k").unwrap();
+    let (plain, ddl) = std::thread::scope(|scope| {
+        let plain = scope.spawn(|| {
+            let mut s = db.session();
+            let mut w = s.begin().unwrap();
+            w.upsert(&t, b"k", &7u64.to_le_bytes()).unwrap();
+            w.commit().map(|_| ())
+        });
+        std::thread::sleep(WHILE);
+        let ddl = scope.spawn(|| db.create_table("u").map(|_| ()));
+        std::thread::sleep(WHILE);
+        tx.update(&t, b"k", &1u64.to_le_bytes()).unwrap();
+        tx.commit()
+            .expect("the holder commits once the others moved");
+        (plain.join().unwrap(), ddl.join().unwrap())
+    });
+    finished.store(true, Ordering::SeqCst);
+    watchdog.join().unwrap();
+    assert!(
+        matches!(plain, Err(Error::Conflict)),
+        "the plain commit gave way: {plain:?}"
+    );
+    ddl.expect("the table was created");
+    assert_eq!(read(&db, &t, b"k"), 1);
+}
+
+#[test]
 fn transfers_that_lock_in_any_order_keep_the_total() {
     const ACCOUNTS: u64 = 12;
     const INITIAL: u64 = 1_000;
@@ -241,7 +293,9 @@ fn transfers_that_lock_in_any_order_keep_the_total() {
         // Plain readers beside them: a committed audit sees the total.
         scope.spawn(|| {
             let mut s = db.session();
-            while done.load(Ordering::SeqCst) < 4 {
+            // Until the writers are done and an audit has committed (the
+            // writers' locks make plain audits fail validation while held).
+            while done.load(Ordering::SeqCst) < 4 || audits.load(Ordering::Relaxed) == 0 {
                 let mut tx = s.begin().unwrap();
                 let mut sum = 0;
                 for a in 0..ACCOUNTS {

@@ -163,14 +163,16 @@ pub struct Options {
     /// the `command` scheme recovery runs the logged calls again, so a
     /// database must be reopened with every procedure its log names.
     pub procedures: crate::procedure::Procedures,
-    /// The longest `Transaction::get_for_update`, and the commit of a
-    /// transaction that used it, wait for a record's lock that another
-    /// transaction holds, before giving up with [`Error::Conflict`]. Those
-    /// locks come in the application's order, so such a wait can be part
-    /// of a deadlock; one between two such transactions ends sooner (the
-    /// younger gives way), one through a plain commit ends here. Range: 0
-    /// (never wait) to 10 s. Default: 5 ms, long against a commit's hold
-    /// of a lock (a few microseconds) and a scheduler's time slice.
+    /// How long one wait for a record's lock that `Transaction::get_for_update`
+    /// took may last: that of another `get_for_update`, of the commit of a
+    /// transaction that used it, or of any commit of the record. Then the
+    /// waiter gives up with [`Error::Conflict`]. Those locks come in the
+    /// application's order and are held outside the commit, so such a
+    /// wait can be part of a deadlock; one between two such transactions
+    /// ends sooner (the younger gives way, and then waits up to this long
+    /// for the older to end before it returns). Range: 0 (never wait) to
+    /// 10 s. Default: 5 ms, long against a commit's hold of a lock (a few
+    /// microseconds) and a scheduler's time slice.
     pub lock_wait: std::time::Duration,
 }
 

@@ -161,7 +161,7 @@ impl Transaction<'_> {
         // Stripes held since a `get_for_update` break the ascending order:
         // the rest are then waited for only so long (`locks` header).
         let locks = if self.early_age == 0 {
-            StripeGuard::lock(&db.locks, stripes.collect(), owner)
+            StripeGuard::lock(&db.locks, stripes.collect(), owner)?
         } else {
             let held = std::mem::take(&mut self.early_locks);
             let age = std::mem::take(&mut self.early_age);

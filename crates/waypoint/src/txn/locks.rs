@@ -14,26 +14,34 @@
 //! larger commit lock table").
 //!
 //! Invariant: a stripe's owner is set only by its owner's CAS from 0 and
-//! cleared only by that owner. A commit that holds nothing yet acquires
-//! its stripes in ascending order and may wait as long as it takes; a
-//! transaction that holds stripes out of that order (taken early by
-//! `Transaction::get_for_update`) waits for another at most
-//! `Options::lock_wait` and then gives up with `Conflict`. So every cycle
-//! of waits contains a bounded wait, and no deadlock outlasts it.
+//! cleared only by that owner. Every wait for a stripe held out of order
+//! ends: a transaction that holds stripes out of the ascending order
+//! (taken early by `Transaction::get_for_update`, outside the commit and
+//! its quiesce lock) has an age, and any wait for a stripe whose holder
+//! has an age, or by a waiter that has one, gives up with `Conflict` after
+//! `Options::lock_wait` at most. A commit that holds no early stripe waits
+//! for a plain committer's stripes as long as it takes, in ascending
+//! order: those holders are inside their commit and wait for nothing but
+//! higher stripes. So every cycle of waits contains a wait that ends,
+//! including cycles through the quiesce lock (an early holder blocked at
+//! its commit behind a pending DDL or close, which waits for a commit that
+//! waits for the early holder's stripe).
 //!
-//! Deadlocks end sooner, by wound-wait: such a transaction has an age
-//! (when it took its first early stripe). Waiting for a younger holder of
-//! early stripes, it wounds it; a wounded transaction gives up (`Conflict`)
-//! as soon as it waits for a stripe itself. A cycle of waits has an older
-//! waiter with a younger holder, which is waiting too, so it is broken at
-//! once; the oldest transaction never gives way. The one that gave way
-//! then waits, its stripes released, until the transaction that wounded
-//! it has ended (`step_aside`), so that its retry does not take the
-//! stripes back first. (Without these, a test's transfers chased each
-//! other 1,000 times in a row: with limits alone two deadlocked, gave up
-//! together, retried together and deadlocked again; with wounds alone the
-//! wounded retry took its first stripe back while the older waiter slept
-//! in its backoff.)
+//! Deadlocks between early holders end sooner, by wound-wait. Ages grow
+//! with each transaction's first early stripe. Waiting for a younger
+//! holder of early stripes, a transaction wounds it (writes its own owner
+//! into the holder's age word); a wounded transaction gives up as soon as
+//! it waits for a stripe itself. A cycle of such waits has an older waiter
+//! with a younger holder, which is waiting too, so it ends at once, and no
+//! wound makes the oldest give way. The one that gave way then waits, its
+//! stripes released, until the transaction that wounded it has ended
+//! (`step_aside`, at most `lock_wait`), so that its retry does not take
+//! the stripes back first. A retry gets a new age: a victim keeps no
+//! seniority, so starvation is unlikely, not ruled out. (Without these, a
+//! test's transfers chased each other 1,000 times in a row: with limits
+//! alone two deadlocked, gave up together, retried together and
+//! deadlocked again; with wounds alone the wounded retry took its first
+//! stripe back while the older waiter slept in its backoff.)
 
 use crate::buffer::latch::Backoff;
 use crate::ids::Tid;
@@ -86,15 +94,13 @@ pub(crate) struct LockTable {
     /// The longest an owner holding stripes out of order waits for one
     /// more (module header; `Options::lock_wait`).
     pub(crate) early_wait: Duration,
-    /// Per session slot, the age of the transaction holding stripes out
-    /// of order (0: none), with `WOUNDED` once an older one waits for it:
-    /// set before its first early stripe is taken, cleared after its last
-    /// is released.
+    /// Per session slot, the age word of the transaction holding stripes
+    /// out of order (0: none): its age above `AGE_SHIFT`, and below it the
+    /// owner that wounded it (0: not wounded). Set before its first early
+    /// stripe is taken, cleared after its last is released.
     ages: Box<[AtomicU64]>,
     /// The last age given out.
     last_age: AtomicU64,
-    /// Per session slot, the owner that last wounded its transaction.
-    wounders: Box<[AtomicU16]>,
 }
 
 /// Why `LockTable::lock_by` gave up.
@@ -102,13 +108,14 @@ pub(crate) struct LockTable {
 pub(crate) enum Refusal {
     /// Not granted within `early_wait`.
     TimedOut,
-    /// An older transaction, of slot `by` and age `age`, waits for one of
-    /// the refused owner's stripes.
+    /// An older transaction, of slot `by` and age `age` (as read when the
+    /// wound was seen), waits for one of the refused owner's stripes.
     Wounded { by: usize, age: u64 },
 }
 
-/// The bit of an age that says an older transaction waits for its owner.
-const WOUNDED: u64 = 1 << 63;
+/// An age word holds the age above these bits and the wounder's owner in
+/// them.
+const AGE_SHIFT: u32 = 16;
 
 /// Delete marks are kept per `1 << DELETE_MARK_BITS` groups of stripes:
 /// coarser than the stripes (2 MiB rather than 8), which only makes a
@@ -125,9 +132,6 @@ impl LockTable {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             last_age: AtomicU64::new(0),
-            wounders: (0..super::epoch::MAX_SESSIONS)
-                .map(|_| AtomicU16::new(0))
-                .collect(),
             stripes: (0..1usize << STRIPE_BITS)
                 .map(|_| AtomicU16::new(0))
                 .collect(),
@@ -185,8 +189,12 @@ impl LockTable {
         h & ((1 << STRIPE_BITS) - 1)
     }
 
-    /// Lock `stripes` (sorted, deduplicated) for `owner`.
-    pub(crate) fn lock_all(&self, stripes: &[u32], owner: LockOwner) {
+    /// Lock `stripes` (sorted, deduplicated) for `owner`, which holds no
+    /// stripe yet: as long as a plain committer holds one, or until
+    /// `early_wait` passed while a holder of early stripes did (module
+    /// header); false then, with the stripes taken so far still held
+    /// (the caller's guard releases them).
+    fn lock_all(&self, stripes: &[u32], owner: LockOwner, taken: &mut usize) -> bool {
         debug_assert!(
             stripes.windows(2).all(|w| w[0] < w[1]),
             "stripes must be sorted and unique"
@@ -194,20 +202,32 @@ impl LockTable {
         for &s in stripes {
             let slot = &self.stripes[s as usize];
             let mut backoff = Backoff::new();
-            while slot
-                .compare_exchange_weak(0, owner.raw(), Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                backoff.wait();
+            let mut early_since = None;
+            loop {
+                match slot.compare_exchange_weak(0, owner.raw(), Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => break,
+                    Err(0) => continue,
+                    Err(held) => {
+                        if self.ages[usize::from(held - 1)].load(Ordering::Acquire) != 0 {
+                            let since = *early_since.get_or_insert_with(Instant::now);
+                            if since.elapsed() >= self.early_wait {
+                                return false;
+                            }
+                        }
+                        backoff.wait();
+                    }
+                }
             }
+            *taken += 1;
         }
+        true
     }
 
     /// Give `owner` an age, before it takes its first stripe out of order;
     /// returns it. Later ages are larger (younger).
     pub(crate) fn begin_early(&self, owner: LockOwner) -> u64 {
         let age = self.last_age.fetch_add(1, Ordering::Relaxed) + 1;
-        self.ages[owner.slot()].store(age, Ordering::Release);
+        self.ages[owner.slot()].store(age << AGE_SHIFT, Ordering::Release);
         age
     }
 
@@ -216,30 +236,32 @@ impl LockTable {
     /// younger holder; refused once `owner` is wounded itself, or after
     /// `early_wait`. Granted at once if `owner` holds it.
     pub(crate) fn lock_by(&self, stripe: u32, owner: LockOwner, age: u64) -> Result<(), Refusal> {
-        debug_assert!(age != 0 && age & WOUNDED == 0, "an age from begin_early");
+        debug_assert!(age != 0 && age < 1 << (64 - AGE_SHIFT), "an age from begin_early");
         let slot = &self.stripes[stripe as usize];
         let asked = Instant::now();
         let mut backoff = Backoff::new();
+        let wounder_mask = (1u64 << AGE_SHIFT) - 1;
         loop {
-            match slot.compare_exchange_weak(0, owner.raw(), Ordering::Acquire, Ordering::Relaxed) {
+            match slot.compare_exchange_weak(0, owner.raw(), Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return Ok(()),
                 Err(held) if held == owner.raw() => return Ok(()),
                 // A spurious failure of the weak exchange: try again.
                 Err(0) => continue,
                 Err(held) => {
-                    if self.ages[owner.slot()].load(Ordering::Acquire) & WOUNDED != 0 {
-                        let by = usize::from(self.wounders[owner.slot()].load(Ordering::Acquire));
-                        let age = self.ages[by].load(Ordering::Acquire);
+                    let mine = self.ages[owner.slot()].load(Ordering::Acquire);
+                    if mine & wounder_mask != 0 {
+                        let by = (mine & wounder_mask) as usize - 1;
+                        let age = self.ages[by].load(Ordering::Acquire) >> AGE_SHIFT;
                         return Err(Refusal::Wounded { by, age });
                     }
-                    let holder = usize::from(held - 1);
-                    let theirs = self.ages[holder].load(Ordering::Acquire);
-                    if theirs > age && theirs & WOUNDED == 0 {
-                        self.wounders[holder].store(owner.slot() as u16, Ordering::Release);
-                        // Fails harmlessly if that transaction ended meanwhile.
-                        let _ = self.ages[holder].compare_exchange(
+                    let holder = &self.ages[usize::from(held - 1)];
+                    let theirs = holder.load(Ordering::Acquire);
+                    if theirs >> AGE_SHIFT > age && theirs & wounder_mask == 0 {
+                        // Fails harmlessly if that transaction ended meanwhile
+                        // or another wounded it first.
+                        let _ = holder.compare_exchange(
                             theirs,
-                            theirs | WOUNDED,
+                            theirs | u64::from(owner.raw()),
                             Ordering::AcqRel,
                             Ordering::Relaxed,
                         );
@@ -264,7 +286,7 @@ impl LockTable {
         let asked = Instant::now();
         let mut backoff = Backoff::new();
         while age != 0
-            && self.ages[by].load(Ordering::Acquire) & !WOUNDED == age & !WOUNDED
+            && self.ages[by].load(Ordering::Acquire) >> AGE_SHIFT == age
             && asked.elapsed() < self.early_wait
         {
             backoff.wait();
@@ -309,17 +331,29 @@ pub(crate) struct StripeGuard<'a> {
 }
 
 impl<'a> StripeGuard<'a> {
-    /// Lock `stripes` in ascending order, waiting as long as each takes:
-    /// for an owner that holds no stripe yet.
-    pub(crate) fn lock(table: &'a LockTable, mut stripes: Vec<u32>, owner: LockOwner) -> Self {
+    /// Lock `stripes` in ascending order for an owner that holds no stripe
+    /// yet: `Conflict` only where a holder of early stripes kept one past
+    /// `early_wait` (`LockTable::lock_all`).
+    pub(crate) fn lock(
+        table: &'a LockTable,
+        mut stripes: Vec<u32>,
+        owner: LockOwner,
+    ) -> crate::error::Result<Self> {
         stripes.sort_unstable();
         stripes.dedup();
-        table.lock_all(&stripes, owner);
-        StripeGuard {
+        let mut taken = 0;
+        let granted = table.lock_all(&stripes, owner, &mut taken);
+        stripes.truncate(taken);
+        let guard = StripeGuard {
             table,
             stripes,
             owner,
             early: false,
+        };
+        if granted {
+            Ok(guard)
+        } else {
+            Err(crate::error::Error::Conflict)
         }
     }
 
@@ -418,7 +452,7 @@ mod tests {
         let (a, b) = (LockOwner::of_slot(0), LockOwner::of_slot(1));
         let s = LockTable::stripe(7, b"key");
         {
-            let _held = StripeGuard::lock(&table, vec![s, s], a);
+            let _held = StripeGuard::lock(&table, vec![s, s], a).expect("free");
             assert!(table.locked_by_other(s, b));
             assert!(!table.locked_by_other(s, a), "a's own stripe");
         }
@@ -449,7 +483,11 @@ mod tests {
             matches!(table.lock_by(y, a, old), Err(Refusal::TimedOut)),
             "b did not give way: a's limit"
         );
-        assert_ne!(table.ages[b.slot()].load(Ordering::Relaxed) & WOUNDED, 0);
+        assert_eq!(
+            table.ages[b.slot()].load(Ordering::Relaxed) & 0xffff,
+            u64::from(a.raw()),
+            "wounded by a"
+        );
         // Wounded, b gives up at its next wait without waiting it out, and
         // steps aside until a (still running) ends: here, a's limit.
         let refusal = table.lock_by(z, a, old).and_then(|()| table.lock_by(x, b, young));

@@ -236,20 +236,22 @@ impl Transaction<'_> {
     /// `get`, holding the key's commit lock from before the read until the
     /// transaction ends (SQL's `SELECT ... FOR UPDATE`): no other
     /// transaction commits a change of the key in between, and another
-    /// `get_for_update` of it waits for this transaction to end. A
-    /// read-modify-write of a hot record so waits its turn where a plain
-    /// `get` would fail validation (`Conflict`) once another commit
-    /// changed the record.
+    /// `get_for_update` of it waits for this transaction to end, then
+    /// reads what it committed. A read-modify-write of a hot record so
+    /// waits its turn where a plain `get` would fail validation
+    /// (`Conflict`) once another commit changed the record. Meanwhile a
+    /// plain read of the key by another transaction fails its validation,
+    /// as it would against a committer.
     ///
     /// Locks taken here come in the application's order, not the commit's,
     /// so they can deadlock: an older transaction (by its first such lock)
-    /// waiting for a younger one makes the younger give up at its next
-    /// wait, and any wait gives up after `Options::lock_wait` (5 ms by
-    /// default). Giving up aborts the transaction with `Conflict`; retry
-    /// it then. Meanwhile other
-    /// transactions' commits of the key wait, so do not hold such a
-    /// transaction open while the same thread commits another that writes
-    /// the key.
+    /// waiting for a younger one makes the younger give way at its next
+    /// wait. Each wait for such a lock also ends after `Options::lock_wait`
+    /// (5 ms by default), and so does a plain commit's wait for a key held
+    /// here. Giving way aborts the transaction with `Conflict`; retry it
+    /// then. A thread that holds such a transaction open while it commits
+    /// another that writes the key sees that commit wait `lock_wait` and
+    /// fail.
     pub fn get_for_update(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_active()?;
         table.info.check_live()?;
