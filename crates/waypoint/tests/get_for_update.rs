@@ -199,7 +199,16 @@ fn a_held_lock_a_waiting_commit_and_a_new_table_do_not_deadlock() {
     let limit = Duration::from_secs(2);
     let (db, t) = open(limit);
     set(&db, &t, b"k", 0);
+    // Set also when an assertion below panics, so the watchdog does not
+    // report that as a deadlock.
+    struct Finished(Arc<AtomicBool>);
+    impl Drop for Finished {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
     let finished = Arc::new(AtomicBool::new(false));
+    let _finished = Finished(Arc::clone(&finished));
     let watchdog = {
         let finished = Arc::clone(&finished);
         std::thread::spawn(move || {
@@ -233,12 +242,15 @@ fn a_held_lock_a_waiting_commit_and_a_new_table_do_not_deadlock() {
     });
     finished.store(true, Ordering::SeqCst);
     watchdog.join().unwrap();
-    assert!(
-        matches!(plain, Err(Error::Conflict)),
-        "the plain commit gave way: {plain:?}"
-    );
     ddl.expect("the table was created");
-    assert_eq!(read(&db, &t, b"k"), 1);
+    // Where the threads ran in the intended order, the plain commit gave
+    // way; a thread scheduled late (a loaded machine) forms no cycle, and
+    // then the plain commit may come last and succeed.
+    match plain {
+        Err(Error::Conflict) => assert_eq!(read(&db, &t, b"k"), 1),
+        Ok(()) => assert!([1, 7].contains(&read(&db, &t, b"k"))),
+        Err(e) => panic!("{e}"),
+    }
 }
 
 #[test]

@@ -163,10 +163,11 @@ pub struct Options {
     /// the `command` scheme recovery runs the logged calls again, so a
     /// database must be reopened with every procedure its log names.
     pub procedures: crate::procedure::Procedures,
-    /// How long one wait for a record's lock that `Transaction::get_for_update`
-    /// took may last: that of another `get_for_update`, of the commit of a
-    /// transaction that used it, or of any commit of the record. Then the
-    /// waiter gives up with [`Error::Conflict`]. Those locks come in the
+    /// How long one wait for a record's lock may last where
+    /// `Transaction::get_for_update` is involved: a wait for a lock it took
+    /// (by another `get_for_update`, or by any commit of the record), and
+    /// any wait by a transaction that used it (for a lock held by anyone).
+    /// Then the waiter gives up with [`Error::Conflict`]. Those locks come in the
     /// application's order and are held outside the commit, so such a
     /// wait can be part of a deadlock; one between two such transactions
     /// ends sooner (the younger gives way, and then waits up to this long

@@ -108,8 +108,10 @@ pub(crate) struct LockTable {
 pub(crate) enum Refusal {
     /// Not granted within `early_wait`.
     TimedOut,
-    /// An older transaction, of slot `by` and age `age` (as read when the
-    /// wound was seen), waits for one of the refused owner's stripes.
+    /// An older transaction, of slot `by`, waits for one of the refused
+    /// owner's stripes; `age` is that slot's age as read at the refusal
+    /// (a later transaction's, if the wounder ended meanwhile: stepping
+    /// aside then waits for that one, still at most `early_wait`).
     Wounded { by: usize, age: u64 },
 }
 
@@ -213,6 +215,10 @@ impl LockTable {
                             if since.elapsed() >= self.early_wait {
                                 return false;
                             }
+                        } else {
+                            // A plain committer holds it now: the clock
+                            // starts again with the next early holder.
+                            early_since = None;
                         }
                         backoff.wait();
                     }
