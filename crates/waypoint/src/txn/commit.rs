@@ -157,15 +157,21 @@ impl Transaction<'_> {
         // A full log disk refuses writes before anything is locked.
         db.check_writable()?;
         let me = self.session.next_owner();
-        let stripes = self.writes.keys().map(|(t, k)| LockTable::stripe(*t, k));
+        // The write set's stripes in its order, hashed once for the locks,
+        // the TID clock, the delete marks read and those raised.
+        let stripes: Vec<u32> = self
+            .writes
+            .keys()
+            .map(|(t, k)| LockTable::stripe(*t, k))
+            .collect();
         // Stripes held since a `get_for_update` break the ascending order:
         // the rest are then waited for only so long (`locks` header).
         let locks = if self.early_age == 0 {
-            StripeGuard::lock(&db.locks, stripes.collect(), owner)?
+            StripeGuard::lock(&db.locks, stripes.clone(), owner)?
         } else {
             let held = std::mem::take(&mut self.early_locks);
             let age = std::mem::take(&mut self.early_age);
-            StripeGuard::lock_after(&db.locks, held, age, stripes, owner)?
+            StripeGuard::lock_after(&db.locks, held, age, stripes.iter().copied(), owner)?
         };
         // A rollback that failed left its placeholders behind and poisoned
         // the database before releasing these locks: seen from here, so no
@@ -173,7 +179,7 @@ impl Transaction<'_> {
         db.check_open()?;
         let mut undo = Vec::new();
         let mut installing = false;
-        let mut result = self.install(&db, me, &mut undo, &mut installing);
+        let mut result = self.install(&db, me, &stripes, &mut undo, &mut installing);
         if result.is_err() {
             if let Err(full) = self.rollback(&db, &mut undo) {
                 // The rollback is complete in memory, but the log filled up
@@ -189,11 +195,13 @@ impl Transaction<'_> {
     }
 
     /// Steps 2-5 of the protocol, under the write-set locks.
-    /// `installing` is set once writes under the new TID begin.
+    /// `stripes`: the write set's, in its order. `installing` is set once
+    /// writes under the new TID begin.
     fn install(
         &mut self,
         db: &DbShared,
         me: u64,
+        stripes: &[u32],
         undo: &mut Vec<Undo>,
         installing: &mut bool,
     ) -> Result<Tid> {
@@ -281,13 +289,13 @@ impl Transaction<'_> {
         self.session.log.before_epoch();
         let epoch = db.epoch.current();
         max_seen = max_seen.max(self.validate(db, me, &locked)?);
-        let stripes = || self.writes.keys().map(|(t, k)| LockTable::stripe(*t, k));
+        debug_assert_eq!(stripes.len(), self.writes.len(), "a stripe per write");
         if db.locks.keeps_tids() {
-            max_seen = max_seen.max(db.locks.last_tid(stripes()));
+            max_seen = max_seen.max(db.locks.last_tid(stripes.iter().copied()));
         }
         let tid = next_tid(epoch, max_seen, self.session.last_tid, self.session.slot);
         if db.locks.keeps_tids() {
-            db.locks.set_last_tid(stripes(), tid);
+            db.locks.set_last_tid(stripes.iter().copied(), tid);
         }
         let log_index_writes = self.session.log.wants_index_writes();
         let mut index_writes = Vec::new();
@@ -341,12 +349,11 @@ impl Transaction<'_> {
             .filter_map(|(_, _, c, _, _)| c.as_ref().map(|(t, _)| *t))
             .collect();
         let observed = self.observed_tids(&overwritten);
-        let inserted = self
-            .writes
-            .keys()
+        let inserted = stripes
+            .iter()
             .zip(&plans)
             .filter(|(_, (_, _, c, _, _))| c.is_none())
-            .map(|((t, k), _)| LockTable::stripe(*t, k));
+            .map(|(s, _)| *s);
         let absent_mark = self.absent_mark(db, inserted);
         let writes = Writes(&self.writes);
         let procedure = self.call.as_ref().map(|(name, params)| ProcedureCall {
@@ -365,9 +372,9 @@ impl Transaction<'_> {
         if plans.iter().any(|(_, w, c, _, _)| w.value.is_none() && c.is_some()) {
             let mark = self.session.log.delete_mark();
             if mark > 0 {
-                for ((t, k), (_, w, c, _, _)) in self.writes.keys().zip(&plans) {
+                for (s, (_, w, c, _, _)) in stripes.iter().zip(&plans) {
                     if w.value.is_none() && c.is_some() {
-                        db.locks.raise_delete_mark(LockTable::stripe(*t, k), mark);
+                        db.locks.raise_delete_mark(*s, mark);
                     }
                 }
             }
