@@ -14,6 +14,15 @@
 //!   interleaved rounds, with their report, results and figures
 //!   (`waypoint compare`).
 
+/// The binary's version and the git commit it was built from
+/// (`build.rs`), as reports name it: `0.1.0 (commit 4be4cd3f0a1b)`.
+pub const BUILD: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("WAYPOINT_COMMIT"),
+    ")"
+);
+
 pub mod compare;
 pub mod driver;
 pub mod engine;

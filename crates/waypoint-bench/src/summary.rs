@@ -26,6 +26,8 @@ pub struct TypeSummary {
 /// `summary.json`. Counts and bytes cover the measured window only.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// The binary that ran: version and commit ([`crate::BUILD`]).
+    pub build: String,
     pub workload: String,
     /// The driver's and the workload's configuration.
     pub config: serde_json::Value,
@@ -402,6 +404,7 @@ impl Summary {
             Loaded::Existing { records } => (false, records),
         };
         Summary {
+            build: crate::BUILD.to_string(),
             workload: i.workload.to_string(),
             config,
             loaded_now,
@@ -555,6 +558,7 @@ impl Summary {
         if let Some(v) = &self.verify {
             out += &format!("verified: {v}\n");
         }
+        out += &format!("binary: waypoint {}\n", self.build);
         out
     }
 }

@@ -31,7 +31,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(
     name = "waypoint",
-    version,
+    version = waypoint_bench::BUILD,
     about = "waypoint storage engine: benchmarks and tools"
 )]
 struct Cli {

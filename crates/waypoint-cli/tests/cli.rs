@@ -487,6 +487,26 @@ fn tiny_run(workload: &str, extra: &[&str], out: &Path) -> String {
     stdout
 }
 
+/// `--version` names the commit the binary was built from (12 hex digits,
+/// marked when tracked files differed from it), or says it is unknown.
+#[test]
+fn the_version_names_the_commit_built() {
+    let o = waypoint(&["--version"]);
+    assert!(o.status.success());
+    let v = String::from_utf8_lossy(&o.stdout);
+    let commit = v
+        .trim()
+        .strip_prefix(concat!("waypoint ", env!("CARGO_PKG_VERSION"), " (commit "))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{v}"));
+    let hex = commit.strip_suffix("-modified").unwrap_or(commit);
+    assert!(
+        commit == "unknown" || (hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{v}"
+    );
+    assert_eq!(v.trim(), format!("waypoint {}", waypoint_bench::BUILD));
+}
+
 #[test]
 fn tiny_runs_end_to_end_with_a_config_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -523,6 +543,12 @@ fn tiny_runs_end_to_end_with_a_config_file() {
     assert_eq!(v["config"]["wal_zero_fill"], false);
     assert!(v["committed"].as_u64().unwrap() > 0);
     assert!(out.join("series.csv").exists());
+    // The report names the binary that made it.
+    assert_eq!(v["build"], waypoint_bench::BUILD);
+    assert!(
+        stdout.contains(&format!("binary: waypoint {}", waypoint_bench::BUILD)),
+        "{stdout}"
+    );
 
     let out = dir.path().join("tpcb");
     let stdout = tiny_run("tpcb", &["--scale", "2", "--no-pin"], &out);

@@ -78,9 +78,14 @@ fn every_listed_experiment_runs_quick_and_writes_report_results_and_figures() {
             report.contains("| machine |") && report.contains("vs baseline"),
             "{report}"
         );
+        assert!(
+            report.contains(&format!("| binary | waypoint {} |", waypoint_bench::BUILD)),
+            "{report}"
+        );
         assert!(!report.contains("PARTIAL"), "{report}");
         let r = results(&out);
         assert_eq!(r["experiment"], name.as_str());
+        assert_eq!(r["build"], waypoint_bench::BUILD);
         assert!(r["partial"].is_null());
         for run in r["runs"].as_array().unwrap() {
             let rounds = run["rounds"].as_array().unwrap();

@@ -63,6 +63,7 @@ pub fn render(r: &Results) -> String {
         number(r.seconds_taken, 0)
     );
     let _ = writeln!(md, "| machine | {} |", r.machine.describe());
+    let _ = writeln!(md, "| binary | waypoint {} |", r.build);
     let _ = writeln!(
         md,
         "| rounds | {rounds}{}, interleaved: every run once per round, in reverse order every other round |",

@@ -86,6 +86,9 @@ pub struct Results {
     /// UTC, when the experiment started.
     pub date: String,
     pub machine: Machine,
+    /// The binary that ran every run: version and commit
+    /// ([`crate::BUILD`]).
+    pub build: String,
     pub settings: serde_json::Value,
     /// Why the report is partial (Ctrl-C, an error), or None if every
     /// round of every run completed.

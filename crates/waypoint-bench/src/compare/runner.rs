@@ -137,6 +137,7 @@ pub fn run(
         command: command.into(),
         date: super::machine::now_utc(),
         machine: super::machine::Machine::this(work.path()),
+        build: crate::BUILD.to_string(),
         settings: serde_json::to_value(settings).expect("settings serialize"),
         partial: None,
         baseline: experiment.baseline.describe(),
