@@ -2,17 +2,42 @@
 //! and reports `N seeds, F failures`, with each failure's seed, choices,
 //! error and reproduction command. Owns the command's arguments, progress
 //! and report; the simulation itself is `waypoint_sim::run_seed`.
+//!
+//! `--jobs J` runs the seeds in J child processes of this binary, each
+//! taking every J-th seed and reporting each seed as a JSON line: a seed's
+//! panics are collected process-wide (`waypoint_sim::capture_panics`), so
+//! seeds that share a process must run one at a time.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
 use std::time::Instant;
 use waypoint::SchemeKind;
 use waypoint_sim::{run_seed, CheckpointAtCrash, SeedResult, SimOptions, Workload};
 
+/// Most child processes `--jobs` starts.
+const MAX_JOBS: usize = 256;
+
 #[derive(clap::Args)]
 pub struct SimulateArgs {
-    /// Run seeds 0..N [default: 200].
+    /// Run N seeds, from `--first-seed` on [default: 200].
     #[arg(long, conflicts_with = "seed")]
     pub seeds: Option<u64>,
+    /// The first seed of `--seeds` [default: 0].
+    #[arg(long, conflicts_with = "seed")]
+    pub first_seed: Option<u64>,
+    /// Run the seeds in this many child processes at once, 1 to 256
+    /// [default: 1].
+    #[arg(long, conflicts_with = "seed")]
+    pub jobs: Option<usize>,
+    /// A child of `--jobs`: run every this-many-th seed from
+    /// `--first-seed`.
+    #[arg(long, hide = true, default_value_t = 1)]
+    pub stride: u64,
+    /// A child of `--jobs`: print each seed's result as a JSON line and
+    /// nothing else.
+    #[arg(long, hide = true)]
+    pub report_lines: bool,
     /// Run only this seed, with tracing from `RUST_LOG` (e.g.
     /// `RUST_LOG=waypoint=debug`).
     #[arg(long)]
@@ -142,89 +167,257 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     if args.broken_commit_ack {
         extra.push_str(" --broken-commit-ack");
     }
-    let seeds: Vec<u64> = match args.seed {
-        Some(s) => {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-                .with_writer(std::io::stderr)
-                .try_init();
-            vec![s]
-        }
-        None => (0..args.seeds.unwrap_or(200)).collect(),
-    };
-    if args.seed.is_none() {
-        // Panics are reported with their seed, not printed in the middle
-        // of the progress lines.
-        waypoint_sim::capture_panics();
+    if let Some(s) = args.seed {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+        let r = run_seed(s, &options);
+        println!("seed {s}: {}", r.description);
+        let mut tally = Tally::new(1);
+        tally.add(SeedLine::of(&r));
+        return tally.finish(scheme, &extra);
     }
-    let started = Instant::now();
-    let total = seeds.len() as u64;
-    let mut failures: Vec<SeedResult> = Vec::new();
-    let mut acked = 0u64;
-    let mut refused = 0u64;
-    // Where the crashes landed: inside a silor checkpoint (by stage), and
-    // inside recovery.
-    let mut in_checkpoint = [0u64; 3];
-    let mut in_recovery = 0u64;
-    let mut in_workload = 0u64;
-    let mut next_report = 1;
-    for (i, &seed) in seeds.iter().enumerate() {
-        let r = run_seed(seed, &options);
-        if args.seed.is_some() {
-            println!("seed {seed}: {}", r.description);
+    let jobs = args.jobs.unwrap_or(1);
+    if !(1..=MAX_JOBS).contains(&jobs) {
+        bail!("--jobs {jobs} is out of range: 1 to {MAX_JOBS}");
+    }
+    if args.stride == 0 {
+        bail!("--stride 0 is out of range: at least 1");
+    }
+    let first = args.first_seed.unwrap_or(0);
+    let count = args.seeds.unwrap_or(200);
+    let seeds: Vec<u64> = (0..count)
+        .map(|i| {
+            i.checked_mul(args.stride)
+                .and_then(|d| first.checked_add(d))
+        })
+        .collect::<Option<_>>()
+        .context("--first-seed and --seeds run past the largest seed")?;
+    // Panics are reported with their seed, not printed in the middle of
+    // the progress lines.
+    waypoint_sim::capture_panics();
+    if args.report_lines {
+        for &seed in &seeds {
+            let line = serde_json::to_string(&SeedLine::of(&run_seed(seed, &options)))?;
+            println!("{line}");
         }
-        match &r.outcome {
-            Ok(s) => {
-                acked += s.acked;
-                refused += s.refused as u64;
-                if let Some(at) = s.checkpoint_at_crash {
-                    in_checkpoint[match at {
-                        CheckpointAtCrash::Walking => 0,
-                        CheckpointAtCrash::Installing => 1,
-                        CheckpointAtCrash::Pruning => 2,
-                    }] += 1;
+        return Ok(());
+    }
+    let mut tally = Tally::new(seeds.len() as u64);
+    if jobs == 1 {
+        for &seed in &seeds {
+            tally.add(SeedLine::of(&run_seed(seed, &options)));
+        }
+    } else {
+        run_children(jobs, first, count, &extra, &mut tally)?;
+    }
+    tally.finish(scheme, &extra)
+}
+
+/// Run `count` seeds from `first` in `jobs` children (child k takes
+/// seeds `first + k`, `first + k + jobs`, ...), adding each seed's line to
+/// `tally` as it arrives. A seed a child never reported (it died) counts
+/// as failed.
+fn run_children(jobs: usize, first: u64, count: u64, extra: &str, tally: &mut Tally) -> Result<()> {
+    let exe =
+        std::env::current_exe().context("cannot find this binary to start --jobs' children")?;
+    let (tx, rx) = std::sync::mpsc::channel::<Result<SeedLine, String>>();
+    let mut children = Vec::new();
+    for k in 0..(jobs as u64).min(count) {
+        let mine = (count - k).div_ceil(jobs as u64);
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["simulate", "--report-lines"])
+            .args(["--first-seed", &(first + k).to_string()])
+            .args(["--seeds", &mine.to_string()])
+            .args(["--stride", &jobs.to_string()])
+            .args(extra.split_whitespace())
+            .stdout(std::process::Stdio::piped());
+        let mut child = cmd.spawn().context("cannot start a --jobs child")?;
+        let stdout = child.stdout.take().expect("piped");
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let parsed = line.map_err(|e| e.to_string()).and_then(|l| {
+                    serde_json::from_str::<SeedLine>(&l).map_err(|e| format!("{e}: {l}"))
+                });
+                if tx.send(parsed).is_err() {
+                    break;
                 }
-                in_recovery += s.crashed_in_recovery as u64;
-                in_workload += s.froze_in_workload as u64;
             }
-            Err(_) => failures.push(r),
+        });
+        children.push((k, child));
+    }
+    drop(tx);
+    let mut reported = std::collections::HashSet::new();
+    for line in rx {
+        let line =
+            line.map_err(|e| anyhow::anyhow!("a --jobs child's report does not read: {e}"))?;
+        reported.insert(line.seed);
+        tally.add(line);
+    }
+    for (k, mut child) in children {
+        let status = child.wait()?;
+        // Child k's seeds (their sums fit: the parent checked the last).
+        let theirs = (k..count).step_by(jobs).map(|i| first + i);
+        for seed in theirs {
+            if !reported.contains(&seed) {
+                tally.add(SeedLine::lost(
+                    seed,
+                    &format!("its child process ended ({status}) before reporting it"),
+                ));
+            }
         }
-        let done = i as u64 + 1;
-        if total >= 10 && done * 10 >= next_report * total {
+    }
+    Ok(())
+}
+
+/// One seed's result, as the tally counts it and as a `--jobs` child
+/// reports it to its parent.
+#[derive(Serialize, Deserialize)]
+struct SeedLine {
+    seed: u64,
+    description: String,
+    /// Why the seed failed; `None`: it passed.
+    error: Option<String>,
+    acked: u64,
+    refused: bool,
+    /// Where a silor checkpoint was at the crash: 0 walking, 1 between its
+    /// files and its install, 2 pruning.
+    checkpoint_at_crash: Option<u8>,
+    crashed_in_recovery: bool,
+    froze_in_workload: bool,
+}
+
+impl SeedLine {
+    fn of(r: &SeedResult) -> Self {
+        let s = r.outcome.as_ref().ok().cloned().unwrap_or_default();
+        SeedLine {
+            seed: r.seed,
+            description: r.description.clone(),
+            error: r.outcome.as_ref().err().cloned(),
+            acked: s.acked,
+            refused: s.refused,
+            checkpoint_at_crash: s.checkpoint_at_crash.map(|at| match at {
+                CheckpointAtCrash::Walking => 0,
+                CheckpointAtCrash::Installing => 1,
+                CheckpointAtCrash::Pruning => 2,
+            }),
+            crashed_in_recovery: s.crashed_in_recovery,
+            froze_in_workload: s.froze_in_workload,
+        }
+    }
+
+    fn lost(seed: u64, why: &str) -> Self {
+        SeedLine {
+            seed,
+            description: "(not reported)".into(),
+            error: Some(why.into()),
+            acked: 0,
+            refused: false,
+            checkpoint_at_crash: None,
+            crashed_in_recovery: false,
+            froze_in_workload: false,
+        }
+    }
+}
+
+/// The seeds' results as they come in: counts, progress lines every tenth
+/// of the seeds, and the failures for the report.
+struct Tally {
+    total: u64,
+    done: u64,
+    failures: Vec<SeedLine>,
+    acked: u64,
+    refused: u64,
+    /// Crashes inside a silor checkpoint, by stage.
+    in_checkpoint: [u64; 3],
+    in_recovery: u64,
+    in_workload: u64,
+    next_report: u64,
+    started: Instant,
+}
+
+impl Tally {
+    fn new(total: u64) -> Self {
+        Tally {
+            total,
+            done: 0,
+            failures: Vec::new(),
+            acked: 0,
+            refused: 0,
+            in_checkpoint: [0; 3],
+            in_recovery: 0,
+            in_workload: 0,
+            next_report: 1,
+            started: Instant::now(),
+        }
+    }
+
+    fn add(&mut self, line: SeedLine) {
+        if line.error.is_some() {
+            self.failures.push(line);
+        } else {
+            self.acked += line.acked;
+            self.refused += line.refused as u64;
+            if let Some(at) = line.checkpoint_at_crash {
+                self.in_checkpoint[usize::from(at.min(2))] += 1;
+            }
+            self.in_recovery += line.crashed_in_recovery as u64;
+            self.in_workload += line.froze_in_workload as u64;
+        }
+        self.done += 1;
+        let (done, total) = (self.done, self.total);
+        if total >= 10 && done * 10 >= self.next_report * total {
             println!(
                 "{done:>7}/{total} seeds  {:>3}%  {} failures  {:.1} s",
                 done * 100 / total,
-                failures.len(),
-                started.elapsed().as_secs_f64()
+                self.failures.len(),
+                self.started.elapsed().as_secs_f64()
             );
-            while done * 10 >= next_report * total {
-                next_report += 1;
+            while done * 10 >= self.next_report * total {
+                self.next_report += 1;
             }
         }
     }
-    println!(
-        "{total} seeds, {} failures ({:.1} s, {acked} transactions acknowledged before the crashes; \
-         {refused} none-scheme reopens refused as not recoverable)",
-        failures.len(),
-        started.elapsed().as_secs_f64()
-    );
-    // The rest crashed in the close: a scheme whose crashes mostly land
-    // there is hardly tested while it runs.
-    println!("passing seeds whose crash landed inside the workload: {in_workload}");
-    println!("passing seeds that crashed again inside recovery: {in_recovery}");
-    if scheme == Some(SchemeKind::Silor) || in_checkpoint.iter().any(|&n| n > 0) {
+
+    /// Print the report; exit 1 if a seed failed.
+    fn finish(mut self, scheme: Option<SchemeKind>, extra: &str) -> Result<()> {
         println!(
-            "passing silor seeds whose crash landed inside a checkpoint: {} while walking, {} between its files and its install, {} between its install and the end of pruning",
-            in_checkpoint[0], in_checkpoint[1], in_checkpoint[2]
+            "{} seeds, {} failures ({:.1} s, {} transactions acknowledged before the crashes; \
+             {} none-scheme reopens refused as not recoverable)",
+            self.done,
+            self.failures.len(),
+            self.started.elapsed().as_secs_f64(),
+            self.acked,
+            self.refused
         );
+        // The rest crashed in the close: a scheme whose crashes mostly land
+        // there is hardly tested while it runs.
+        println!(
+            "passing seeds whose crash landed inside the workload: {}",
+            self.in_workload
+        );
+        println!(
+            "passing seeds that crashed again inside recovery: {}",
+            self.in_recovery
+        );
+        let c = self.in_checkpoint;
+        if scheme == Some(SchemeKind::Silor) || c.iter().any(|&n| n > 0) {
+            println!(
+                "passing silor seeds whose crash landed inside a checkpoint: {} while walking, {} between its files and its install, {} between its install and the end of pruning",
+                c[0], c[1], c[2]
+            );
+        }
+        self.failures.sort_by_key(|f| f.seed);
+        for f in &self.failures {
+            println!("seed {}: {}", f.seed, f.description);
+            println!("  error: {}", f.error.as_deref().unwrap_or_default());
+            println!("  reproduce: waypoint simulate --seed {}{extra}", f.seed);
+        }
+        if !self.failures.is_empty() {
+            std::process::exit(1);
+        }
+        Ok(())
     }
-    for f in &failures {
-        println!("seed {}: {}", f.seed, f.description);
-        println!("  error: {}", f.outcome.as_ref().unwrap_err());
-        println!("  reproduce: waypoint simulate --seed {}{extra}", f.seed);
-    }
-    if !failures.is_empty() {
-        std::process::exit(1);
-    }
-    Ok(())
 }

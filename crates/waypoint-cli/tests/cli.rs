@@ -430,6 +430,18 @@ fn other_commands_options_out_of_range_are_one_line_naming_the_flag() {
         ),
         (&["crash-test", "ycsb", "--records", "0"], "--records"),
         (&["simulate", "--seeds", "0"], "--seeds 0 is out of range"),
+        (&["simulate", "--jobs", "0"], "--jobs 0 is out of range"),
+        (&["simulate", "--jobs", "257"], "--jobs 257 is out of range"),
+        (
+            &[
+                "simulate",
+                "--first-seed",
+                "18446744073709551615",
+                "--seeds",
+                "2",
+            ],
+            "run past the largest seed",
+        ),
     ];
     for (args, needle) in bad {
         fails_with_one_line(args, needle);
@@ -770,7 +782,9 @@ fn simulate_200_seeds_passes() {
 /// acknowledged before they are durable, the hidden `--unsafe-async`).
 /// Only a few seeds lose an acknowledged commit (those whose crash lands
 /// while commits wait for a paced sync: with 20 seeds, 1 or 2, and now and
-/// then none, which failed CI once on 2026-11-22), so it runs 200.
+/// then none, which failed CI once on 2026-11-22), so it runs 200, in
+/// two child processes (`--jobs`), whose failures reach the report in
+/// seed order.
 #[test]
 fn simulate_reports_failures_with_a_reproduction_command() {
     let o = waypoint(&[
@@ -780,6 +794,8 @@ fn simulate_reports_failures_with_a_reproduction_command() {
         "--workload",
         "bank",
         "--unsafe-async",
+        "--jobs",
+        "2",
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(!o.status.success(), "{stdout}");
@@ -791,8 +807,36 @@ fn simulate_reports_failures_with_a_reproduction_command() {
             && stdout.contains("--workload bank --unsafe-async"),
         "{stdout}"
     );
+    let failed: Vec<u64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("  reproduce: waypoint simulate --seed "))
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(failed.windows(2).all(|w| w[0] < w[1]), "{failed:?}");
+    assert!(failed.iter().all(|&s| s < 200), "{failed:?}");
     fails_with_one_line(&["simulate", "--workload", "voter"], "unknown --workload");
     fails_with_one_line(&["simulate", "--scheme", "ariel"], "unknown --scheme");
+}
+
+/// `--first-seed` and `--jobs` run the seeds asked for, each once, spread
+/// over child processes: the tally counts them all.
+#[test]
+fn simulate_runs_a_range_of_seeds_in_child_processes() {
+    let o = waypoint(&[
+        "simulate",
+        "--seeds",
+        "10",
+        "--first-seed",
+        "50",
+        "--jobs",
+        "3",
+        "--scheme",
+        "per-worker",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}");
+    assert!(stdout.contains("10/10 seeds"), "{stdout}");
+    assert!(stdout.contains("10 seeds, 0 failures ("), "{stdout}");
 }
 
 /// `simulate --scheme silor` takes the checkpoint trigger and thread
