@@ -144,39 +144,46 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             .validate()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    let mut extra = String::new();
+    // The flags that fix a seed's choices, as a reproduction command and
+    // `--jobs`' children take them (values in their parsed form: no
+    // spaces).
+    let mut flags: Vec<String> = Vec::new();
+    let mut flag = |name: &str, value: Option<String>| {
+        flags.push(name.to_string());
+        flags.extend(value);
+    };
     if let Some(w) = workload {
-        extra.push_str(&format!(" --workload {}", w.name()));
+        flag("--workload", Some(w.name().into()));
     }
     if let Some(k) = scheme {
-        extra.push_str(&format!(" --scheme {}", k.name()));
+        flag("--scheme", Some(k.name().into()));
     }
-    if let Some(c) = &args.checkpoint {
-        extra.push_str(&format!(" --checkpoint {c}"));
+    if let Some(c) = &silor_checkpoint {
+        flag("--checkpoint", Some(c.name()));
     }
     if let Some(n) = args.checkpointers {
-        extra.push_str(&format!(" --checkpointers {n}"));
+        flag("--checkpointers", Some(n.to_string()));
     }
     if let Some(n) = args.loggers {
-        extra.push_str(&format!(" --loggers {n}"));
+        flag("--loggers", Some(n.to_string()));
     }
     if args.unsafe_async {
-        extra.push_str(" --unsafe-async");
+        flag("--unsafe-async", None);
     }
     #[cfg(feature = "testing")]
     if args.broken_commit_ack {
-        extra.push_str(" --broken-commit-ack");
+        flag("--broken-commit-ack", None);
     }
     if let Some(s) = args.seed {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_writer(std::io::stderr)
             .try_init();
+        let mut tally = Tally::new(1);
         let r = run_seed(s, &options);
         println!("seed {s}: {}", r.description);
-        let mut tally = Tally::new(1);
         tally.add(SeedLine::of(&r));
-        return tally.finish(scheme, &extra);
+        return tally.finish(scheme, &flags);
     }
     let jobs = args.jobs.unwrap_or(1);
     if !(1..=MAX_JOBS).contains(&jobs) {
@@ -210,66 +217,98 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             tally.add(SeedLine::of(&run_seed(seed, &options)));
         }
     } else {
-        run_children(jobs, first, count, &extra, &mut tally)?;
+        run_children(jobs, first, count, &flags, &mut tally)?;
     }
-    tally.finish(scheme, &extra)
+    tally.finish(scheme, &flags)
 }
 
 /// Run `count` seeds from `first` in `jobs` children (child k takes
 /// seeds `first + k`, `first + k + jobs`, ...), adding each seed's line to
-/// `tally` as it arrives. A seed a child never reported (it died) counts
-/// as failed.
-fn run_children(jobs: usize, first: u64, count: u64, extra: &str, tally: &mut Tally) -> Result<()> {
+/// `tally` as it arrives. A child runs its seeds in order, so when one
+/// ends early the first seed it did not report was running: that seed
+/// fails, and the ones after it count as not run.
+fn run_children(
+    jobs: usize,
+    first: u64,
+    count: u64,
+    flags: &[String],
+    tally: &mut Tally,
+) -> Result<()> {
     let exe =
         std::env::current_exe().context("cannot find this binary to start --jobs' children")?;
-    let (tx, rx) = std::sync::mpsc::channel::<Result<SeedLine, String>>();
-    let mut children = Vec::new();
+    let (tx, rx) = std::sync::mpsc::channel::<(u64, std::io::Result<String>)>();
+    let mut children = Children(Vec::new());
     for k in 0..(jobs as u64).min(count) {
         let mine = (count - k).div_ceil(jobs as u64);
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.args(["simulate", "--report-lines"])
+        let mut child = std::process::Command::new(&exe)
+            .args(["simulate", "--report-lines"])
             .args(["--first-seed", &(first + k).to_string()])
             .args(["--seeds", &mine.to_string()])
             .args(["--stride", &jobs.to_string()])
-            .args(extra.split_whitespace())
-            .stdout(std::process::Stdio::piped());
-        let mut child = cmd.spawn().context("cannot start a --jobs child")?;
+            .args(flags)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("cannot start a --jobs child")?;
         let stdout = child.stdout.take().expect("piped");
         let tx = tx.clone();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout).lines() {
-                let parsed = line.map_err(|e| e.to_string()).and_then(|l| {
-                    serde_json::from_str::<SeedLine>(&l).map_err(|e| format!("{e}: {l}"))
-                });
-                if tx.send(parsed).is_err() {
+                if tx.send((k, line)).is_err() {
                     break;
                 }
             }
         });
-        children.push((k, child));
+        children.0.push(child);
     }
     drop(tx);
-    let mut reported = std::collections::HashSet::new();
-    for line in rx {
-        let line =
-            line.map_err(|e| anyhow::anyhow!("a --jobs child's report does not read: {e}"))?;
-        reported.insert(line.seed);
-        tally.add(line);
-    }
-    for (k, mut child) in children {
-        let status = child.wait()?;
-        // Child k's seeds (their sums fit: the parent checked the last).
-        let theirs = (k..count).step_by(jobs).map(|i| first + i);
-        for seed in theirs {
-            if !reported.contains(&seed) {
-                tally.add(SeedLine::lost(
-                    seed,
-                    &format!("its child process ended ({status}) before reporting it"),
-                ));
+    // Seeds reported, per child (each reports in its own order).
+    let mut reported = vec![0u64; children.0.len()];
+    for (k, line) in rx {
+        match line
+            .map_err(|e| e.to_string())
+            .and_then(|l| serde_json::from_str::<SeedLine>(&l).map_err(|e| format!("{e}: {l:?}")))
+        {
+            Ok(line) => {
+                reported[k as usize] += 1;
+                tally.add(line);
             }
+            Err(e) => tally
+                .problems
+                .push(format!("child {k}'s report does not read: {e}")),
+        }
+    }
+    for (k, child) in children.0.iter_mut().enumerate() {
+        let status = child.wait()?;
+        let theirs: Vec<u64> = (k as u64..count).step_by(jobs).map(|i| first + i).collect();
+        let done = reported[k] as usize;
+        if let Some(&running) = theirs.get(done) {
+            tally.add(SeedLine::lost(
+                running,
+                &format!("its child process ended ({status}) while it ran"),
+            ));
+            tally.not_run += (theirs.len() - done - 1) as u64;
+        } else if !status.success() {
+            tally.problems.push(format!(
+                "child {k} ended ({status}) after reporting its seeds"
+            ));
         }
     }
     Ok(())
+}
+
+/// `--jobs`' children, killed if the parent leaves before waiting for
+/// them (an error starting the next one).
+struct Children(Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
 }
 
 /// One seed's result, as the tally counts it and as a `--jobs` child
@@ -336,6 +375,11 @@ struct Tally {
     in_workload: u64,
     next_report: u64,
     started: Instant,
+    /// Seeds `--jobs`' children did not get to (their child ended early).
+    not_run: u64,
+    /// What went wrong outside the seeds (a child's unreadable report or
+    /// failed exit).
+    problems: Vec<String>,
 }
 
 impl Tally {
@@ -351,6 +395,8 @@ impl Tally {
             in_workload: 0,
             next_report: 1,
             started: Instant::now(),
+            not_run: 0,
+            problems: Vec::new(),
         }
     }
 
@@ -381,8 +427,9 @@ impl Tally {
         }
     }
 
-    /// Print the report; exit 1 if a seed failed.
-    fn finish(mut self, scheme: Option<SchemeKind>, extra: &str) -> Result<()> {
+    /// Print the report; exit 1 if a seed failed or did not run.
+    fn finish(mut self, scheme: Option<SchemeKind>, flags: &[String]) -> Result<()> {
+        let extra: String = flags.iter().map(|f| format!(" {f}")).collect();
         println!(
             "{} seeds, {} failures ({:.1} s, {} transactions acknowledged before the crashes; \
              {} none-scheme reopens refused as not recoverable)",
@@ -415,7 +462,16 @@ impl Tally {
             println!("  error: {}", f.error.as_deref().unwrap_or_default());
             println!("  reproduce: waypoint simulate --seed {}{extra}", f.seed);
         }
-        if !self.failures.is_empty() {
+        if self.not_run > 0 {
+            println!(
+                "{} seeds not run: their child process ended early",
+                self.not_run
+            );
+        }
+        for p in &self.problems {
+            println!("{p}");
+        }
+        if !self.failures.is_empty() || self.not_run > 0 || !self.problems.is_empty() {
             std::process::exit(1);
         }
         Ok(())

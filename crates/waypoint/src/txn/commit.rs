@@ -289,7 +289,6 @@ impl Transaction<'_> {
         self.session.log.before_epoch();
         let epoch = db.epoch.current();
         max_seen = max_seen.max(self.validate(db, me, &locked)?);
-        debug_assert_eq!(stripes.len(), self.writes.len(), "a stripe per write");
         if db.locks.keeps_tids() {
             max_seen = max_seen.max(db.locks.last_tid(stripes.iter().copied()));
         }
