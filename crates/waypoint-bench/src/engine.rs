@@ -120,6 +120,8 @@ impl Default for EngineConfig {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineReport {
+    /// The binary that ran: version and commit ([`crate::BUILD`]).
+    pub build: String,
     pub config: EngineConfig,
     pub data_bytes: u64,
     pub phases: Vec<PhaseResult>,
@@ -390,6 +392,7 @@ pub fn run(config: &EngineConfig, progress: Progress<'_>) -> Result<EngineReport
     db.close()?;
 
     Ok(EngineReport {
+        build: crate::BUILD.to_string(),
         config: config.clone(),
         data_bytes: config.records * (8 + config.value_size as u64),
         phases,

@@ -58,6 +58,8 @@ pub struct UpdatesConfig {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct UpdatesReport {
+    /// The binary that ran: version and commit ([`crate::BUILD`]).
+    pub build: String,
     pub config: UpdatesConfig,
     /// Raw 4 KiB write + `fdatasync`, appended (the file grows).
     pub fdatasync_us: Latency,
@@ -283,6 +285,7 @@ pub fn run(config: &UpdatesConfig) -> Result<UpdatesReport, Error> {
     let n = txns.load(Ordering::Relaxed);
     let commits = (after.commits - before.commits).max(1);
     let report = UpdatesReport {
+        build: crate::BUILD.to_string(),
         config: config.clone(),
         fdatasync_us,
         fdatasync_preallocated_us,

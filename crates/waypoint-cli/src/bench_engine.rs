@@ -68,6 +68,7 @@ pub fn engine(args: &BenchArgs) -> Result<()> {
         "log: {} bytes written ({:.0} bytes per load transaction), {} fdatasyncs",
         report.wal_bytes, report.wal_bytes_per_load_txn, report.wal_syncs
     );
+    println!("binary: waypoint {}", report.build);
     write_summary(args, serde_json::to_string_pretty(&report)?)
 }
 
@@ -114,5 +115,6 @@ pub fn updates(args: &BenchArgs) -> Result<()> {
         r.log_syncs,
         r.remote_flush_fraction
     );
+    println!("binary: waypoint {}", r.build);
     write_summary(args, serde_json::to_string_pretty(&r)?)
 }

@@ -519,6 +519,25 @@ fn the_version_names_the_commit_built() {
     assert_eq!(v.trim(), format!("waypoint {}", waypoint_bench::BUILD));
 }
 
+/// The engine and commit-path benchmarks (the README's first command is
+/// the engine's) name their binary in the printed report and in
+/// `summary.json`.
+#[test]
+fn engine_and_updates_reports_name_their_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    for workload in ["engine", "updates"] {
+        let out = dir.path().join(workload);
+        let stdout = tiny_run(workload, &[], &out);
+        assert!(
+            stdout.contains(&format!("binary: waypoint {}", waypoint_bench::BUILD)),
+            "{stdout}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(v["build"], waypoint_bench::BUILD, "{workload}");
+    }
+}
+
 #[test]
 fn tiny_runs_end_to_end_with_a_config_file() {
     let dir = tempfile::tempdir().unwrap();
