@@ -6,7 +6,8 @@
 //! then reads the holder's committed value, so two read-modify-writes take
 //! turns instead of one failing validation; an abort releases the locks; in
 //! a deadlock of two holders the younger gives way at once with `Conflict`
-//! and the older commits; and transfers that lock in random order keep a
+//! and the older commits; a retry keeps the age of the attempt that gave
+//! way; and transfers that lock in random order keep a
 //! bank's total under concurrent readers (serializable, no lost update),
 //! with no transfer failing a thousand times in a row (deadlocked
 //! transactions must not retry into the same deadlock forever).
@@ -188,6 +189,96 @@ fn in_a_deadlock_of_two_holders_the_younger_gives_way_at_once() {
         2,
         "the survivor's writes"
     );
+}
+
+/// A meeting point of two threads that gives up, with a panic, after
+/// 20 s: a side that panicked before it never arrives, and a `Barrier`
+/// would then hang the test instead of failing it.
+struct Step(std::sync::Mutex<u32>, std::sync::Condvar);
+
+impl Step {
+    fn new() -> Self {
+        Step(std::sync::Mutex::new(0), std::sync::Condvar::new())
+    }
+
+    /// Meet the other thread at meeting `n` (1, 2, ...; both call each).
+    fn meet(&self, n: u32) {
+        let mut arrived = self.0.lock().unwrap();
+        *arrived += 1;
+        self.1.notify_all();
+        let (arrived, timeout) = self
+            .1
+            .wait_timeout_while(arrived, Duration::from_secs(20), |a| *a < 2 * n)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "meeting {n}: the other thread did not arrive ({arrived} arrivals)"
+        );
+    }
+}
+
+/// A transaction that gave way keeps its age for its retry (wound-wait's
+/// seniority): B, wounded by the older A, retries against C, which began
+/// after B's first attempt, and wins. With a new age the retry would be
+/// younger than C, and C would wound it instead.
+#[test]
+fn a_retry_keeps_the_age_of_the_attempt_that_gave_way() {
+    // Long: every wait must end by a wound, not by the limit.
+    let (db, t) = open(Duration::from_secs(4));
+    for k in [b"k1", b"k2", b"k3", b"k4"] {
+        set(&db, &t, k, 0);
+    }
+    let step = Step::new();
+    let (b_first, b_retry, c_result) = std::thread::scope(|scope| {
+        let b = scope.spawn(|| {
+            let mut sb = db.session();
+            let mut tb = sb.begin().unwrap();
+            step.meet(1); // A holds k1
+            tb.get_for_update(&t, b"k2").unwrap();
+            step.meet(2); // B holds k2
+            let first = tb.get_for_update(&t, b"k1").map(|_| ());
+            drop(tb);
+            step.meet(3); // A committed, C holds k3
+            let mut retry = sb.begin().unwrap();
+            retry.get_for_update(&t, b"k4").unwrap();
+            step.meet(4); // B's retry holds k4
+            let retried = retry.get_for_update(&t, b"k3").and_then(|_| {
+                retry.update(&t, b"k3", &3u64.to_le_bytes())?;
+                retry.update(&t, b"k4", &4u64.to_le_bytes())?;
+                retry.commit().map(|_| ())
+            });
+            (first, retried)
+        });
+        let mut sa = db.session();
+        let mut ta = sa.begin().unwrap();
+        ta.get_for_update(&t, b"k1").unwrap();
+        step.meet(1);
+        step.meet(2);
+        // A is older than B: it wounds B and waits for k2.
+        ta.get_for_update(&t, b"k2").unwrap();
+        ta.update(&t, b"k1", &1u64.to_le_bytes()).unwrap();
+        ta.commit().unwrap();
+        let mut sc = db.session();
+        let mut tc = sc.begin().unwrap();
+        tc.get_for_update(&t, b"k3").unwrap();
+        step.meet(3);
+        step.meet(4);
+        let c = tc.get_for_update(&t, b"k4").map(|_| ());
+        drop(tc);
+        let (first, retried) = b.join().unwrap();
+        (first, retried, c)
+    });
+    assert!(
+        matches!(b_first, Err(Error::Conflict)),
+        "B, younger than A, gives way: {b_first:?}"
+    );
+    assert!(b_retry.is_ok(), "B's retry: {b_retry:?}");
+    assert!(
+        matches!(c_result, Err(Error::Conflict)),
+        "C, younger than B's retry, gives way: {c_result:?}"
+    );
+    assert_eq!((read(&db, &t, b"k3"), read(&db, &t, b"k4")), (3, 4));
+    assert_eq!(read(&db, &t, b"k1"), 1);
 }
 
 #[test]

@@ -106,6 +106,8 @@ impl Transaction<'_> {
     pub(crate) fn commit_then(mut self, wait_now: bool) -> Result<PendingCommit> {
         self.check_active()?;
         self.session.log.set_commit_waits(wait_now);
+        // The commit takes the age over (`StripeGuard::lock_after`).
+        let age = self.early_age;
         let result = self.commit_inner().map(|info| PendingCommit {
             info,
             wait: self.session.log.take_pending(),
@@ -116,6 +118,7 @@ impl Transaction<'_> {
                     self.early_locks.is_empty() && self.early_age == 0,
                     "early locks released by the commit"
                 );
+                self.session.seniority = 0;
                 self.finished = true;
                 self.session
                     .db
@@ -123,7 +126,14 @@ impl Transaction<'_> {
                     .commits
                     .add(self.session.slot, 1);
             }
-            Err(_) => self.finish_abort(),
+            Err(e) => {
+                let conflict = matches!(e, Error::Conflict);
+                self.finish_abort();
+                if age != 0 && conflict {
+                    // Its retry keeps the age (`LockTable::begin_early`).
+                    self.session.seniority = age;
+                }
+            }
         }
         result
     }

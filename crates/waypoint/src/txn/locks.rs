@@ -36,12 +36,16 @@
 //! wound makes the oldest give way. The one that gave way then waits, its
 //! stripes released, until the transaction that wounded it has ended
 //! (`step_aside`, at most `lock_wait`), so that its retry does not take
-//! the stripes back first. A retry gets a new age: a victim keeps no
-//! seniority, so starvation is unlikely, not ruled out. (Without these, a
-//! test's transfers chased each other 1,000 times in a row: with limits
-//! alone two deadlocked, gave up together, retried together and
-//! deadlocked again; with wounds alone the wounded retry took its first
-//! stripe back while the older waiter slept in its backoff.)
+//! the stripes back first. (Without these, a test's transfers chased each
+//! other 1,000 times in a row: with limits alone two deadlocked, gave up
+//! together, retried together and deadlocked again; with wounds alone the
+//! wounded retry took its first stripe back while the older waiter slept
+//! in its backoff.) A transaction that ended in `Conflict` hands its age to
+//! its session's next early-locking transaction, its retry as a rule
+//! (`begin_early`'s `kept`; any commit of the session clears it), as
+//! wound-wait's restarted transactions keep their timestamps: a victim
+//! grows older than every transaction begun since, and none of those
+//! wounds it.
 
 use crate::buffer::latch::Backoff;
 use crate::ids::Tid;
@@ -110,8 +114,9 @@ pub(crate) enum Refusal {
     TimedOut,
     /// An older transaction, of slot `by`, waits for one of the refused
     /// owner's stripes; `age` is that slot's age as read at the refusal
-    /// (a later transaction's, if the wounder ended meanwhile: stepping
-    /// aside then waits for that one, still at most `early_wait`).
+    /// (a later transaction's, if the wounder ended meanwhile, or the
+    /// wounder's retry with its age: stepping aside then waits for that
+    /// one, still at most `early_wait`).
     Wounded { by: usize, age: u64 },
 }
 
@@ -234,9 +239,22 @@ impl LockTable {
     }
 
     /// Give `owner` an age, before it takes its first stripe out of order;
-    /// returns it. Later ages are larger (younger).
-    pub(crate) fn begin_early(&self, owner: LockOwner) -> u64 {
-        let age = self.last_age.fetch_add(1, Ordering::Relaxed) + 1;
+    /// returns it. Later ages are larger (younger). `kept`, if not 0, is
+    /// the age of the owner's session's last such transaction, which
+    /// ended in `Conflict`: its retry keeps it, so that no transaction
+    /// begun since wounds it (wound-wait's restarted transaction keeps its
+    /// timestamp). No live transaction has it: only one transaction of a
+    /// session is live.
+    pub(crate) fn begin_early(&self, owner: LockOwner, kept: u64) -> u64 {
+        let age = if kept != 0 {
+            debug_assert!(
+                kept <= self.last_age.load(Ordering::Relaxed),
+                "a kept age was given before"
+            );
+            kept
+        } else {
+            self.last_age.fetch_add(1, Ordering::Relaxed) + 1
+        };
         self.ages[owner.slot()].store(age << AGE_SHIFT, Ordering::Release);
         age
     }
@@ -479,8 +497,8 @@ mod tests {
             LockTable::stripe(1, b"y"),
             LockTable::stripe(1, b"z"),
         );
-        let old = table.begin_early(a);
-        let young = table.begin_early(b);
+        let old = table.begin_early(a, 0);
+        let young = table.begin_early(b, 0);
         assert!(old < young);
         assert!(table.lock_by(x, a, old).is_ok(), "free: taken");
         assert!(table.lock_by(x, a, old).is_ok(), "own: taken at once");
@@ -512,7 +530,7 @@ mod tests {
         }
         assert_eq!(table.ages[b.slot()].load(Ordering::Relaxed), 0, "b's age too");
         table.release_early(&[x], a);
-        let again = table.begin_early(b);
+        let again = table.begin_early(b, 0);
         let granted = StripeGuard::lock_after(&table, Vec::new(), again, [z, x], b).expect("free");
         assert!(table.locked_by_other(x, a) && table.locked_by_other(z, a));
         drop(granted);

@@ -31,6 +31,10 @@ pub struct Session {
     pub(super) last_tid: Tid,
     pub(super) attempts: u32,
     pub(super) log: Box<dyn SessionLog>,
+    /// The age of this session's last transaction that took locks with
+    /// `get_for_update` and ended in `Conflict` (0: none, or a commit
+    /// since), for its retry (`LockTable::begin_early`).
+    pub(super) seniority: u64,
 }
 
 /// The database behind an `Arc` of one session's own ([`Session`]'s
@@ -55,6 +59,7 @@ impl Session {
             slot,
             last_tid: Tid::ZERO,
             attempts: 0,
+            seniority: 0,
             log: Box::new(NoSessionLog::default()),
         }
     }

@@ -249,7 +249,9 @@ impl Transaction<'_> {
     /// wait. Each wait for such a lock also ends after `Options::lock_wait`
     /// (5 ms by default), and so does a plain commit's wait for a key held
     /// here. Giving way aborts the transaction with `Conflict`; retry it
-    /// then. A thread that holds such a transaction open while it commits
+    /// then, in the same session: the session's next transaction that
+    /// locks here keeps the age of the one that gave way, so no
+    /// transaction begun since makes the retry give way. A thread that holds such a transaction open while it commits
     /// another that writes the key sees that commit wait `lock_wait` and
     /// fail.
     pub fn get_for_update(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -259,11 +261,15 @@ impl Transaction<'_> {
         if !self.early_locks.contains(&stripe) {
             let owner = self.session.lock_owner();
             if self.early_age == 0 {
-                self.early_age = self.db().locks.begin_early(owner);
+                let kept = std::mem::take(&mut self.session.seniority);
+                self.early_age = self.db().locks.begin_early(owner, kept);
             }
             if let Err(refusal) = self.db().locks.lock_by(stripe, owner, self.early_age) {
-                // A deadlock's victim releases what it holds.
+                // A deadlock's victim releases what it holds; its retry
+                // keeps its age (`LockTable::begin_early`).
+                let age = self.early_age;
                 self.finish_abort();
+                self.session.seniority = age;
                 self.db().locks.step_aside(refusal);
                 return Err(Error::Conflict);
             }
