@@ -202,6 +202,23 @@ pub fn place_at(frames: &mut [u8], position: LogPos) {
 /// order: `Zero`, `Truncated`/`BadLength`, `BadChecksum`, then, on
 /// checksum-valid bytes, `Malformed`.
 pub fn open(buf: &[u8], position: LogPos) -> Result<Frame<'_>, FrameError> {
+    let rec = whole(buf)?;
+    if le_u32(&rec[..4]) != crc32c::crc32c(&rec[4..]) ^ position_salt(position.get()) {
+        return Err(FrameError::BadChecksum);
+    }
+    fields(rec)
+}
+
+/// Open again a frame that [`open`] accepted and that has stayed in this
+/// process's memory since (recovery keeps the records analysis read for
+/// redo and undo): the same checks but the checksum, which guards the
+/// bytes on their way from the disk and was checked then.
+pub fn reopen(buf: &[u8]) -> Result<Frame<'_>, FrameError> {
+    fields(whole(buf)?)
+}
+
+/// The whole frame at the start of `buf`, by its length field.
+fn whole(buf: &[u8]) -> Result<&[u8], FrameError> {
     let head = &buf[..buf.len().min(MIN_LEN)];
     if !head.is_empty() && head.iter().all(|&b| b == 0) {
         return Err(FrameError::Zero);
@@ -213,16 +230,17 @@ pub fn open(buf: &[u8], position: LogPos) -> Result<Frame<'_>, FrameError> {
     if !(MIN_LEN..=MAX_LEN).contains(&len) || align_up(len) != len {
         return Err(FrameError::BadLength);
     }
-    let rec = buf.get(..len).ok_or(FrameError::Truncated)?;
-    if le_u32(&rec[..4]) != crc32c::crc32c(&rec[4..]) ^ position_salt(position.get()) {
-        return Err(FrameError::BadChecksum);
-    }
+    buf.get(..len).ok_or(FrameError::Truncated)
+}
+
+/// A whole frame's watermark and payload.
+fn fields(rec: &[u8]) -> Result<Frame<'_>, FrameError> {
     let mut rest = &rec[PREFIX..];
     let watermark = read_vint(&mut rest).map_err(FrameError::Malformed)?;
     Ok(Frame {
         watermark: LogPos::new(watermark),
         payload: rest,
-        len,
+        len: rec.len(),
     })
 }
 
@@ -387,11 +405,21 @@ mod tests {
             prop_assert_eq!(&opened.payload[..payload.len()], &payload[..]);
             prop_assert_eq!(opened.check_end(payload.len()), Ok(()));
             prop_assert_eq!(payload_head(f), Some(opened.payload));
+            // Opened again without its position (the checksum not
+            // computed), the frame reads the same.
+            let again = reopen(f).unwrap();
+            prop_assert_eq!(
+                (again.watermark, again.encoded_len(), again.payload),
+                (opened.watermark, opened.encoded_len(), opened.payload)
+            );
         }
 
         #[test]
         fn open_is_total_on_random_bytes(buf in prop::collection::vec(any::<u8>(), 0..600), at in any::<u64>()) {
             if let Ok(f) = open(&buf, LogPos::new(at)) {
+                prop_assert!(f.encoded_len() <= buf.len());
+            }
+            if let Ok(f) = reopen(&buf) {
                 prop_assert!(f.encoded_len() <= buf.len());
             }
             let _ = payload_head(&buf);

@@ -361,6 +361,12 @@ pub fn decode_at(buf: &[u8], position: LogPos) -> Result<Record<'_>, DecodeError
     decode_payload(frame)
 }
 
+/// Decode again a record that [`decode`] accepted and that has stayed in
+/// memory since ([`frame::reopen`]: its checksum is not computed again).
+pub fn decode_again(buf: &[u8]) -> Result<Record<'_>, DecodeError> {
+    decode_payload(frame::reopen(buf).map_err(DecodeError::Frame)?)
+}
+
 /// The per-worker WAL's records, as the segment scan reads them.
 pub struct Records;
 

@@ -53,7 +53,7 @@ mod image;
 mod update;
 
 pub use codec::{
-    decode, decode_at, encode, encoded_len, header_len, scan_segment, scan_segment_each, DecodeError, Records,
+    decode, decode_again, decode_at, encode, encoded_len, header_len, scan_segment, scan_segment_each, DecodeError, Records,
     SegmentScan, SizeAtGsn,
 };
 pub use image::{PageImage, MAX_IMAGE_BODY};

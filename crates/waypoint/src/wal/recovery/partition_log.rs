@@ -15,7 +15,7 @@ use crate::io::{OpenMode, Storage};
 use crate::logstore::segment;
 use crate::logstore::segment::parse_segment_name;
 use crate::wal::partition::partition_dir;
-use crate::wal::record::RecordKind;
+use crate::wal::record::{self, RecordKind};
 use std::path::{Path, PathBuf};
 
 /// One record kept in memory between analysis and undo.
@@ -78,6 +78,26 @@ impl PartitionLog {
     /// ([`frame::place_at`]): [`record::decode`] reads it.
     pub(in crate::wal) fn bytes_of(&self, r: &Logged) -> &[u8] {
         &self.arenas[r.arena as usize][r.at..r.at + r.len as usize]
+    }
+
+    /// Decode again a record kept since analysis decoded it (its checksum
+    /// was checked then: [`record::decode_again`]). Failing now is
+    /// corruption, named by the record's GSN (its offset is no longer
+    /// known here).
+    pub(in crate::wal) fn record_of(&self, r: &Logged) -> Result<record::Record<'_>> {
+        let rec = record::decode_again(self.bytes_of(r)).map_err(|e| {
+            corruption(
+                &self.dir,
+                r.gsn.get(),
+                format!("record GSN {}: decoded in analysis, it fails now: {e}", r.gsn),
+            )
+        })?;
+        debug_assert_eq!(
+            (rec.header.gsn, rec.header.page),
+            (r.gsn, r.page),
+            "a kept record's bytes are its own"
+        );
+        Ok(rec)
     }
 
     /// The log ends at a bad record (`offset` within the records of the

@@ -4,14 +4,14 @@
 //! closed by an end record once every compensation is durable. Losers that
 //! share no key are undone in parallel groups.
 
-use super::partition_log::{Logged, PartitionLog};
+use super::partition_log::Logged;
 use super::{corruption, Recovery};
 use crate::btree::tree::encode_value;
 use crate::btree::{BTree, PageLog};
 use crate::buffer::BufferPool;
 use crate::error::Result;
 use crate::parallel::on_threads;
-use crate::wal::record::{self, RecordBody, RecordKind};
+use crate::wal::record::{RecordBody, RecordKind};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,7 +120,7 @@ impl Recovery {
         let mut compensated = 0;
         for &(pi, ri) in recs {
             let r = &self.logs[pi].records[ri];
-            let rec = decode_again(&self.logs[pi], r)?;
+            let rec = self.logs[pi].record_of(r)?;
             let key = match &rec.body {
                 RecordBody::Insert { key, .. }
                 | RecordBody::Update { key, .. }
@@ -221,7 +221,7 @@ impl Recovery {
         r: &Logged,
     ) -> Result<bool> {
         let dir = &self.logs[pi].dir;
-        let rec = decode_again(&self.logs[pi], r)?;
+        let rec = self.logs[pi].record_of(r)?;
         let tree = BTree::open(r.tree as u64);
         match &rec.body {
             RecordBody::Insert { key, .. } => tree.restore(pool, plog, key, None)?,
@@ -265,20 +265,6 @@ struct UndoGroup {
     txns: Vec<u64>,
     /// Their records left to undo, newest first.
     records: Vec<(usize, usize)>,
-}
-
-/// Decode a record of `log` kept since analysis (it decoded then).
-fn decode_again<'a>(log: &'a PartitionLog, r: &Logged) -> Result<record::Record<'a>> {
-    record::decode(log.bytes_of(r)).map_err(|e| {
-        corruption(
-            &log.dir,
-            r.gsn.get(),
-            format!(
-                "record GSN {}: decoded in analysis, it fails now: {e}",
-                r.gsn
-            ),
-        )
-    })
 }
 
 /// What undo needs from the log: compensation logging of the reverting

@@ -11,7 +11,7 @@
 
 use super::shards::Shard;
 use super::{continues, page_corruption, OnDisk};
-use crate::parallel::on_threads;
+use crate::parallel::taking_turns;
 use crate::buffer::BufferPool;
 use crate::error::Result;
 use crate::ids::Gsn;
@@ -90,9 +90,12 @@ pub(super) fn decide(
     logs: &[PartitionLog],
     shards: &[Shard],
     pool: &BufferPool,
+    threads: usize,
     floor: Gsn,
 ) -> Result<Decided> {
-    let decided = on_threads("redo decision", shards, |_, shard| Ok(per_page(logs, shard, floor)))?;
+    let decided = taking_turns("redo decision", threads, shards.iter().collect(), |_, shard| {
+        Ok(per_page(logs, shard, floor))
+    })?;
     let mut groups: FxHashMap<(u32, u32), bool> = FxHashMap::default();
     for d in &decided {
         for &(group, ok) in &d.members {
@@ -110,7 +113,7 @@ pub(super) fn decide(
         .iter()
         .map(|l| (0..l.records.len()).map(|_| AtomicBool::new(false)).collect())
         .collect();
-    on_threads("redo decision", shards, |s, shard| {
+    taking_turns("redo decision", threads, shards.iter().collect(), |s, shard| {
         for (e, &ok) in shard.entries.iter().zip(&decided[s].applied) {
             applied[e.part as usize][e.rec as usize].store(ok, Ordering::Relaxed);
         }

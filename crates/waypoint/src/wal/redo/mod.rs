@@ -60,13 +60,12 @@ mod shards;
 #[cfg(test)]
 mod tests;
 
-use super::record;
 use super::recovery::PartitionLog;
 use crate::buffer::page;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::ids::Gsn;
-use crate::parallel::on_threads;
+use crate::parallel::taking_turns;
 use rustc_hash::FxHashSet;
 use shards::Shard;
 
@@ -129,9 +128,9 @@ pub(super) fn redo(
     let t0 = std::time::Instant::now();
     let shards = shards::build(logs, pool, threads.max(1))?;
     let t1 = std::time::Instant::now();
-    let decided = decide::decide(logs, &shards, pool, floor)?;
+    let decided = decide::decide(logs, &shards, pool, threads.max(1), floor)?;
     let t2 = std::time::Instant::now();
-    let redone: u64 = on_threads("redo", &shards, |s, shard| {
+    let redone: u64 = taking_turns("redo", threads.max(1), shards.iter().collect(), |s, shard| {
         apply_shard(logs, pool, shard, &decided.by_entry[s], floor)
     })?
     .into_iter()
@@ -183,9 +182,7 @@ fn apply_shard(
                 continue;
             }
             debug_assert!(continues(r.prev, at, floor), "redo follows the page chain");
-            let rec = record::decode(log.bytes_of(r)).map_err(|e| {
-                log_corruption(log, r.gsn, format!("decoded in analysis, it fails now: {e}"))
-            })?;
+            let rec = log.record_of(r)?;
             let data = guard.data_mut();
             apply::apply(data, &rec).map_err(|detail| Error::Corruption {
                 path: pool.file().path().to_path_buf(),

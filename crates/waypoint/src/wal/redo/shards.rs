@@ -5,15 +5,21 @@
 //! records by page and GSN (a page's records become one run, in chain
 //! order) and reads the GSN each of its pages has on disk.
 //!
+//! There are several shards per thread ([`SHARDS_PER_THREAD`]), taken
+//! largest first by whichever thread is free (`parallel::taking_turns`):
+//! with one shard per thread, a shard that drew more of a workload's hot
+//! pages kept one thread busy alone for a fifth of redo
+//! (docs/decisions/measurements.md, 2026-12-06, redo's shards).
+//!
 //! Invariant: a page's records all lie in one shard, sorted by GSN, and
 //! each record's [`OnDisk`] relation to that page is decided here once.
 
 use super::{log_corruption, OnDisk};
-use crate::parallel::on_threads;
 use crate::buffer::page;
 use crate::buffer::BufferPool;
 use crate::error::{Error, Result};
 use crate::ids::Gsn;
+use crate::parallel::{on_threads, taking_turns};
 use crate::wal::recovery::PartitionLog;
 use std::ops::Range;
 
@@ -42,15 +48,28 @@ pub(super) struct Shard {
     pub pages: Vec<PageRun>,
 }
 
+/// Shards per recovery thread beyond the first: enough that the largest
+/// shard is a small part of a thread's share, few enough that each stays
+/// a long run of work.
+pub(super) const SHARDS_PER_THREAD: usize = 8;
+
 /// Pages go to shards in blocks of 64 consecutive pages, so a shard's
 /// reads of a tree's neighbouring pages stay near each other.
 fn shard_of(page: u64, shards: usize) -> usize {
     ((page >> 6) % shards as u64) as usize
 }
 
-/// Split the records of `logs` into `shards` page shards and read each
-/// page's GSN on disk (which loads the page into `pool`).
-pub(super) fn build(logs: &[PartitionLog], pool: &BufferPool, shards: usize) -> Result<Vec<Shard>> {
+/// Split the records of `logs` into page shards, [`SHARDS_PER_THREAD`]
+/// per thread (one for a single thread), and read each page's GSN on disk
+/// (which loads the page into `pool`). The shards come largest first, the
+/// order the later phases take them in.
+pub(super) fn build(logs: &[PartitionLog], pool: &BufferPool, threads: usize) -> Result<Vec<Shard>> {
+    assert!(threads > 0, "redo runs on at least one thread");
+    let shards = if threads == 1 {
+        1
+    } else {
+        threads * SHARDS_PER_THREAD
+    };
     if u32::try_from(logs.len()).is_err()
         || logs
             .iter()
@@ -61,13 +80,13 @@ pub(super) fn build(logs: &[PartitionLog], pool: &BufferPool, shards: usize) -> 
         });
     }
     let t0 = std::time::Instant::now();
-    let slices: Vec<usize> = (0..shards).collect();
+    let slices: Vec<usize> = (0..threads).collect();
     let scattered = on_threads("redo scatter", &slices, |_, &t| {
         let mut out: Vec<Vec<Entry>> = (0..shards).map(|_| Vec::new()).collect();
         let mut max_page = 0;
         for (part, l) in logs.iter().enumerate() {
             let n = l.records.len();
-            for rec in n * t / shards..n * (t + 1) / shards {
+            for rec in n * t / threads..n * (t + 1) / threads {
                 let r = &l.records[rec];
                 max_page = max_page.max(r.page);
                 out[shard_of(r.page, shards)].push(Entry {
@@ -95,10 +114,9 @@ pub(super) fn build(logs: &[PartitionLog], pool: &BufferPool, shards: usize) -> 
         scatter_ms = t0.elapsed().as_millis() as u64,
         "redo: records scattered to page shards"
     );
-    let parts: Vec<std::sync::Mutex<Vec<Vec<Entry>>>> =
-        parts.into_iter().map(std::sync::Mutex::new).collect();
-    on_threads("redo shard", &parts, |_, part| {
-        let buckets = std::mem::take(&mut *part.lock().expect("taken once"));
+    let size = |buckets: &Vec<Vec<Entry>>| buckets.iter().map(Vec::len).sum::<usize>();
+    parts.sort_by_key(|buckets| std::cmp::Reverse(size(buckets)));
+    taking_turns("redo shard", threads, parts, |_, buckets| {
         shard(logs, pool, buckets, shards)
     })
 }
