@@ -122,6 +122,8 @@ pub struct Snapshot {
     pub log_group_inserts: u64,
     /// The `silor` scheme's figures (`None` under another scheme).
     pub silor: Option<waypoint::SilorStats>,
+    /// Optimistic retries and waits for writers, by tree.
+    pub contention: std::collections::BTreeMap<String, waypoint::TreeContention>,
 }
 
 impl Snapshot {
@@ -156,6 +158,7 @@ impl Snapshot {
             log_group_inserts: stats.persistence.consolidation.inserts,
             silor: (stats.persistence.scheme == waypoint::SchemeKind::Silor)
                 .then(|| stats.persistence.silor.clone()),
+            contention: stats.contention,
         }
     }
 

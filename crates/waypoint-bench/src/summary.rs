@@ -58,6 +58,11 @@ pub struct Summary {
     pub wal_segments_zero_filled: u64,
     /// Share of commits that waited for other log partitions (RFA).
     pub remote_flush_fraction: f64,
+    /// Which trees the workers contended for during the measured window:
+    /// optimistic accesses tried again and reads that waited for a
+    /// writer, per 1000 committed transactions, most first (trees with
+    /// none left out; `Database::stats().contention`).
+    pub contention: Vec<TreeContentionSummary>,
     /// Bytes of pages written by checkpoint increments (or full
     /// checkpoints).
     pub checkpoint_bytes: u64,
@@ -106,6 +111,42 @@ pub struct Summary {
     /// another scheme).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub silor: Option<SilorSummary>,
+}
+
+/// One tree's contention over the measured window ([`Summary::contention`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TreeContentionSummary {
+    pub tree: String,
+    pub retries_per_1000_txns: f64,
+    pub waits_per_1000_txns: f64,
+}
+
+impl TreeContentionSummary {
+    /// The trees' counts between two snapshots, per 1000 of `committed`.
+    fn between(b: &Snapshot, e: &Snapshot, committed: u64) -> Vec<Self> {
+        let per_1000 = |n: u64| n as f64 * 1000.0 / committed.max(1) as f64;
+        let mut out: Vec<Self> = e
+            .contention
+            .iter()
+            .filter_map(|(tree, end)| {
+                let begin = b.contention.get(tree).copied().unwrap_or_default();
+                let retries = end.retries.saturating_sub(begin.retries);
+                let waits = end.waits.saturating_sub(begin.waits);
+                (retries + waits > 0).then(|| TreeContentionSummary {
+                    tree: tree.clone(),
+                    retries_per_1000_txns: per_1000(retries),
+                    waits_per_1000_txns: per_1000(waits),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            let total = |t: &Self| t.retries_per_1000_txns + t.waits_per_1000_txns;
+            total(b)
+                .total_cmp(&total(a))
+                .then_with(|| a.tree.cmp(&b.tree))
+        });
+        out
+    }
 }
 
 /// What the `silor` scheme did: counts and bytes over the measured window,
@@ -446,6 +487,7 @@ impl Summary {
             } else {
                 (e.remote_flush_commits - b.remote_flush_commits) as f64 / wal_commits as f64
             },
+            contention: TreeContentionSummary::between(b, e, committed),
             checkpoint_bytes: e.checkpoint_bytes - b.checkpoint_bytes,
             evict_bytes: e.evict_bytes - b.evict_bytes,
             backpressure_ms: e.backpressure_ms - b.backpressure_ms,
@@ -513,6 +555,23 @@ impl Summary {
             self.wal_segments_zero_filled,
             self.remote_flush_fraction
         );
+        if !self.contention.is_empty() {
+            let trees: Vec<String> = self
+                .contention
+                .iter()
+                .take(6)
+                .map(|t| {
+                    format!(
+                        "{} {:.2} / {:.2}",
+                        t.tree, t.retries_per_1000_txns, t.waits_per_1000_txns
+                    )
+                })
+                .collect();
+            out += &format!(
+                "contention per 1000 txns (accesses retried / reads that waited for a writer): {}\n",
+                trees.join(", ")
+            );
+        }
         if self.log_latch_acquisitions > 0 {
             out += &format!(
                 "log latch: {} acquisitions, {:.2} µs waited per transaction\n",
@@ -600,6 +659,42 @@ pub fn write_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contention_covers_the_window_per_1000_txns_most_first() {
+        let counts = |pairs: &[(&str, u64, u64)]| Snapshot {
+            contention: pairs
+                .iter()
+                .map(|&(tree, retries, waits)| {
+                    (
+                        tree.to_string(),
+                        waypoint::TreeContention { retries, waits },
+                    )
+                })
+                .collect(),
+            ..Snapshot::default()
+        };
+        // Before the window: warm-up counts; "steady" gains nothing in it.
+        let b = counts(&[("district", 10, 10), ("steady", 5, 5)]);
+        let e = counts(&[
+            ("district", 30, 50),
+            ("steady", 5, 5),
+            ("warehouse", 40, 0),
+            ("stock", 1, 0),
+        ]);
+        let rates: Vec<(String, f64, f64)> = TreeContentionSummary::between(&b, &e, 2000)
+            .into_iter()
+            .map(|t| (t.tree, t.retries_per_1000_txns, t.waits_per_1000_txns))
+            .collect();
+        assert_eq!(
+            rates,
+            [
+                ("district".to_string(), 10.0, 20.0),
+                ("warehouse".to_string(), 20.0, 0.0),
+                ("stock".to_string(), 0.5, 0.0),
+            ]
+        );
+    }
 
     fn second(second: u64, warmup: bool, secs: f64, txn: u64) -> Sample {
         let mut s = Sample::between(

@@ -75,7 +75,7 @@ mod parallel;
 mod sync;
 
 pub use buffer::page::DEFAULT_PAGE_SIZE;
-pub use buffer::PoolStats;
+pub use buffer::{PoolStats, TreeContention};
 pub use catalog::{prefix_successor, Index, KeyExtractor, Table};
 pub use central::{CentralOptions, ConsolidationStats, LatchStats};
 pub use checkpoint::{CheckpointMode, CheckpointStats};

@@ -8,7 +8,7 @@ pub mod pool;
 pub use page::{PageId, PageKind};
 pub use pool::{
     BufferPool, ExclusiveGuard, FlushGate, FrameHint, OptimisticGuard, PageWritePolicy, PoolConfig,
-    PoolStats, SharedGuard, WRITER_READ_FROM_DISK, WRITER_UNKNOWN,
+    PoolStats, SharedGuard, TreeContention, WRITER_READ_FROM_DISK, WRITER_UNKNOWN,
 };
 
 // The latch's unit test lives here, not in `latch.rs`: that file is also

@@ -29,13 +29,15 @@ mod close;
 mod open;
 pub mod options;
 mod superblock;
+#[cfg(test)]
+mod tests;
 
 pub use options::{Options, Persistence};
 
 pub use superblock::{Superblock, DB_FORMAT_VERSION};
 
 use crate::btree::{BTree, PageLog};
-use crate::buffer::{BufferPool, PoolStats};
+use crate::buffer::{BufferPool, PoolStats, TreeContention};
 use crate::catalog::{self, Catalog, Index, KeyExtractor, Table, CATALOG_ROOT};
 use crate::error::{Error, Result};
 use crate::io::{Storage, StorageFile};
@@ -44,6 +46,7 @@ use crate::txn::shared::DbShared;
 use crate::txn::{Session, SessionLog};
 use crate::wal::recovery::RecoveryReport;
 use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -94,6 +97,11 @@ pub struct Stats {
     /// What the persistence scheme did: its log, checkpoints and
     /// back-pressure.
     pub persistence: PersistenceStats,
+    /// Optimistic accesses tried again and reads that waited for a writer,
+    /// by table or index name (`(catalog)` for the catalog's tree), for
+    /// every tree with any: which trees the threads contend for. A
+    /// dropped table's counts are left out.
+    pub contention: BTreeMap<String, TreeContention>,
 }
 
 impl Database {
@@ -457,7 +465,26 @@ impl Database {
             page_size: self.inner.page_size,
             pool: self.inner.shared.pool.stats(),
             persistence: self.inner.shared.scheme.stats(),
+            contention: self.contention(),
         }
+    }
+
+    fn contention(&self) -> BTreeMap<String, TreeContention> {
+        let by_root = self.inner.shared.pool.contention_by_root();
+        if by_root.is_empty() {
+            return BTreeMap::new();
+        }
+        let catalog = self.inner.shared.catalog.lock();
+        let trees = catalog
+            .tables
+            .iter()
+            .map(|(name, t)| (name, t.tree))
+            .chain(catalog.indexes.iter().map(|(name, i)| (name, i.tree)));
+        let named = trees.map(|(name, tree)| (name.clone(), tree.root()));
+        std::iter::once(("(catalog)".to_string(), CATALOG_ROOT))
+            .chain(named)
+            .filter_map(|(name, root)| by_root.get(&root).map(|&c| (name, c)))
+            .collect()
     }
 
     /// Check every tree's structure (fences, order, depth, checksums of the

@@ -10,7 +10,8 @@
 //! and descends otherwise. Writers upgrade only the leaf
 //! (`leaf_for_write`); scans take it shared (`shared_leaf`); structure
 //! modifications latch the whole path exclusively, top-down
-//! (`exclusive_path`).
+//! (`exclusive_path`). Every access tried again and every wait for a
+//! writer counts against the tree (`BufferPool::contention_by_root`).
 //!
 //! Invariant kept: an optimistic descent returns a leaf only if its fences
 //! cover the target (as read; the caller validates before trusting them),
@@ -52,10 +53,16 @@ impl BTree {
         pool: &'p BufferPool,
         target: &Target<'_>,
     ) -> Result<OptimisticGuard<'p>> {
+        let mut first = true;
         'restart: loop {
             #[cfg(test)]
             DESCENTS.with(|d| d.set(d.get() + 1));
-            let mut guard = pool.optimistic(self.root)?;
+            if !first {
+                pool.note_retry(self.root);
+            }
+            first = false;
+            let tree = Some(self.root);
+            let mut guard = pool.optimistic_in(self.root, tree)?;
             loop {
                 let data = guard.data();
                 match page_kind(data) {
@@ -102,7 +109,7 @@ impl BTree {
                         "inner node has no child for the key",
                     ));
                 };
-                let child_guard = match pool.optimistic(child) {
+                let child_guard = match pool.optimistic_in(child, tree) {
                     Ok(g) => g,
                     // The child may have been freed after the validation
                     // above and its stale image failed to load.
@@ -157,6 +164,7 @@ impl BTree {
                 return Ok(g);
             }
             pool.check_healthy()?;
+            pool.note_retry(self.root);
         }
     }
 
@@ -231,6 +239,7 @@ impl BTree {
             if let Some(shared) = leaf.try_share() {
                 return Ok(shared);
             }
+            pool.note_retry(self.root);
         }
     }
 }

@@ -48,6 +48,7 @@ impl BTree {
                 None => None,
             };
             if !leaf.validate() {
+                pool.note_retry(self.root);
                 continue;
             }
             let result =

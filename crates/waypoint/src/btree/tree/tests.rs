@@ -349,3 +349,39 @@ fn split_keys_gives_even_parts_whatever_the_trees_height() {
         }
     }
 }
+
+/// A read that finds its leaf held by a writer waits, and the wait counts
+/// against the tree (`BufferPool::contention_by_root`), not another.
+#[test]
+fn a_read_that_waits_for_a_writer_counts_against_its_tree() {
+    let pool = pool(64, 4096);
+    let (hot, cold) = (
+        BTree::create(&pool, &NoLog).unwrap(),
+        BTree::create(&pool, &NoLog).unwrap(),
+    );
+    for tree in [hot, cold] {
+        tree.insert(&pool, &NoLog, &key(1), Tid::new(1), b"v", None).unwrap();
+    }
+    let waits = || pool.contention_by_root().get(&hot.root()).map_or(0, |c| c.waits);
+    // The reader may reach the leaf only after the writer let go; a few
+    // tries make a wait certain.
+    for _ in 0..20 {
+        let held = pool.exclusive(hot.root()).unwrap(); // a small tree's root is its leaf
+        let reading = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                reading.wait();
+                hot.get(&pool, &key(1), None).unwrap().0.unwrap().1
+            });
+            reading.wait();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(held);
+            assert_eq!(reader.join().unwrap(), b"v");
+        });
+        if waits() > 0 {
+            break;
+        }
+    }
+    assert!(waits() > 0, "{:?}", pool.contention_by_root());
+    assert_eq!(pool.contention_by_root().get(&cold.root()), None);
+}

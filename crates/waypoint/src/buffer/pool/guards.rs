@@ -187,10 +187,24 @@ impl BufferPool {
     /// guard must be bounds-checked and discarded unless
     /// [`OptimisticGuard::validate`] succeeds afterwards.
     pub fn optimistic(&self, pid: PageId) -> Result<OptimisticGuard<'_>> {
+        self.optimistic_in(pid, None)
+    }
+
+    /// [`BufferPool::optimistic`] for a page of the tree whose root is
+    /// `tree`: a wait for a writer counts against that tree
+    /// ([`BufferPool::contention_by_root`]).
+    pub fn optimistic_in(&self, pid: PageId, tree: Option<PageId>) -> Result<OptimisticGuard<'_>> {
         loop {
             let idx = self.resolve(pid)?;
             let frame = &self.frames[idx as usize];
-            let version = frame.latch.optimistic_wait();
+            let version = match (frame.latch.optimistic(), tree) {
+                (Some(version), _) => version,
+                (None, Some(root)) => {
+                    self.contention.wait(root);
+                    frame.latch.optimistic_wait()
+                }
+                (None, None) => frame.latch.optimistic_wait(),
+            };
             if frame.page_id.load(Ordering::Acquire) != pid {
                 continue; // evicted and reused between resolve and latch
             }

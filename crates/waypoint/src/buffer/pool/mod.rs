@@ -49,6 +49,7 @@
 //!
 //! [`HybridLatch`]: super::latch::HybridLatch
 
+mod contention;
 mod frame;
 mod guards;
 mod page_table;
@@ -58,6 +59,7 @@ mod provider;
 mod tests;
 mod writeback;
 
+pub use contention::TreeContention;
 pub use frame::{WRITER_READ_FROM_DISK, WRITER_UNKNOWN};
 pub use guards::{ExclusiveGuard, FrameHint, OptimisticGuard, SharedGuard};
 pub use policy::{FlushGate, PageWritePolicy};
@@ -156,6 +158,8 @@ pub struct BufferPool {
     /// serialises batches of the provider and of flushes.
     double_write: Mutex<Option<Arc<dyn StorageFile>>>,
     counters: Counters,
+    /// Optimistic retries and waits by tree (`btree` counts them).
+    contention: contention::Contention,
     provider_wake: Mutex<bool>,
     provider_cv: Condvar,
     shutdown: AtomicBool,
@@ -240,6 +244,7 @@ impl BufferPool {
             memory_full: AtomicBool::new(false),
             double_write: Mutex::new(None),
             counters: Counters::default(),
+            contention: contention::Contention::new(),
             provider_wake: Mutex::new(false),
             provider_cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -368,6 +373,17 @@ impl BufferPool {
         if let Some(handle) = self.provider.lock().take() {
             let _ = handle.join();
         }
+    }
+
+    /// An optimistic access in the tree whose root is `root` is tried
+    /// again after a failed version check.
+    pub(crate) fn note_retry(&self, root: PageId) {
+        self.contention.retry(root);
+    }
+
+    /// Optimistic retries and waits for writers so far, by tree root.
+    pub fn contention_by_root(&self) -> rustc_hash::FxHashMap<PageId, TreeContention> {
+        self.contention.by_root()
     }
 
     pub fn stats(&self) -> PoolStats {
