@@ -568,7 +568,7 @@ impl Summary {
                 })
                 .collect();
             out += &format!(
-                "contention per 1000 txns (accesses retried / reads that waited for a writer): {}\n",
+                "contention per 1000 txns (accesses retried / reads that waited for a latched page): {}\n",
                 trees.join(", ")
             );
         }

@@ -411,6 +411,7 @@ fn scaling(s: &Settings) -> BenchResult<Experiment> {
             Metric::TxnPerSec,
             Metric::CpuUsPerTxn,
             Metric::RemoteFlushPct,
+            Metric::ContentionPer1000Txns,
             Metric::LatencyP99Us,
         ],
         figures: vec![Figure::Lines {

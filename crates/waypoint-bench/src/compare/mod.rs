@@ -360,6 +360,10 @@ pub enum Metric {
     InstructionsPerTxn,
     WalBytesPerTxn,
     RemoteFlushPct,
+    /// Optimistic accesses retried and reads that waited for a page held exclusively,
+    /// all trees, per 1000 committed transactions
+    /// (`Summary::contention`).
+    ContentionPer1000Txns,
     WalDiskMaxMib,
     CheckpointMibPerSec,
     LowestSecondRatio,
@@ -394,6 +398,7 @@ impl Metric {
             Metric::InstructionsPerTxn => "instructions_per_txn",
             Metric::WalBytesPerTxn => "wal_bytes_per_txn",
             Metric::RemoteFlushPct => "remote_flush_pct",
+            Metric::ContentionPer1000Txns => "contention_per_1000_txns",
             Metric::WalDiskMaxMib => "wal_disk_max_mib",
             Metric::CheckpointMibPerSec => "checkpoint_mib_per_sec",
             Metric::LowestSecondRatio => "lowest_second_ratio",
@@ -423,6 +428,7 @@ impl Metric {
             Metric::InstructionsPerTxn => "instructions per transaction",
             Metric::WalBytesPerTxn => "log bytes per transaction",
             Metric::RemoteFlushPct => "remote flushes, % of commits",
+            Metric::ContentionPer1000Txns => "B-tree retries + waits per 1000 txns",
             Metric::WalDiskMaxMib => "largest log on disk, MiB",
             Metric::CheckpointMibPerSec => "checkpoint writes, MiB/s",
             Metric::LowestSecondRatio => "lowest second / median second",
@@ -450,6 +456,7 @@ impl Metric {
             Metric::LowestSecondRatio | Metric::RecoveryVsRun => 2,
             Metric::RecoveryMbPerSec
             | Metric::RemoteFlushPct
+            | Metric::ContentionPer1000Txns
             | Metric::AbortPct
             | Metric::CheckpointMibPerSec
             | Metric::WalDiskMaxMib

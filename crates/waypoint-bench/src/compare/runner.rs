@@ -448,6 +448,13 @@ fn of_summary(s: &Summary) -> Measurement {
     m.set(Metric::CpuUsPerTxn, s.cpu_us_per_txn);
     m.set(Metric::WalBytesPerTxn, s.wal_bytes_per_txn);
     m.set(Metric::RemoteFlushPct, s.remote_flush_fraction * 100.0);
+    m.set(
+        Metric::ContentionPer1000Txns,
+        s.contention
+            .iter()
+            .map(|t| t.retries_per_1000_txns + t.waits_per_1000_txns)
+            .sum(),
+    );
     m.set(Metric::WalDiskMaxMib, s.wal_disk_max_bytes as f64 / MIB);
     m.set(
         Metric::CheckpointMibPerSec,

@@ -97,10 +97,11 @@ pub struct Stats {
     /// What the persistence scheme did: its log, checkpoints and
     /// back-pressure.
     pub persistence: PersistenceStats,
-    /// Optimistic accesses tried again and reads that waited for a writer,
-    /// by table or index name (`(catalog)` for the catalog's tree), for
-    /// every tree with any: which trees the threads contend for. A
-    /// dropped table's counts are left out.
+    /// Optimistic accesses tried again and reads that waited for a page
+    /// held exclusively, by table or index name (`(catalog)` for the
+    /// catalog's tree), for every tree with any: which trees the threads
+    /// contend for. The engine's page writes, evictions and loads hold
+    /// pages too and count a few; a dropped tree's counts are gone.
     pub contention: BTreeMap<String, TreeContention>,
 }
 

@@ -153,7 +153,7 @@ pub struct Options {
     /// [`RealStorage`]: crate::io::RealStorage
     pub storage: Option<Arc<dyn Storage>>,
     /// Threads for recovery: analysis (segments of every partition
-    /// shared out), redo (one page shard per thread) and undo each run on
+    /// shared out), redo (page shards, eight per thread, taken largest first) and undo each run on
     /// at most this many. Range: 1 to 1024. Default: the cores the process
     /// may use.
     pub recovery_threads: usize,

@@ -27,6 +27,10 @@ fn contention_is_reported_by_table_and_index_name() {
             ("busy".to_string(), TreeContention { retries: 2, waits: 0 }),
         ]
     );
+    // A dropped tree's counts go with it (a later tree may reuse its root).
+    db.drop_table("busy").unwrap();
+    assert!(!db.stats().contention.contains_key("busy"));
+    assert_eq!(pool.contention_by_root().get(&busy.info.tree.root()), None);
     drop(quiet);
     db.close().unwrap();
 }

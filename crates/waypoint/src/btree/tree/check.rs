@@ -42,6 +42,9 @@ impl BTree {
             }
             pool.free_page(guard);
         }
+        // A tree created later may get this root page: it starts with no
+        // contention of its own.
+        pool.forget_contention(self.root);
         Ok(())
     }
 

@@ -10,8 +10,9 @@
 //! and descends otherwise. Writers upgrade only the leaf
 //! (`leaf_for_write`); scans take it shared (`shared_leaf`); structure
 //! modifications latch the whole path exclusively, top-down
-//! (`exclusive_path`). Every access tried again and every wait for a
-//! writer counts against the tree (`BufferPool::contention_by_root`).
+//! (`exclusive_path`). Optimistic descents, leaf reads, upgrades and
+//! shares tried again, and optimistic reads that waited for a page held
+//! exclusively, count against the tree (`BufferPool::contention_by_root`).
 //!
 //! Invariant kept: an optimistic descent returns a leaf only if its fences
 //! cover the target (as read; the caller validates before trusting them),

@@ -385,3 +385,33 @@ fn a_read_that_waits_for_a_writer_counts_against_its_tree() {
     assert!(waits() > 0, "{:?}", pool.contention_by_root());
     assert_eq!(pool.contention_by_root().get(&cold.root()), None);
 }
+
+/// A write that finds its leaf latched shared (a scan, a page being
+/// written out) cannot upgrade: it goes round again, and that counts as a
+/// retry against its tree.
+#[test]
+fn a_write_that_cannot_upgrade_its_leaf_counts_a_retry() {
+    let pool = pool(64, 4096);
+    let tree = BTree::create(&pool, &NoLog).unwrap();
+    tree.insert(&pool, &NoLog, &key(1), Tid::new(1), b"v", None).unwrap();
+    let retries = || pool.contention_by_root().get(&tree.root()).map_or(0, |c| c.retries);
+    for _ in 0..20 {
+        let held = pool.shared(tree.root()).unwrap(); // a small tree's root is its leaf
+        let writing = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                writing.wait();
+                tree.update(&pool, &NoLog, &key(1), Tid::new(2), b"w", None).unwrap()
+            });
+            writing.wait();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(held);
+            assert!(writer.join().unwrap());
+        });
+        if retries() > 0 {
+            break;
+        }
+    }
+    assert!(retries() > 0, "{:?}", pool.contention_by_root());
+    assert_eq!(pool.contention_by_root()[&tree.root()].waits, 0, "a shared latch is no wait");
+}

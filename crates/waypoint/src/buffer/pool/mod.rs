@@ -381,6 +381,11 @@ impl BufferPool {
         self.contention.retry(root);
     }
 
+    /// Forget the counts of the tree whose root is `root` (it was freed).
+    pub(crate) fn forget_contention(&self, root: PageId) {
+        self.contention.forget(root);
+    }
+
     /// Optimistic retries and waits for writers so far, by tree root.
     pub fn contention_by_root(&self) -> rustc_hash::FxHashMap<PageId, TreeContention> {
         self.contention.by_root()

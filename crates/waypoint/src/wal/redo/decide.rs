@@ -139,6 +139,7 @@ pub(super) fn decide(
         let reference = serial(logs, shards, pool, floor)?;
         assert!(
             reference.applied == out.applied
+                && reference.by_entry == out.by_entry
                 && reference.gaps == out.gaps
                 && reference.beyond_gap == out.beyond_gap,
             "redo decided per page shard differs from the serial sweep"

@@ -48,10 +48,14 @@ pub(super) struct Shard {
     pub pages: Vec<PageRun>,
 }
 
-/// Shards per recovery thread beyond the first: enough that the largest
-/// shard is a small part of a thread's share, few enough that each stays
-/// a long run of work.
+/// Shards per recovery thread when there are two or more: enough that
+/// the largest shard is a small part of a thread's share, few enough that
+/// each stays a long run of work.
 pub(super) const SHARDS_PER_THREAD: usize = 8;
+
+/// No more shards than this unless there are more threads: every
+/// scattering thread keeps a bucket per shard.
+const MAX_SHARDS: usize = 1024;
 
 /// Pages go to shards in blocks of 64 consecutive pages, so a shard's
 /// reads of a tree's neighbouring pages stay near each other.
@@ -60,7 +64,8 @@ fn shard_of(page: u64, shards: usize) -> usize {
 }
 
 /// Split the records of `logs` into page shards, [`SHARDS_PER_THREAD`]
-/// per thread (one for a single thread), and read each page's GSN on disk
+/// per thread (one for a single thread, at most [`MAX_SHARDS`] unless the
+/// threads are more), and read each page's GSN on disk
 /// (which loads the page into `pool`). The shards come largest first, the
 /// order the later phases take them in.
 pub(super) fn build(logs: &[PartitionLog], pool: &BufferPool, threads: usize) -> Result<Vec<Shard>> {
@@ -68,7 +73,7 @@ pub(super) fn build(logs: &[PartitionLog], pool: &BufferPool, threads: usize) ->
     let shards = if threads == 1 {
         1
     } else {
-        threads * SHARDS_PER_THREAD
+        (threads * SHARDS_PER_THREAD).min(MAX_SHARDS.max(threads))
     };
     if u32::try_from(logs.len()).is_err()
         || logs

@@ -185,8 +185,9 @@ fn a_log_ending_inside_a_structure_modification_ends_before_it() {
 }
 
 /// Redo on any number of threads (so with one page shard, or with many
-/// per thread, most of them empty here) leaves every page it touches
-/// byte for byte as redo on one thread does, and reports the same work.
+/// per thread, several of them holding pages) leaves every page it
+/// touches byte for byte as redo on one thread does, and reports the same
+/// work.
 #[test]
 fn redo_on_any_number_of_threads_leaves_every_page_as_on_one() {
     use crate::buffer::pool::{BufferPool, PoolConfig};
@@ -201,9 +202,11 @@ fn redo_on_any_number_of_threads_leaves_every_page_as_on_one() {
                 let (db, t) = (&db, &t);
                 s.spawn(move || {
                     let mut session = db.session();
-                    for i in 0..300u32 {
+                    for i in 0..400u32 {
                         let mut tx = session.begin().unwrap();
-                        tx.upsert(t, &(i * 3 + th).to_be_bytes(), &[th as u8; 60])
+                        // Values large enough for the pages to span
+                        // several of the shards' 64-page blocks.
+                        tx.upsert(t, &(i * 3 + th).to_be_bytes(), &[th as u8; 500])
                             .unwrap();
                         if i % 4 == 3 {
                             // Another session's key: pages change in
@@ -233,6 +236,8 @@ fn redo_on_any_number_of_threads_leaves_every_page_as_on_one() {
                 .collect();
             pages.sort_unstable();
             pages.dedup();
+            let blocks: std::collections::BTreeSet<u64> = pages.iter().map(|p| p >> 6).collect();
+            assert!(blocks.len() >= 3, "seed {seed}: pages in {} blocks of 64", blocks.len());
             let file = sim
                 .open(&Path::new("/db").join(crate::db::DATA_FILE), OpenMode::Existing)
                 .unwrap();
@@ -248,7 +253,13 @@ fn redo_on_any_number_of_threads_leaves_every_page_as_on_one() {
             .unwrap();
             let recovery = analysis.redo(&pool, threads).unwrap();
             let r = &recovery.report;
-            let work = (r.records_redone, r.pages_redone, r.gaps, r.committed_beyond_gap);
+            let work = (
+                r.records_redone,
+                r.pages_redone,
+                r.gaps,
+                r.committed_beyond_gap,
+                r.redo_decided_serially,
+            );
             let bytes: Vec<(u64, Vec<u8>)> = pages
                 .iter()
                 .map(|&p| (p, pool.exclusive(p).unwrap().data().to_vec()))
