@@ -85,7 +85,9 @@ pub use error::{Error, IoOp, Result};
 pub use ids::{Gsn, LogPos, Tid};
 pub use io::{OpenMode, RealStorage, Storage, StorageFile, IO_ALIGN};
 pub use persist::{PersistenceStats, SchemeKind};
-pub use procedure::{encode_params, Partition, PartitionKey, PendingCall, Procedures};
+pub use procedure::{
+    encode_params, Partition, PartitionKey, PendingCall, Procedures, EXECUTOR_QUEUE_LIMIT,
+};
 pub use silor::{LoggerStats, SilorCheckpoint, SilorOptions, SilorStats};
 pub use txn::{CommitInfo, IndexEntry, PendingCommit, Session, Transaction};
 pub use wal::recovery::RecoveryReport;

@@ -368,3 +368,98 @@ fn a_close_answers_every_queued_call_once() {
     let db = open(&sim, &shared);
     assert_eq!(noted(&db), kept);
 }
+
+/// Opens the gate when dropped: a failing assertion while a call is held
+/// still lets the executor go, so the test fails instead of hanging.
+struct OpenOnDrop<'a>(&'a Shared);
+
+impl Drop for OpenOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.open_gate();
+    }
+}
+
+/// A caller handing calls to an executor faster than it runs them waits
+/// once the queue holds `EXECUTOR_QUEUE_LIMIT`, and goes on when the
+/// executor takes its queue; a close refuses a caller still waiting.
+#[test]
+fn a_full_executor_queue_holds_the_caller_back_until_it_has_room() {
+    use waypoint::EXECUTOR_QUEUE_LIMIT;
+    let sim = SimStorage::new(4);
+    let shared = Arc::new(Shared::default());
+    let db = open(&sim, &shared);
+    let _open = OpenOnDrop(&shared);
+    let mut s = db.session();
+    // Partition 0's executor is held, so nothing leaves its queue.
+    let held = s.submit::<_, Ran>("hold", &0u64).unwrap();
+    eventually("the held call starts", || {
+        shared.holding.load(Ordering::SeqCst) == 1
+    });
+    let handed = AtomicU64::new(0);
+    let calls = std::thread::scope(|scope| {
+        let _open = OpenOnDrop(&shared);
+        let caller = scope.spawn(|| {
+            let mut s = db.session();
+            let mut calls = Vec::new();
+            for i in 1..=EXECUTOR_QUEUE_LIMIT as u64 + 1 {
+                calls.push(s.submit::<_, Ran>("note", &(i * 2)).unwrap());
+                handed.fetch_add(1, Ordering::SeqCst);
+            }
+            calls
+        });
+        eventually("the queue fills", || {
+            handed.load(Ordering::SeqCst) == EXECUTOR_QUEUE_LIMIT as u64
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            handed.load(Ordering::SeqCst),
+            EXECUTOR_QUEUE_LIMIT as u64,
+            "the call beyond the limit waits for room"
+        );
+        shared.open_gate();
+        caller.join().unwrap()
+    });
+    held.wait().unwrap();
+    for call in calls {
+        call.wait().unwrap();
+    }
+    assert_eq!(noted(&db).len(), EXECUTOR_QUEUE_LIMIT + 2);
+
+    // Held again and full: a close answers the waiting caller `Closed`.
+    *shared.open.lock().unwrap() = false;
+    shared.holding.store(0, Ordering::SeqCst);
+    let held = s.submit::<_, Ran>("hold", &10_000u64).unwrap();
+    eventually("the held call starts", || {
+        shared.holding.load(Ordering::SeqCst) == 1
+    });
+    let queued: Vec<PendingCall<Ran>> = (1..=EXECUTOR_QUEUE_LIMIT as u64)
+        .map(|i| s.submit("note", &(20_000 + i * 2)).unwrap())
+        .collect();
+    std::thread::scope(|scope| {
+        let _open = OpenOnDrop(&shared);
+        let waiting = scope.spawn(|| {
+            db.session()
+                .submit::<_, Ran>("note", &40_000u64)
+                .map(|_| ())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiting.is_finished(), "the caller waits for room");
+        let closing = {
+            let db = db.clone();
+            std::thread::spawn(move || db.close())
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        shared.open_gate();
+        closing.join().unwrap().unwrap();
+        match waiting.join().unwrap() {
+            Ok(()) | Err(Error::Closed) => {}
+            Err(e) => panic!("{e}"),
+        }
+    });
+    let _ = held.wait();
+    for call in queued {
+        if let Err(e) = call.wait() {
+            assert!(matches!(e, Error::Closed), "{e}");
+        }
+    }
+}

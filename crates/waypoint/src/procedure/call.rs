@@ -92,7 +92,10 @@ impl Session {
     /// The handle gives its result once it has run and acknowledges it
     /// once durable; a failure of the body comes through the handle.
     /// An unknown procedure or parameters that do not decode are refused
-    /// here.
+    /// here. While the partition's executor has
+    /// [`EXECUTOR_QUEUE_LIMIT`](crate::EXECUTOR_QUEUE_LIMIT) calls queued,
+    /// this waits for room: calls handed over faster than they run are
+    /// held back, not queued without bound.
     pub fn submit<P: Serialize + ?Sized, R: 'static>(
         &mut self,
         name: &str,

@@ -36,7 +36,7 @@ pub(crate) mod partition;
 mod tests;
 
 pub(crate) use order::partition_of;
-pub use executor::PendingCall;
+pub use executor::{PendingCall, EXECUTOR_QUEUE_LIMIT};
 pub use order::SerialOrder;
 pub use partition::PartitionKey;
 

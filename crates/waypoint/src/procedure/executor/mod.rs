@@ -15,6 +15,14 @@
 //! multi-partition call under all of them: `SerialOrder::enter`), so the
 //! snapshot writer's point sees one order, whoever runs the calls.
 //!
+//! A queue holds at most [`EXECUTOR_QUEUE_LIMIT`] calls: a caller that
+//! hands calls over faster than its partition runs them waits for room
+//! instead of growing the queue without bound. Executors never hand calls
+//! over (a procedure on one may not call in again), and an executor takes
+//! its whole queue at once, so a caller waiting for room, even one
+//! holding the multi-partition lock, waits only for that executor to come
+//! back to its queue.
+//!
 //! Invariant: a submitted call is answered exactly once — with its
 //! result and commit handle, with its error (rolled back, logged
 //! nowhere), or with `Error::Closed` if the executors stopped first; the
@@ -40,6 +48,10 @@ use std::thread::JoinHandle;
 /// How an executor runs a call: `Session`'s own path, under the order.
 pub(crate) type RunCall =
     fn(&mut Session, &Procedure, &dyn Decoded, &[u8], bool) -> Result<(Output, PendingCommit)>;
+
+/// Calls an executor's queue holds before a caller handing over another
+/// waits for room (`Session::submit`, and `Session::call` under executors).
+pub const EXECUTOR_QUEUE_LIMIT: usize = 1024;
 
 /// One queued call.
 struct Job {
@@ -68,6 +80,9 @@ struct QueueState {
 struct Queue {
     state: Mutex<QueueState>,
     ready: Condvar,
+    /// Callers wait here while the queue is full; the executor wakes them
+    /// when it takes the queue, a stop when it refuses them.
+    room: Condvar,
     /// Set with `stopped`, read between the calls of a batch: a close
     /// does not wait for the rest of a long batch to run.
     stopping: AtomicBool,
@@ -178,6 +193,7 @@ impl Executors {
             queue.stopping.store(true, Ordering::Release);
             queue.state.lock().stopped = true;
             queue.ready.notify_all();
+            queue.room.notify_all();
         }
         let me = std::thread::current().id();
         for handle in self.threads.lock().drain(..) {
@@ -224,12 +240,17 @@ impl Job {
 }
 
 impl Queue {
-    /// Queue `work`; false once the executor is stopping.
+    /// Queue `work`, once the queue has room; false once the executor is
+    /// stopping.
     fn push(&self, work: Work) -> bool {
         let mut state = self.state.lock();
+        while state.jobs.len() >= EXECUTOR_QUEUE_LIMIT && !state.stopped {
+            self.room.wait(&mut state);
+        }
         if state.stopped {
             return false;
         }
+        debug_assert!(state.jobs.len() < EXECUTOR_QUEUE_LIMIT, "a queue holds at most its limit");
         state.jobs.push_back(work);
         // Only an executor that found its queue empty waits: a queue that
         // held work already has its executor awake.
@@ -261,6 +282,7 @@ fn executor_thread(queue: &Queue, session: &mut Session, run: RunCall) {
         state.stopped = true;
         batch.extend(state.jobs.drain(..));
         drop(state);
+        queue.room.notify_all();
         refuse(batch.drain(..));
     }
 }
@@ -289,6 +311,7 @@ fn serve(queue: &Queue, session: &mut Session, run: RunCall, batch: &mut VecDequ
             }
             std::mem::swap(batch, &mut state.jobs);
         }
+        queue.room.notify_all();
         while let Some(work) = batch.pop_front() {
             if queue.stopping.load(Ordering::Acquire) {
                 refuse(std::iter::once(work).chain(batch.drain(..)));
