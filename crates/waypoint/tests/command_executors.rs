@@ -385,6 +385,7 @@ impl Drop for OpenOnDrop<'_> {
 #[test]
 fn a_full_executor_queue_holds_the_caller_back_until_it_has_room() {
     use waypoint::EXECUTOR_QUEUE_LIMIT;
+    let limit = EXECUTOR_QUEUE_LIMIT as u64;
     let sim = SimStorage::new(4);
     let shared = Arc::new(Shared::default());
     let db = open(&sim, &shared);
@@ -395,71 +396,72 @@ fn a_full_executor_queue_holds_the_caller_back_until_it_has_room() {
     eventually("the held call starts", || {
         shared.holding.load(Ordering::SeqCst) == 1
     });
-    let handed = AtomicU64::new(0);
-    let calls = std::thread::scope(|scope| {
-        let _open = OpenOnDrop(&shared);
-        let caller = scope.spawn(|| {
+    let handed = Arc::new(AtomicU64::new(0));
+    let caller = {
+        let (db, handed) = (db.clone(), Arc::clone(&handed));
+        std::thread::spawn(move || {
             let mut s = db.session();
             let mut calls = Vec::new();
-            for i in 1..=EXECUTOR_QUEUE_LIMIT as u64 + 1 {
+            for i in 1..=limit + 1 {
                 calls.push(s.submit::<_, Ran>("note", &(i * 2)).unwrap());
                 handed.fetch_add(1, Ordering::SeqCst);
             }
             calls
-        });
-        eventually("the queue fills", || {
-            handed.load(Ordering::SeqCst) == EXECUTOR_QUEUE_LIMIT as u64
-        });
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(
-            handed.load(Ordering::SeqCst),
-            EXECUTOR_QUEUE_LIMIT as u64,
-            "the call beyond the limit waits for room"
-        );
-        shared.open_gate();
-        caller.join().unwrap()
+        })
+    };
+    eventually("the queue fills", || handed.load(Ordering::SeqCst) >= limit);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        handed.load(Ordering::SeqCst),
+        limit,
+        "the call beyond the limit waits for room"
+    );
+    shared.open_gate();
+    eventually("the executor makes room", || {
+        handed.load(Ordering::SeqCst) == limit + 1
     });
     held.wait().unwrap();
-    for call in calls {
+    for call in caller.join().unwrap() {
         call.wait().unwrap();
     }
-    assert_eq!(noted(&db).len(), EXECUTOR_QUEUE_LIMIT + 2);
+    assert_eq!(noted(&db).len() as u64, limit + 2);
 
-    // Held again and full: a close answers the waiting caller `Closed`.
+    // Held again and full: a close refuses the caller waiting for room,
+    // and every call still queued.
     *shared.open.lock().unwrap() = false;
     shared.holding.store(0, Ordering::SeqCst);
     let held = s.submit::<_, Ran>("hold", &10_000u64).unwrap();
     eventually("the held call starts", || {
         shared.holding.load(Ordering::SeqCst) == 1
     });
-    let queued: Vec<PendingCall<Ran>> = (1..=EXECUTOR_QUEUE_LIMIT as u64)
+    let queued: Vec<PendingCall<Ran>> = (1..=limit)
         .map(|i| s.submit("note", &(20_000 + i * 2)).unwrap())
         .collect();
-    std::thread::scope(|scope| {
-        let _open = OpenOnDrop(&shared);
-        let waiting = scope.spawn(|| {
+    let waiting = {
+        let db = db.clone();
+        std::thread::spawn(move || {
             db.session()
                 .submit::<_, Ran>("note", &40_000u64)
                 .map(|_| ())
-        });
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!waiting.is_finished(), "the caller waits for room");
-        let closing = {
-            let db = db.clone();
-            std::thread::spawn(move || db.close())
-        };
-        std::thread::sleep(Duration::from_millis(20));
-        shared.open_gate();
-        closing.join().unwrap().unwrap();
-        match waiting.join().unwrap() {
-            Ok(()) | Err(Error::Closed) => {}
-            Err(e) => panic!("{e}"),
-        }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!waiting.is_finished(), "the caller waits for room");
+    let closing = {
+        let db = db.clone();
+        std::thread::spawn(move || db.close())
+    };
+    // The close stops the executors before it waits for the held call.
+    eventually("the close refuses the waiting caller", || {
+        waiting.is_finished()
     });
-    let _ = held.wait();
+    assert!(matches!(waiting.join().unwrap(), Err(Error::Closed)));
+    shared.open_gate();
+    closing.join().unwrap().unwrap();
+    if let Err(e) = held.wait() {
+        assert!(matches!(e, Error::Closed), "{e}");
+    }
     for call in queued {
-        if let Err(e) = call.wait() {
-            assert!(matches!(e, Error::Closed), "{e}");
-        }
+        assert!(matches!(call.wait(), Err(Error::Closed)));
     }
 }

@@ -84,18 +84,23 @@ impl Session {
 
     /// Hand a call over without waiting for it to run: under executors it
     /// is queued (on its partition's executor, or on every executor for a
-    /// multi-partition call) and this returns at once; without them the
-    /// call runs here first. One partition runs its calls in the order
+    /// multi-partition call) and this returns once it is queued (see the
+    /// limit below); without them the call runs here first. One partition runs its calls in the order
     /// they were handed over; calls of different partitions, from one
     /// session too, run in no set order between them (a multi-partition
     /// call after each partition's earlier ones).
     /// The handle gives its result once it has run and acknowledges it
     /// once durable; a failure of the body comes through the handle.
     /// An unknown procedure or parameters that do not decode are refused
-    /// here. While the partition's executor has
+    /// here. While an executor the call goes to has
     /// [`EXECUTOR_QUEUE_LIMIT`](crate::EXECUTOR_QUEUE_LIMIT) calls queued,
-    /// this waits for room: calls handed over faster than they run are
-    /// held back, not queued without bound.
+    /// this waits for room (a multi-partition call for every executor's,
+    /// holding back other multi-partition calls meanwhile), and returns
+    /// `Closed` if the database closes first: calls handed over faster than
+    /// they run are held back, not queued without bound. So a procedure
+    /// body must not wait for the thread that hands calls over (a lock or
+    /// a gate it holds, a thread it joins): past the limit, neither would
+    /// go on.
     pub fn submit<P: Serialize + ?Sized, R: 'static>(
         &mut self,
         name: &str,

@@ -17,11 +17,16 @@
 //!
 //! A queue holds at most [`EXECUTOR_QUEUE_LIMIT`] calls: a caller that
 //! hands calls over faster than its partition runs them waits for room
-//! instead of growing the queue without bound. Executors never hand calls
-//! over (a procedure on one may not call in again), and an executor takes
-//! its whole queue at once, so a caller waiting for room, even one
-//! holding the multi-partition lock, waits only for that executor to come
-//! back to its queue.
+//! instead of growing the queue without bound (an executor takes its
+//! whole queue at once, so up to twice the limit may be accepted and not
+//! yet run). No wait for room is part of a cycle: executors never hand
+//! calls over (a procedure on one may not call in again), and only one
+//! multi-partition call is ever partly queued (`queueing_all`), so every
+//! meeting queued before it is in every queue and an executor that
+//! reached the partly queued one has passed them all: the executor of
+//! the full queue never waits for the caller, and comes back to its queue.
+//! (A procedure body that waits for the calling thread itself can break
+//! this; `Session::submit` says so.)
 //!
 //! Invariant: a submitted call is answered exactly once — with its
 //! result and commit handle, with its error (rolled back, logged
